@@ -1,0 +1,38 @@
+# `make run` and `make test` do all the set-up on a fresh Debian machine.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+
+.PHONY: run shell test lint unit bench clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "meowbot needs Python 3.11 or newer"'
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { echo "python3 -m venv failed: apt-get install -y python3-venv"; exit 1; }
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+run: $(STAMP)
+	$(VENV)/bin/meowbot run
+
+shell: $(STAMP)
+	$(VENV)/bin/meowbot shell
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check bot handlers tests bench scripts
+	$(VENV)/bin/mypy
+
+# Starts redis-server (and the other services) on loopback, runs every test, stops them.
+test: $(STAMP) lint
+	$(PY) scripts/testenv.py -- $(PY) -m pytest -q -p no:cacheprovider
+
+unit: $(STAMP)
+	$(PY) -m pytest -q tests/unit
+
+bench: $(STAMP)
+	$(PY) scripts/testenv.py -- $(PY) bench/ack.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache

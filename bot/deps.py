@@ -1,0 +1,18 @@
+"""What the listeners may use, built once by bot/app.py inside the running loop."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.config import Settings
+from bot.inflight import InFlight
+from bot.ports import StateStore
+from bot.telemetry import Telemetry
+
+
+@dataclass
+class Deps:
+    settings: Settings
+    store: StateStore
+    telemetry: Telemetry
+    inflight: InFlight

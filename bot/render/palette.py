@@ -1,0 +1,60 @@
+"""The App Home tab and the command palette modal opened from it.
+
+The palette lets someone run a command without remembering its syntax; its submission goes
+through the same router as the slash command.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.commands import BY_NAME, COMMANDS
+from bot.render.blocks import HomeTab, Modal, button
+
+OPEN_PALETTE_ACTION = "meowbot_open_palette"
+PALETTE_CALLBACK = "meowbot_palette"
+PALETTE_COMMAND = "palette_command"
+PALETTE_TEXT = "palette_text"
+MAX_PALETTE_TEXT = 500
+
+
+def home_view(backends: dict[str, str]) -> dict[str, Any]:
+    home = HomeTab(callback_id="meowbot_home")
+    home.header("meowbot")
+    home.section("GPU cluster triage and the model playground. Commands:")
+    home.lines([f"`{c.name} {c.usage_hint}`: {c.description}" for c in COMMANDS])
+    home.actions(button("Run a command", OPEN_PALETTE_ACTION, style="primary"))
+    home.divider()
+    home.fields([(name, state) for name, state in backends.items()])
+    return home.build()
+
+
+def palette_modal() -> dict[str, Any]:
+    modal = Modal("Run a command", callback_id=PALETTE_CALLBACK, submit="Run")
+    modal.select_input(
+        "Command", PALETTE_COMMAND, [(c.name, c.name) for c in COMMANDS], initial=COMMANDS[0].name
+    )
+    modal.text_input(
+        "Arguments",
+        PALETTE_TEXT,
+        placeholder="e.g. gpu-0042, or help",
+        optional=True,
+        max_length=MAX_PALETTE_TEXT,
+    )
+    modal.context("The answer arrives in your messages with meowbot.")
+    return modal.build()
+
+
+def parse_palette(view: dict[str, Any]) -> tuple[str, str] | dict[str, str]:
+    """(command, text) from a submitted palette, or field errors keyed by block id."""
+    values = view.get("state", {}).get("values", {})
+    chosen = values.get(PALETTE_COMMAND, {}).get(PALETTE_COMMAND, {}).get("selected_option")
+    name = str(chosen.get("value", "")) if isinstance(chosen, dict) else ""
+    text = str(values.get(PALETTE_TEXT, {}).get(PALETTE_TEXT, {}).get("value") or "")
+    if name not in BY_NAME:
+        return {PALETTE_COMMAND: "Pick one of the commands."}
+    if len(text) > MAX_PALETTE_TEXT:
+        return {PALETTE_TEXT: f"At most {MAX_PALETTE_TEXT} characters."}
+    if "\n" in text:
+        return {PALETTE_TEXT: f"One line, as you would type after {name}."}
+    return name, text.strip()

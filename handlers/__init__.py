@@ -1,0 +1,19 @@
+"""Every Slack listener, one module per surface; `register` wires them all on one AsyncApp."""
+
+from __future__ import annotations
+
+from slack_bolt.async_app import AsyncApp
+
+from bot.deps import Deps
+from handlers import actions, commands, events, home, views
+from handlers.registry import Registered, Registry
+
+
+def register(app: AsyncApp, deps: Deps) -> Registered:
+    app.use(events.dedup_middleware(deps))
+    reg = Registry(app)
+    commands.register(reg, deps)
+    actions.register(reg, deps)
+    views.register(reg, deps)
+    home.register(reg, deps)
+    return reg.registered

@@ -1,0 +1,45 @@
+"""Events API plumbing: each delivery is processed once, however often Slack retries it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_bolt.response import BoltResponse
+
+from bot.deps import Deps
+
+log = logging.getLogger(__name__)
+
+# Slack retries for up to about an hour and a half; keep the claim a little longer.
+EVENT_CLAIM_TTL_S = 2 * 3600
+
+
+def dedup_middleware(
+    deps: Deps,
+) -> Callable[..., Awaitable[BoltResponse | None]]:
+    async def dedup(
+        body: dict[str, Any],
+        request: AsyncBoltRequest,
+        response: BoltResponse,
+        next: Callable[[], Awaitable[None]],
+    ) -> BoltResponse | None:
+        event_id = body.get("event_id") if body.get("type") == "event_callback" else None
+        if not event_id:
+            await next()
+            return response
+        team = str(body.get("team_id", ""))
+        # If the store is down this raises, Bolt answers 500 and Slack retries later, which
+        # is what we want: the event is then processed once the store is back.
+        first = await deps.store.claim(team, "event", str(event_id), EVENT_CLAIM_TTL_S)
+        if not first:
+            deps.telemetry.duplicate_events.inc()
+            retry = request.headers.get("x-slack-retry-num", ["0"])[0]
+            log.info("duplicate event dropped", extra={"event_id": event_id, "retry": retry})
+            return BoltResponse(status=200, body="")
+        await next()
+        return response
+
+    return dedup

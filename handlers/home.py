@@ -1,0 +1,23 @@
+"""The App Home tab."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.deps import Deps
+from bot.render.palette import home_view
+from handlers.registry import Registry
+
+
+def register(reg: Registry, deps: Deps) -> None:
+    async def on_home_opened(event: dict[str, Any], client: AsyncWebClient) -> None:
+        if event.get("tab", "home") != "home":
+            return
+        async with deps.inflight.track():
+            await client.views_publish(
+                user_id=event["user"], view=home_view(deps.settings.backends())
+            )
+
+    reg.event("app_home_opened", on_home_opened)

@@ -1,0 +1,32 @@
+"""Modal submissions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot import router
+from bot.deps import Deps
+from bot.render.palette import PALETTE_CALLBACK, parse_palette
+from handlers.registry import Registry
+from handlers.reply import post_message
+
+
+def register(reg: Registry, deps: Deps) -> None:
+    async def on_palette(
+        ack: Any, body: dict[str, Any], view: dict[str, Any], client: AsyncWebClient
+    ) -> None:
+        parsed = parse_palette(view)
+        if isinstance(parsed, dict):
+            # Field errors keep the modal open with the problem shown beside the input.
+            await ack(response_action="errors", errors=parsed)
+            return
+        await ack()
+        name, text = parsed
+        deps.telemetry.commands.labels(command=name).inc()
+        async with deps.inflight.track():
+            # A modal has no channel: the answer goes to the person's DM with the bot.
+            await post_message(client, body["user"]["id"], router.answer(name, text))
+
+    reg.view(PALETTE_CALLBACK, on_palette)
