@@ -19,6 +19,7 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
+from aiohttp.web_runner import AppRunner, TCPSite
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.http_retry.builtin_async_handlers import (
@@ -51,7 +52,7 @@ class Bot:
     web: web.Application
     registered: Registered
     session: aiohttp.ClientSession
-    runner: web.AppRunner | None = None
+    runner: AppRunner | None = None
     socket_handler: AsyncSocketModeHandler | None = None
 
     @property
@@ -60,9 +61,9 @@ class Bot:
 
     async def start_http(self, host: str = "0.0.0.0", port: int | None = None) -> int:
         """Serves the web app; returns the bound port (port 0 picks a free one)."""
-        self.runner = web.AppRunner(self.web, handle_signals=False, access_log=None)
+        self.runner = AppRunner(self.web, handle_signals=False, access_log=None)
         await self.runner.setup()
-        site = web.TCPSite(self.runner, host, self.settings.port if port is None else port)
+        site = TCPSite(self.runner, host, self.settings.port if port is None else port)
         await site.start()
         server = site._server
         assert server is not None
@@ -73,19 +74,21 @@ class Bot:
         token = self.settings.slack_app_token
         assert token is not None
         self.socket_handler = AsyncSocketModeHandler(self.app, token.get_secret_value())
-        await self.socket_handler.connect_async()
+        await self.socket_handler.connect_async()  # type: ignore[no-untyped-call]
 
     async def close(self) -> None:
         """Stops taking requests, lets in-flight work finish (bounded), closes connections."""
         if self.socket_handler is not None:
-            await self.socket_handler.disconnect_async()
-            await self.socket_handler.close_async()
+            await self.socket_handler.disconnect_async()  # type: ignore[no-untyped-call]
+            await self.socket_handler.close_async()  # type: ignore[no-untyped-call]
         if self.runner is not None:
             # Stop accepting first; answered requests may still have work running after ack.
             await self.runner.shutdown()
         finished = await self.deps.inflight.wait_idle(SHUTDOWN_GRACE_S)
         if not finished:
-            log.warning("shutdown with work still running", extra={"count": self.deps.inflight.count})
+            log.warning(
+                "shutdown with work still running", extra={"count": self.deps.inflight.count}
+            )
         if self.runner is not None:
             await self.runner.cleanup()
         await self.deps.store.close()
@@ -181,7 +184,12 @@ def _healthz(deps: Deps) -> Handler:
         except Exception as exc:  # any failure to reach the store is "down", said in words
             state = f"down: {type(exc).__name__}"
             healthy = False
-        body = {"ok": healthy, "mode": deps.settings.mode.value, "redis": state, "backends": backends}
+        body = {
+            "ok": healthy,
+            "mode": deps.settings.mode.value,
+            "redis": state,
+            "backends": backends,
+        }
         return web.json_response(body, status=200 if healthy else 503)
 
     return healthz

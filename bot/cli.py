@@ -10,7 +10,6 @@ from bot.config import ConfigError, Mode, Settings, load_settings
 from bot.logs import setup_logging
 
 
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="meowbot", description="GPU cluster triage in Slack")
     sub = parser.add_subparsers(dest="verb")
@@ -19,7 +18,9 @@ def _parser() -> argparse.ArgumentParser:
         help="run the bot: Socket Mode, HTTP, or the terminal shell when no tokens are set",
     )
     shell = sub.add_parser("shell", help="type slash commands in a terminal, as in Slack")
-    shell.add_argument("-c", dest="command", help='run one command and exit, e.g. "/node-health help"')
+    shell.add_argument(
+        "-c", dest="command", help='run one command and exit, e.g. "/node-health help"'
+    )
     shell.add_argument(
         "--json",
         action="store_true",

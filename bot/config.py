@@ -238,8 +238,8 @@ def load_settings(**overrides: Any) -> Settings:
     except ValidationError as exc:
         err = exc.errors()[0]
         name = _env_name(err["loc"])
-        if err["type"] == "value_error" and "config" in str(err.get("msg", "")):
-            raise ConfigError(f"{name} must be {EXPECTS[name]}.") from None
+        if not err["loc"]:  # the model validator: only the YAML file is checked there
+            raise ConfigError(f"MEOWBOT_CONFIG must be {EXPECTS['MEOWBOT_CONFIG']}.") from None
         got = err.get("input")
         shown = "" if name in _SECRET_NAMES or isinstance(got, dict) else f" (got {got!r})"
         expects = EXPECTS.get(name, "a valid value")

@@ -34,7 +34,8 @@ def ensure_packages() -> None:
     if not missing:
         return
     if os.geteuid() != 0:
-        sys.exit(f"testenv: missing {' '.join(missing)}; run: sudo apt-get install -y {' '.join(missing)}")
+        names = " ".join(missing)
+        sys.exit(f"testenv: missing {names}; run: sudo apt-get install -y {names}")
     say(f"installing {' '.join(missing)} with apt-get")
     # Packages' init scripts must not start daemons on their default ports.
     rc_d = Path("/usr/sbin/policy-rc.d")
@@ -73,8 +74,20 @@ def redis(tmp: Path) -> Iterator[dict[str, str]]:
     data = tmp / "redis"
     data.mkdir()
     cmd = [
-        "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-        "--appendonly", "yes", "--dir", str(data), "--daemonize", "no", "--logfile",
+        "redis-server",
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--dir",
+        str(data),
+        "--daemonize",
+        "no",
+        "--logfile",
         str(tmp / "redis.log"),
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -105,12 +118,17 @@ def main(argv: list[str]) -> int:
     if not argv:
         sys.exit("usage: testenv.py -- COMMAND [ARGS...]")
     ensure_packages()
-    with tempfile.TemporaryDirectory(prefix="meowbot-test-") as tmp_s, contextlib.ExitStack() as stack:
+    with (
+        tempfile.TemporaryDirectory(prefix="meowbot-test-") as tmp_s,
+        contextlib.ExitStack() as stack,
+    ):
         tmp = Path(tmp_s)
         env = dict(os.environ)
         env.update(stack.enter_context(redis(tmp)))
         env["MEOWBOT_TEST_TMP"] = str(tmp)
-        say("services up: " + ", ".join(k for k in env if k.endswith("_URL") and k in {"REDIS_URL"}))
+        say(
+            "services up: " + ", ".join(k for k in env if k.endswith("_URL") and k in {"REDIS_URL"})
+        )
         code = subprocess.call(argv, env=env)
     # pytest's 5 means "no tests ran": never a pass.
     return code

@@ -42,7 +42,7 @@ def render_output(out: Output, *, color: bool) -> str | None:
         return (_dim(f"({where})", color) + "\n" if where else "") + body
     if out.method in SHOWN_AS_VIEW:
         view = args.get("view")
-        return render_view(view, color=color) if isinstance(view, dict) else None
+        return str(render_view(view, color=color)) if isinstance(view, dict) else None
     if out.method == "files.completeUploadExternal":
         files = args.get("files") or []
         names = ", ".join(str(f.get("title") or f.get("id")) for f in files if isinstance(f, dict))
@@ -84,7 +84,10 @@ async def run_repl(
     try:
         if command is not None:
             if not command.strip().startswith("/"):
-                print("meowbot: -c takes a slash command, e.g. -c \"/node-health help\"", file=sys.stderr)
+                print(
+                    'meowbot: -c takes a slash command, e.g. -c "/node-health help"',
+                    file=sys.stderr,
+                )
                 return 2
             outputs = await run_one(session, command)
             _print_outputs(outputs, as_json=as_json, color=color, stream=sys.stdout)

@@ -89,8 +89,9 @@ class ShellSession:
     async def _post_signed(self, body: str) -> int:
         assert self._http is not None
         ts = str(int(time.time()))
-        signature = SignatureVerifier(self._signing_secret).generate_signature(
-            timestamp=ts, body=body
+        signature = (
+            SignatureVerifier(self._signing_secret).generate_signature(timestamp=ts, body=body)
+            or ""
         )
         headers = {
             "Content-Type": "application/x-www-form-urlencoded",
@@ -186,18 +187,20 @@ class ShellSession:
         outputs: list[tuple[float, Output]] = []
         for call in self.emulator.calls[self._seen_calls :]:
             outputs.append((call.at, Output(call.method, call.args)))
-        for item in self.emulator.responses[self._seen_responses :]:
-            outputs.append((item.at, Output("response_url", item.body)))
+        emu = self.emulator
+        for (_, body), at in zip(
+            emu.responses[self._seen_responses :],
+            emu.responses_at[self._seen_responses :],
+            strict=True,
+        ):
+            outputs.append((at, Output("response_url", body)))
         self._seen_calls = len(self.emulator.calls)
         self._seen_responses = len(self.emulator.responses)
         outputs.sort(key=lambda pair: pair[0])
         for _, out in outputs:
-            if out.method in {"chat.postMessage", "chat.postEphemeral", "response_url"}:
-                if out.args.get("blocks") or out.args.get("text"):
-                    self.last_message = {
-                        **out.args,
-                        "_ephemeral": out.method != "chat.postMessage",
-                    }
+            shown = out.method in {"chat.postMessage", "chat.postEphemeral", "response_url"}
+            if shown and (out.args.get("blocks") or out.args.get("text")):
+                self.last_message = {**out.args, "_ephemeral": out.method != "chat.postMessage"}
         return [out for _, out in outputs]
 
 

@@ -1,0 +1,344 @@
+"""The faults the simulated fleet can inject, and what each does to the metrics.
+
+Each injection is recorded as an ``InjectedFault``: the ground truth that tests and benchmarks
+score diagnoses against. Each kind moves only the series that are its own evidence (an Xid does
+not also bump the ECC counter), so that a check that finds the fault finds exactly that kind and
+the scoring stays unambiguous. Counters only ever grow: a fault adds to a counter from its
+``since`` on and freezes its contribution at ``until``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from bot import metric_names as m
+from bot.models import FaultKind
+
+DetailValue = str | int | float | bool
+Scope = Literal["gpu", "nic", "netdev", "node", "job"]
+
+XID_CODES: tuple[int, ...] = (13, 31, 43, 45, 48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120)
+"""The Xid codes that matter for triage (issue 3); the simulator injects any of them."""
+
+# Versions a drifted node runs instead of the fleet's majority (see inventory.py).
+DRIFT_VERSIONS: dict[FaultKind, tuple[str, ...]] = {
+    FaultKind.DRIVER_DRIFT: ("535.161.08", "550.90.07", "545.23.08"),
+    FaultKind.KERNEL_DRIFT: ("5.15.0-91-generic", "5.15.0-112-generic", "6.8.0-40-generic"),
+    FaultKind.FIRMWARE_DRIFT: ("96.00.74.00.0B", "96.00.99.00.01", "96.00.61.00.05"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class KindSpec:
+    scope: Scope
+    """What the fault sits on: one GPU, one IB port, one network interface, a node, or a job."""
+    slowdown: float
+    """Extra step time (0.1 = 10 % slower) of the ranks on the node while it runs a job."""
+
+
+KIND_SPECS: dict[FaultKind, KindSpec] = {
+    FaultKind.XID: KindSpec("gpu", 0.0),
+    FaultKind.ECC_DBE: KindSpec("gpu", 0.0),
+    FaultKind.ROW_REMAP_FAILURE: KindSpec("gpu", 0.0),
+    FaultKind.ROW_REMAP_PENDING: KindSpec("gpu", 0.0),
+    FaultKind.THROTTLE_POWER: KindSpec("gpu", 0.08),
+    FaultKind.THROTTLE_HW_SLOWDOWN: KindSpec("gpu", 0.35),
+    FaultKind.THROTTLE_SW_THERMAL: KindSpec("gpu", 0.12),
+    FaultKind.THROTTLE_HW_THERMAL: KindSpec("gpu", 0.25),
+    FaultKind.POWER_BRAKE: KindSpec("gpu", 0.5),
+    FaultKind.HIGH_TEMPERATURE: KindSpec("gpu", 0.0),
+    FaultKind.NVLINK_CRC: KindSpec("gpu", 0.04),
+    FaultKind.NVLINK_REPLAY: KindSpec("gpu", 0.04),
+    FaultKind.PCIE_REPLAY: KindSpec("gpu", 0.03),
+    FaultKind.PCIE_DOWNTRAINED: KindSpec("gpu", 0.08),
+    FaultKind.GPU_MISSING: KindSpec("gpu", 0.0),
+    FaultKind.LOW_SM_CLOCK: KindSpec("gpu", 0.12),
+    FaultKind.NUMA_MISPLACEMENT: KindSpec("gpu", 0.07),
+    FaultKind.IB_LINK_DOWN: KindSpec("nic", 0.0),
+    FaultKind.IB_FLAPPING: KindSpec("nic", 0.06),
+    FaultKind.IB_SYMBOL_ERRORS: KindSpec("nic", 0.05),
+    FaultKind.NIC_ERRORS: KindSpec("netdev", 0.02),
+    FaultKind.UNEXPECTED_REBOOT: KindSpec("node", 0.0),
+    FaultKind.DRIVER_DRIFT: KindSpec("node", 0.06),
+    FaultKind.KERNEL_DRIFT: KindSpec("node", 0.05),
+    FaultKind.FIRMWARE_DRIFT: KindSpec("node", 0.05),
+    FaultKind.CPU_CONTENTION: KindSpec("node", 0.10),
+    FaultKind.PIPELINE_IMBALANCE: KindSpec("job", 0.12),
+    FaultKind.GC_STALLS: KindSpec("job", 0.8),
+    FaultKind.JOB_SLOWDOWN: KindSpec("job", 0.15),
+}
+
+ALL_NICS = "all"
+"""``detail["nic"]`` of an IB fault that takes every port of the node (a leaf switch outage)."""
+
+
+@dataclass(frozen=True, slots=True)
+class InjectedFault:
+    """Ground truth: one fault the fleet was told to show.
+
+    ``node`` is None only for job-level kinds, which name ``job_id`` instead. ``detail`` holds the
+    kind's parameters (the Xid code, the NIC, the rate of a counter, the drifted version, the
+    step-time slowdown...), all filled in at injection so that the record says exactly what the
+    metrics show.
+    """
+
+    kind: FaultKind
+    node: str | None
+    gpu: int | None
+    since: datetime
+    detail: Mapping[str, DetailValue] = field(default_factory=dict, hash=False, compare=True)
+    until: datetime | None = None
+    job_id: str | None = None
+    since_s: float = field(init=False, repr=False, compare=False, hash=False)
+    until_s: float = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        # Cached because the metric engine asks for them once per sample.
+        object.__setattr__(self, "since_s", self.since.timestamp())
+        object.__setattr__(
+            self, "until_s", math.inf if self.until is None else self.until.timestamp()
+        )
+
+    @property
+    def scope(self) -> Scope:
+        return KIND_SPECS[self.kind].scope
+
+    def active(self, t_s: float) -> bool:
+        return self.since_s <= t_s < self.until_s
+
+    def elapsed_s(self, t_s: float) -> float:
+        """Seconds the fault has been acting by ``t_s`` (frozen after ``until``)."""
+        return max(0.0, min(t_s, self.until_s) - self.since_s)
+
+    def number(self, key: str) -> float:
+        value = self.detail[key]
+        if isinstance(value, str):
+            raise TypeError(f"detail {key!r} of {self.kind} is not a number")
+        return float(value)
+
+    def text(self, key: str) -> str:
+        return str(self.detail[key])
+
+
+@dataclass(frozen=True, slots=True)
+class NodeShape:
+    """What default details are drawn from: the node's devices."""
+
+    gpus: int
+    nics: tuple[str, ...]
+    netdevs: tuple[str, ...]
+
+
+def default_detail(
+    kind: FaultKind, rng: random.Random, shape: NodeShape, detail: Mapping[str, DetailValue]
+) -> dict[str, DetailValue]:
+    """Fill in the parameters of ``kind`` that the caller left out, deterministically from ``rng``.
+
+    Values are chosen to be unmistakable for a check with sane thresholds and far from the noise
+    the fleet makes on healthy nodes.
+    """
+    out: dict[str, DetailValue] = {"slowdown": KIND_SPECS[kind].slowdown}
+    k = FaultKind
+    if kind is k.XID:
+        out["xid"] = rng.choice(XID_CODES)
+        out["count"] = 1
+    elif kind is k.ECC_DBE:
+        out["count"] = rng.randint(1, 3)
+    elif kind is k.THROTTLE_POWER:
+        out.update(sm_clock_mhz=rng.choice((1560, 1605, 1650)), power_w=699.0)
+    elif kind is k.THROTTLE_HW_SLOWDOWN:
+        out.update(sm_clock_mhz=rng.choice((990, 1095, 1200)))
+    elif kind is k.THROTTLE_SW_THERMAL:
+        out.update(sm_clock_mhz=rng.choice((1605, 1650)), temp_c=rng.randint(86, 88))
+    elif kind is k.THROTTLE_HW_THERMAL:
+        out.update(sm_clock_mhz=rng.choice((1095, 1200)), temp_c=rng.randint(92, 95))
+    elif kind is k.POWER_BRAKE:
+        out.update(sm_clock_mhz=rng.choice((705, 810)), power_w=310.0)
+    elif kind is k.HIGH_TEMPERATURE:
+        out["temp_c"] = rng.randint(90, 96)
+    elif kind in (k.NVLINK_CRC, k.NVLINK_REPLAY, k.PCIE_REPLAY):
+        out["per_min"] = round(rng.uniform(2.0, 20.0), 2)
+    elif kind is k.PCIE_DOWNTRAINED:
+        if rng.random() < 0.5:
+            out["width"] = rng.choice((8, 4))
+        else:
+            out["gen"] = rng.choice((4, 3))
+    elif kind is k.LOW_SM_CLOCK:
+        out["sm_clock_mhz"] = rng.choice((1410, 1530, 1620))
+    elif kind is k.NUMA_MISPLACEMENT:
+        out["misplaced"] = rng.choice(("gpu", "nic"))
+        out["miss_pages_per_s"] = 25_000.0
+    elif kind in (k.IB_LINK_DOWN, k.IB_FLAPPING, k.IB_SYMBOL_ERRORS):
+        out["nic"] = rng.choice(shape.nics)
+        if kind is k.IB_FLAPPING:
+            out["period_s"] = rng.choice((300, 600, 900))
+        if kind is k.IB_SYMBOL_ERRORS:
+            out["per_min"] = round(rng.uniform(50.0, 500.0), 1)
+    elif kind is k.NIC_ERRORS:
+        out["device"] = rng.choice(shape.netdevs)
+        out["per_min"] = round(rng.uniform(20.0, 200.0), 1)
+    elif kind in DRIFT_VERSIONS:
+        out["version"] = rng.choice(DRIFT_VERSIONS[kind])
+    elif kind is k.CPU_CONTENTION:
+        out["load"] = round(rng.uniform(80.0, 160.0), 1)
+        out["psi_per_s"] = round(rng.uniform(0.4, 0.9), 2)
+    elif kind is k.GC_STALLS:
+        out["period_min"] = rng.choice((5, 10, 15))
+        out["phase_min"] = rng.randrange(5)
+    out.update(detail)
+    return out
+
+
+# --- what a fault does to a metric's value ------------------------------------------------------
+Effect = Callable[[float, InjectedFault, float], float]
+"""(value without the fault, the fault, time in epoch seconds) -> value with it."""
+
+
+def _counter(per_min_key: str, scale: float = 1.0) -> Effect:
+    """A counter that ticks once at ``since`` and then at ``per_min`` a minute."""
+
+    def effect(value: float, fault: InjectedFault, t_s: float) -> float:
+        rate = fault.number(per_min_key) * scale / 60.0
+        return value + 1.0 + math.floor(rate * fault.elapsed_s(t_s))
+
+    return effect
+
+
+def _set(key: str) -> Effect:
+    return lambda value, fault, t_s: fault.number(key)
+
+
+def _const(new: float) -> Effect:
+    return lambda value, fault, t_s: new
+
+
+def _at_most(key: str) -> Effect:
+    return lambda value, fault, t_s: min(value, fault.number(key))
+
+
+def _at_least(key: str) -> Effect:
+    return lambda value, fault, t_s: max(value, fault.number(key))
+
+
+def _bits(bit: int) -> Effect:
+    return lambda value, fault, t_s: float(int(value) | bit)
+
+
+def _add(key: str) -> Effect:
+    return lambda value, fault, t_s: value + fault.number(key)
+
+
+def _plus(count_key: str) -> Effect:
+    return lambda value, fault, t_s: value + fault.number(count_key)
+
+
+def _flap_count(value: float, fault: InjectedFault, t_s: float) -> float:
+    return value + 1.0 + math.floor(fault.elapsed_s(t_s) / fault.number("period_s"))
+
+
+def _flap_state(down: float) -> Effect:
+    def effect(value: float, fault: InjectedFault, t_s: float) -> float:
+        # Down for the minute at each flap, up in between: a one-minute scrape sees both.
+        return down if (t_s - fault.since_s) % fault.number("period_s") < 60.0 else value
+
+    return effect
+
+
+def _pcie(key: str) -> Effect:
+    def effect(value: float, fault: InjectedFault, t_s: float) -> float:
+        return fault.number(key) if key in fault.detail else value
+
+    return effect
+
+
+def _rate_counter(key: str) -> Effect:
+    return lambda value, fault, t_s: value + math.floor(fault.number(key) * fault.elapsed_s(t_s))
+
+
+def _rate_counter_frac(key: str) -> Effect:
+    def effect(value: float, fault: InjectedFault, t_s: float) -> float:
+        return value + round(fault.number(key) * fault.elapsed_s(t_s), 3)
+
+    return effect
+
+
+_CLOCK_REASON_METRICS = (m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS, m.DCGM_FI_DEV_CLOCK_THROTTLE_REASONS)
+
+
+def _throttle(bit: int, **more: Effect) -> dict[str, Effect]:
+    effects = {name: _bits(bit) for name in _CLOCK_REASON_METRICS}
+    effects[m.DCGM_FI_DEV_SM_CLOCK] = _at_most("sm_clock_mhz")
+    effects.update(more)
+    return effects
+
+
+EFFECTS: dict[FaultKind, dict[str, Effect]] = {
+    FaultKind.XID: {m.DCGM_FI_DEV_XID_ERRORS: _set("xid")},
+    FaultKind.ECC_DBE: {m.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL: _plus("count")},
+    FaultKind.ROW_REMAP_FAILURE: {m.DCGM_FI_DEV_ROW_REMAP_FAILURE: _const(1.0)},
+    FaultKind.ROW_REMAP_PENDING: {m.DCGM_FI_DEV_ROW_REMAP_PENDING: _const(1.0)},
+    FaultKind.THROTTLE_POWER: _throttle(
+        m.CLOCK_EVENT_SW_POWER_CAP, **{m.DCGM_FI_DEV_POWER_USAGE: _set("power_w")}
+    ),
+    FaultKind.THROTTLE_HW_SLOWDOWN: _throttle(m.CLOCK_EVENT_HW_SLOWDOWN),
+    FaultKind.THROTTLE_SW_THERMAL: _throttle(
+        m.CLOCK_EVENT_SW_THERMAL, **{m.DCGM_FI_DEV_GPU_TEMP: _at_least("temp_c")}
+    ),
+    FaultKind.THROTTLE_HW_THERMAL: _throttle(
+        m.CLOCK_EVENT_HW_THERMAL, **{m.DCGM_FI_DEV_GPU_TEMP: _at_least("temp_c")}
+    ),
+    FaultKind.POWER_BRAKE: _throttle(
+        m.CLOCK_EVENT_HW_POWER_BRAKE, **{m.DCGM_FI_DEV_POWER_USAGE: _at_most("power_w")}
+    ),
+    FaultKind.HIGH_TEMPERATURE: {m.DCGM_FI_DEV_GPU_TEMP: _at_least("temp_c")},
+    FaultKind.NVLINK_CRC: {m.DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL: _counter("per_min")},
+    FaultKind.NVLINK_REPLAY: {m.DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL: _counter("per_min")},
+    FaultKind.PCIE_REPLAY: {m.DCGM_FI_DEV_PCIE_REPLAY_COUNTER: _counter("per_min")},
+    FaultKind.PCIE_DOWNTRAINED: {
+        m.DCGM_FI_DEV_PCIE_LINK_WIDTH: _pcie("width"),
+        m.DCGM_FI_DEV_PCIE_LINK_GEN: _pcie("gen"),
+    },
+    FaultKind.LOW_SM_CLOCK: {m.DCGM_FI_DEV_SM_CLOCK: _at_most("sm_clock_mhz")},
+    FaultKind.NUMA_MISPLACEMENT: {
+        m.NODE_MEMORY_NUMA_NUMA_MISS_TOTAL: _rate_counter("miss_pages_per_s")
+    },
+    FaultKind.IB_LINK_DOWN: {
+        m.NODE_INFINIBAND_STATE_ID: _const(float(m.IB_STATE_DOWN)),
+        m.NODE_INFINIBAND_PHYSICAL_STATE_ID: _const(float(m.IB_PHYSICAL_STATE_POLLING)),
+        m.NODE_INFINIBAND_LINK_DOWNED_TOTAL: lambda value, fault, t_s: value + 1.0,
+        # The received-bytes counter stops: handled by the engine, which knows the baseline.
+    },
+    FaultKind.IB_FLAPPING: {
+        m.NODE_INFINIBAND_LINK_DOWNED_TOTAL: _flap_count,
+        m.NODE_INFINIBAND_STATE_ID: _flap_state(float(m.IB_STATE_DOWN)),
+        m.NODE_INFINIBAND_PHYSICAL_STATE_ID: _flap_state(float(m.IB_PHYSICAL_STATE_POLLING)),
+    },
+    FaultKind.IB_SYMBOL_ERRORS: {m.NODE_INFINIBAND_SYMBOL_ERROR_TOTAL: _counter("per_min")},
+    FaultKind.NIC_ERRORS: {
+        m.NODE_NETWORK_RECEIVE_ERRS_TOTAL: _counter("per_min"),
+        m.NODE_NETWORK_TRANSMIT_ERRS_TOTAL: _counter("per_min", 0.25),
+    },
+    FaultKind.UNEXPECTED_REBOOT: {
+        m.NODE_BOOT_TIME_SECONDS: lambda value, fault, t_s: fault.since_s,
+    },
+    FaultKind.CPU_CONTENTION: {
+        m.NODE_LOAD1: _add("load"),
+        m.NODE_PRESSURE_CPU_WAITING_SECONDS_TOTAL: _rate_counter_frac("psi_per_s"),
+    },
+    # Presence (gpu_missing), versions (drift), topology (numa) and step times (job kinds and
+    # slowdowns) are not a value transform: the engine applies them.
+    FaultKind.GPU_MISSING: {},
+    FaultKind.DRIVER_DRIFT: {},
+    FaultKind.KERNEL_DRIFT: {},
+    FaultKind.FIRMWARE_DRIFT: {},
+    FaultKind.PIPELINE_IMBALANCE: {},
+    FaultKind.GC_STALLS: {},
+    FaultKind.JOB_SLOWDOWN: {},
+}
+
+assert set(EFFECTS) == set(FaultKind) == set(KIND_SPECS), "every kind needs a spec and effects"

@@ -1,0 +1,135 @@
+"""`meowbot` as a process: HTTP mode with JSON logs and graceful SIGTERM; the shell's --json."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import sys
+import time
+
+import aiohttp
+
+from bot.shell.slack_emulator import SlackEmulator, validate_blocks
+
+SECRET_TOKEN = "xoxb-e2e-process-secret"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_http_mode_logs_json_and_stops_on_sigterm(
+    emulator: SlackEmulator, redis_url: str
+) -> None:
+    port = _free_port()
+    env = {
+        **os.environ,
+        "SLACK_BOT_TOKEN": SECRET_TOKEN,
+        "SLACK_SIGNING_SECRET": "process-signing-secret",
+        "SLACK_API_URL": emulator.api_url,
+        "REDIS_URL": redis_url,
+        "PORT": str(port),
+    }
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        "run",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        async with aiohttp.ClientSession() as http:
+            while True:
+                try:
+                    async with http.get(f"http://127.0.0.1:{port}/healthz") as resp:
+                        assert resp.status == 200
+                        break
+                except aiohttp.ClientConnectionError:
+                    assert time.monotonic() < deadline, "the bot did not start"
+                    await asyncio.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(proc.communicate(), 12)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 0
+    lines = [json.loads(line) for line in err.decode().splitlines() if line.strip()]
+    messages = [entry["message"] for entry in lines]
+    assert "meowbot is up" in messages and "shutting down" in messages
+    up = next(e for e in lines if e["message"] == "meowbot is up")
+    assert up["mode"] == "http" and up["port"] == port
+    assert SECRET_TOKEN not in err.decode()
+
+
+async def test_shell_json_prints_valid_block_kit() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
+    env.pop("REDIS_URL", None)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        "shell",
+        "-c",
+        "/node-health help",
+        "--json",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0, err.decode()
+    records = [json.loads(line) for line in out.decode().splitlines()]
+    answers = [r for r in records if r["method"] == "response_url"]
+    assert len(answers) == 1
+    assert answers[0]["args"]["response_type"] == "ephemeral"
+    assert validate_blocks(answers[0]["args"]["blocks"]) == []
+    assert all(set(r) == {"method", "args"} for r in records)
+
+
+async def test_run_without_tokens_opens_the_shell_and_says_so() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
+    env.pop("REDIS_URL", None)
+    env["MEOWBOT_HISTORY"] = os.devnull
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        "run",
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(b"/hw-faults help\nquit\n"), 30)
+    assert proc.returncode == 0, err.decode()
+    text = out.decode()
+    first = text.splitlines()[0]
+    assert first.startswith("No Slack tokens set") and "simulated fleet (512 nodes)" in first
+    assert "/hw-faults" in text and "\x1b[" not in text  # no colour off a TTY
+
+
+async def test_a_wrong_setting_stops_start_up_with_one_sentence() -> None:
+    env = {**os.environ, "PORT": "eighty"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        "run",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), 20)
+    assert proc.returncode == 2
+    assert err.decode().strip() == (
+        "meowbot: PORT must be an integer between 1 and 65535 (got 'eighty')."
+    )
