@@ -755,23 +755,25 @@ def _text_in_order(node: object) -> str:
     return ""
 
 
-def _unique(value: str, seen: set[str], limit: int) -> str:
+def _unique(value: str, seen: dict[str, int], limit: int) -> str:
+    """`value`, or `value#N` with the next free N; `seen` maps ids to their last N."""
     if value not in seen:
-        seen.add(value)
+        seen[value] = 1
         return value
-    number = 2
+    number = seen[value]
     while True:
+        number += 1
         suffix = f"#{number}"
         candidate = value[: limit - len(suffix)] + suffix
         if candidate not in seen:
-            seen.add(candidate)
+            seen[value] = number
+            seen[candidate] = 1
             return candidate
-        number += 1
 
 
 def _make_ids_unique(blocks: list[Block]) -> None:
-    block_ids: set[str] = set()
-    action_ids: set[str] = set()
+    block_ids: dict[str, int] = {}
+    action_ids: dict[str, int] = {}
 
     def fix_element(element: object) -> None:
         if isinstance(element, dict) and isinstance(element.get("action_id"), str):

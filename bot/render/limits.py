@@ -78,5 +78,7 @@ MAX_PRIVATE_METADATA: Final = 3000
 
 def text_length(text: str) -> int:
     """Length of `text` as counted against Slack's limits (UTF-16 code units, conservative)."""
+    if text.isascii():
+        return len(text)
     # Astral characters (most emoji) are two UTF-16 units; everything else is one.
-    return len(text) + sum(1 for char in text if ord(char) > 0xFFFF)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2

@@ -145,12 +145,17 @@ def channel_mention(channel_id: str) -> str:
 
 def _prefix(text: str, limit: int) -> str:
     """The longest prefix of `text` with `text_length` <= `limit` (plain code-point cut)."""
-    used = 0
-    for index, char in enumerate(text):
-        used += 2 if ord(char) > 0xFFFF else 1
-        if used > limit:
-            return text[:index]
-    return text
+    head = text[:limit]
+    if text_length(head) <= limit:  # no astral characters in the way: one unit each
+        return head
+    low, high = 0, len(head)  # text_length(text[:low]) fits, text[:high] does not
+    while high - low > 1:
+        middle = (low + high) // 2
+        if text_length(text[:middle]) <= limit:
+            low = middle
+        else:
+            high = middle
+    return text[:low]
 
 
 def _safe_prefix(text: str, limit: int, *, mrkdwn: bool) -> str:
