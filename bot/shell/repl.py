@@ -20,7 +20,8 @@ SHOWN_AS_MESSAGE = {"chat.postMessage", "chat.postEphemeral", "chat.update", "re
 SHOWN_AS_VIEW = {"views.open", "views.update", "views.push", "views.publish"}
 
 SHELL_HELP = """Type slash commands as in Slack, for example /node-health help.
-  press N      press button N of the last message
+  press N      press button N of the last message or view
+  home         open the App Home tab
   help         this text; commands: {commands}
   quit         leave (or Ctrl-D)"""
 
@@ -69,8 +70,12 @@ def _print_outputs(outputs: list[Output], *, as_json: bool, color: bool, stream:
 
 async def run_one(session: ShellSession, line: str) -> list[Output]:
     line = line.strip()
+    if line == "home":
+        return await session.home()
     if line.startswith("press"):
         _, _, num = line.partition(" ")
+        if not num.strip().isdigit():
+            raise ValueError("press takes a button number, e.g. press 1")
         return await session.press(int(num))
     return await session.command(line)
 
@@ -126,7 +131,7 @@ async def _interactive(session: ShellSession, *, as_json: bool, color: bool) -> 
             if line in {"help", "?"}:
                 print(SHELL_HELP.format(commands=" ".join(c.name for c in COMMANDS)))
                 continue
-            if not (line.startswith("/") or line.startswith("press")):
+            if not (line.startswith(("/", "press")) or line == "home"):
                 print("Type a slash command (/node-health help), press N, help or quit.")
                 continue
             try:

@@ -56,6 +56,7 @@ class ShellSession:
         self._signing_secret = secrets.token_hex(16)
         self._seen_calls = 0
         self._seen_responses = 0
+        self._event_seq = 0
         # The newest message shown, whose buttons `press N` refers to.
         self.last_message: dict[str, Any] | None = None
 
@@ -86,7 +87,9 @@ class ShellSession:
 
     # -- sending what Slack sends
 
-    async def _post_signed(self, body: str) -> int:
+    async def _post_signed(
+        self, body: str, *, content_type: str = "application/x-www-form-urlencoded"
+    ) -> int:
         assert self._http is not None
         ts = str(int(time.time()))
         signature = (
@@ -94,7 +97,7 @@ class ShellSession:
             or ""
         )
         headers = {
-            "Content-Type": "application/x-www-form-urlencoded",
+            "Content-Type": content_type,
             "X-Slack-Request-Timestamp": ts,
             "X-Slack-Signature": signature,
         }
@@ -118,38 +121,53 @@ class ShellSession:
             "api_app_id": "A0SHELL",
             "is_enterprise_install": "false",
             "response_url": self.emulator.new_response_url(),
-            "trigger_id": _trigger_id(),
+            "trigger_id": self.emulator.new_trigger_id(),
         }
-        status = await self._post_signed(urllib.parse.urlencode(form))
-        outputs = await self.settle()
-        if status != 200:
-            outputs.append(Output("http_status", {"status": status}))
-        return outputs
+        return await self._outputs_after(await self._post_signed(urllib.parse.urlencode(form)))
+
+    async def home(self) -> list[Output]:
+        """Opens the App Home tab, as Slack's app_home_opened event does."""
+        self._event_seq += 1
+        payload = {
+            "token": "shell",
+            "team_id": SHELL_TEAM,
+            "api_app_id": "A0SHELL",
+            "type": "event_callback",
+            "event_id": f"Ev0SHELL{self._event_seq:06d}",
+            "event_time": int(time.time()),
+            "event": {"type": "app_home_opened", "user": self.user_id, "tab": "home",
+                      "channel": "D0SHELL", "event_ts": f"{time.time():.6f}"},
+        }
+        status = await self._post_signed(json.dumps(payload), content_type="application/json")
+        return await self._outputs_after(status)
 
     async def press(self, number: int) -> list[Output]:
-        """Presses button N of the newest message (numbered as the terminal shows them)."""
+        """Presses button N of the newest message or view (numbered as the terminal shows)."""
         message = self.last_message
         targets = button_targets(message.get("blocks", [])) if message else []
         if not 1 <= number <= len(targets):
             raise ValueError(f"no button {number}: the last message has {len(targets)}")
         target = targets[number - 1]
         assert message is not None
-        payload = {
+        is_view = message.get("_view", False)
+        container: dict[str, Any] = (
+            {"type": "view", "view_id": "V0SHELL"}
+            if is_view
+            else {
+                "type": "message",
+                "message_ts": message.get("ts", "0"),
+                "channel_id": SHELL_CHANNEL,
+                "is_ephemeral": message.get("_ephemeral", False),
+            }
+        )
+        payload: dict[str, Any] = {
             "type": "block_actions",
             "team": {"id": SHELL_TEAM, "domain": "shell"},
             "user": {"id": self.user_id, "username": self.user_id.lower(), "team_id": SHELL_TEAM},
             "api_app_id": "A0SHELL",
             "token": "shell",
-            "container": {
-                "type": "message",
-                "message_ts": message.get("ts", "0"),
-                "channel_id": SHELL_CHANNEL,
-                "is_ephemeral": message.get("_ephemeral", False),
-            },
-            "trigger_id": _trigger_id(),
-            "channel": {"id": SHELL_CHANNEL, "name": "shell"},
-            "message": {k: v for k, v in message.items() if not k.startswith("_")},
-            "response_url": self.emulator.new_response_url(),
+            "container": container,
+            "trigger_id": self.emulator.new_trigger_id(),
             "actions": [
                 {
                     "type": target.get("type", "button"),
@@ -161,8 +179,17 @@ class ShellSession:
                 }
             ],
         }
+        clean = {k: v for k, v in message.items() if not k.startswith("_")}
+        if is_view:
+            payload["view"] = clean
+        else:
+            payload["channel"] = {"id": SHELL_CHANNEL, "name": "shell"}
+            payload["message"] = clean
+            payload["response_url"] = self.emulator.new_response_url()
         body = urllib.parse.urlencode({"payload": json.dumps(payload)})
-        status = await self._post_signed(body)
+        return await self._outputs_after(await self._post_signed(body))
+
+    async def _outputs_after(self, status: int) -> list[Output]:
         outputs = await self.settle()
         if status != 200:
             outputs.append(Output("http_status", {"status": status}))
@@ -201,8 +228,10 @@ class ShellSession:
             shown = out.method in {"chat.postMessage", "chat.postEphemeral", "response_url"}
             if shown and (out.args.get("blocks") or out.args.get("text")):
                 self.last_message = {**out.args, "_ephemeral": out.method != "chat.postMessage"}
+            view = out.args.get("view")
+            if out.method in {"views.publish", "views.open", "views.update"} and isinstance(
+                view, dict
+            ):
+                self.last_message = {**view, "_view": True}
         return [out for _, out in outputs]
 
-
-def _trigger_id() -> str:
-    return f"{int(time.time())}.{secrets.randbelow(10**12)}.{secrets.token_hex(8)}"
