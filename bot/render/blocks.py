@@ -91,6 +91,11 @@ _INTERACTIVE_TYPES = _SELECT_TYPES | {
     "radio_buttons",
 }
 _ACCESSORY_TYPES = _INTERACTIVE_TYPES | {"image"}
+_MAX_OPTIONS_BY_TYPE = {
+    "overflow": limits.MAX_OVERFLOW_OPTIONS,
+    "checkboxes": limits.MAX_CHOICE_OPTIONS,
+    "radio_buttons": limits.MAX_CHOICE_OPTIONS,
+}
 _INPUT_TYPES = _SELECT_TYPES | {
     "plain_text_input",
     "number_input",
@@ -638,7 +643,8 @@ def usage(command: str, usage_lines: Sequence[str], description: str) -> SlackMe
     """The `help` answer of a command: what it does and how to call it."""
     message = Message(f"{command}: {description}").section(f"{bold(command)} — {description}")
     if usage_lines:
-        message.section(code_block("\n".join(usage_lines), limits.MAX_SECTION_TEXT))
+        # The lines are mrkdwn with `code` spans for what to type: a list, not a code block.
+        message.lines(list(usage_lines))
     return message.build()
 
 
@@ -712,10 +718,35 @@ def _clamp_element(element: Block, allowed: frozenset[str]) -> Block:
             str(result["placeholder"].get("text", "")), limits.MAX_PLACEHOLDER
         )
     if isinstance(result.get("options"), list):
-        result["options"] = result["options"][: limits.MAX_SELECT_OPTIONS]
+        most = _MAX_OPTIONS_BY_TYPE.get(str(kind), limits.MAX_SELECT_OPTIONS)
+        unique: dict[Any, Any] = {}
+        for entry in result["options"]:
+            key = entry.get("value") if isinstance(entry, dict) else id(entry)
+            unique.setdefault(key, entry)
+        result["options"] = list(unique.values())[:most]
         for entry in result["options"]:
             if isinstance(entry, dict) and isinstance(entry.get("text"), dict):
                 entry["text"] = _clamp_text_object(entry["text"], limits.MAX_OPTION_TEXT)
+        # The initial choice must be one of the options, exactly; one no longer offered
+        # would be rejected.
+        offered = {
+            entry.get("value"): entry for entry in result["options"] if isinstance(entry, dict)
+        }
+        initial = result.get("initial_option")
+        if isinstance(initial, dict) and initial.get("value") in offered:
+            result["initial_option"] = offered[initial.get("value")]
+        else:
+            result.pop("initial_option", None)
+        if isinstance(result.get("initial_options"), list):
+            kept = [
+                offered[o.get("value")]
+                for o in result["initial_options"]
+                if isinstance(o, dict) and o.get("value") in offered
+            ]
+            if kept:
+                result["initial_options"] = kept
+            else:
+                del result["initial_options"]
     if isinstance(result.get("confirm"), dict):
         result["confirm"] = _clamp_confirm(result["confirm"])
     return result

@@ -54,6 +54,8 @@ MAX_SELECT_OPTIONS: Final = 100
 MAX_OPTION_TEXT: Final = 75
 MAX_OPTION_VALUE: Final = 150
 MAX_PLACEHOLDER: Final = 150
+MAX_OVERFLOW_OPTIONS: Final = 5
+MAX_CHOICE_OPTIONS: Final = 10  # checkboxes, radio buttons
 
 # Confirmation dialog on a button or select.
 MAX_CONFIRM_TITLE: Final = 100

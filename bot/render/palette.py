@@ -10,6 +10,7 @@ from typing import Any
 
 from bot.commands import BY_NAME, COMMANDS
 from bot.render.blocks import HomeTab, Modal, button
+from bot.render.mrkdwn import code
 
 OPEN_PALETTE_ACTION = "meowbot_open_palette"
 PALETTE_CALLBACK = "meowbot_palette"
@@ -22,7 +23,7 @@ def home_view(backends: dict[str, str]) -> dict[str, Any]:
     home = HomeTab(callback_id="meowbot_home")
     home.header("meowbot")
     home.section("GPU cluster triage and the model playground. Commands:")
-    home.lines([f"`{c.name} {c.usage_hint}`: {c.description}" for c in COMMANDS])
+    home.lines([f"{code(c.name + ' ' + c.usage_hint)}: {c.description}" for c in COMMANDS])
     home.actions(button("Run a command", OPEN_PALETTE_ACTION, style="primary"))
     home.divider()
     home.fields([(name, state) for name, state in backends.items()])

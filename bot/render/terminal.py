@@ -81,6 +81,7 @@ _INLINE = re.compile(
     r"|(?P<strike>(?<![\w~])~(?=[^\s~])[^~\n]*?[^\s~]~(?![\w~])|(?<![\w~])~[^\s~]~(?![\w~]))"
 )
 _PIECES = re.compile(r"\n|[^\S\n]+|\S+")
+_BULLET = re.compile(r"^\s*(?:[•◦▪\-*]|\d{1,3}[.)])\s+")  # list items wrap with a hanging indent
 
 Style = frozenset[str]
 Span = tuple[str, Style]
@@ -567,9 +568,13 @@ class _Renderer:
                     raw_line = raw_line[quote.end() :]
                 first = first_width if not lines else rest_width
                 inset = len(_QUOTE_PREFIX) if prefix else 0
+                bullet = _BULLET.match(raw_line)
+                hang = len(bullet.group()) if bullet else 0
                 spans = self.inline(raw_line, base)
-                wrapped = self.wrap(self.tokens(spans), first - inset, rest_width - inset)
-                lines.extend(prefix + line for line in wrapped)
+                wrapped = self.wrap(self.tokens(spans), first - inset, rest_width - inset - hang)
+                hanging: list[Span] = [(" " * hang, _PLAIN)] if hang else []
+                for number, line in enumerate(wrapped):
+                    lines.append(prefix + (hanging if number else []) + line)
         return lines
 
     def code_lines(self, text: str, base: Style) -> list[list[Span]]:

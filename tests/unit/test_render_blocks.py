@@ -196,7 +196,8 @@ def all_blocks(message: SlackMessage) -> list[dict[str, Any]]:
 
 
 def section_texts(message: SlackMessage) -> list[str]:
-    return [b["text"]["text"] for b in all_blocks(message) if b["type"] == "section" and "text" in b]
+    blocks = all_blocks(message)
+    return [b["text"]["text"] for b in blocks if b["type"] == "section" and "text" in b]
 
 
 # --- limits under adversarial input -----------------------------------------------------
@@ -366,7 +367,7 @@ def test_identifiers_and_values_are_never_cut_silently() -> None:
 
 
 def test_hand_made_accessory_is_clamped() -> None:
-    accessory = {
+    accessory: dict[str, Any] = {
         "type": "button",
         "text": {"type": "plain_text", "text": "x" * 300},
         "action_id": "raw",
@@ -500,12 +501,12 @@ def test_error_success_working_and_usage() -> None:
     placeholder = working("Looking at gpu-a17…")
     check_message(placeholder)
     assert placeholder.blocks[0]["type"] == "context"
-    helped = usage("/node-health", ["/node-health <node|hostlist>", "/node-health help"],
+    helped = usage("/node-health", ["`/node-health gpu-0042`: one node", "`/node-health help`"],
                    "Is this node fit to run work?")
     check_message(helped)
     assert "/node-health" in helped.text
-    code = helped.blocks[1]["text"]["text"]
-    assert code.startswith("```") and "&lt;node|hostlist&gt;" in code
+    listed = helped.blocks[1]["text"]["text"]  # usage lines are mrkdwn, one bullet each
+    assert listed.splitlines() == ["• `/node-health gpu-0042`: one node", "• `/node-health help`"]
 
 
 def test_to_dict_and_replies() -> None:
@@ -565,7 +566,7 @@ def test_truncate_marks_the_cut_and_respects_markup() -> None:
 
 
 def test_code_helpers() -> None:
-    assert mrkdwn.code("a`b <@U1>") == "`aˋb &lt;@\u2060U1&gt;`"
+    assert mrkdwn.code("a`b <@U1>") == "`a\u02cbb &lt;@\u2060U1&gt;`"
     block = mrkdwn.code_block("x" * 5000, limit=3000)
     assert len(block) <= 3000 and block.startswith("```\n") and block.endswith("\n```")
     tail = mrkdwn.code_block("\n".join(f"line {i}" for i in range(1000)), limit=200, tail=True)
@@ -574,3 +575,28 @@ def test_code_helpers() -> None:
     assert mrkdwn.link("https://x/?a=1&b=2", "<label>") == "<https://x/?a=1&amp;b=2|&lt;label&gt;>"
     assert mrkdwn.user_mention("U123") == "<@U123>"
     assert "<" not in mrkdwn.user_mention("<!channel>")
+
+
+def test_hand_made_menus_are_clamped_to_their_own_limits() -> None:
+    options = [{"text": {"type": "plain_text", "text": f"o{i}"}, "value": str(i)} for i in range(8)]
+    overflow = {"type": "overflow", "action_id": "more", "options": options}
+    picker = {
+        "type": "static_select",
+        "action_id": "pick",
+        "placeholder": {"type": "plain_text", "text": "p" * 200},
+        "options": options * 30,
+        "initial_option": options[0],
+    }
+    built = Message("menus").actions(overflow, picker).build()
+    elements = built.blocks[0]["elements"]
+    assert len(elements[0]["options"]) == 5
+    assert len(elements[1]["options"]) == 8  # duplicate values dropped
+    assert len(elements[1]["placeholder"]["text"]) == 150
+    assert elements[1]["initial_option"] == elements[1]["options"][0]
+    assert elements[1]["initial_option"]["value"] == "0"
+    check_message(built)
+    many = [{"text": {"type": "plain_text", "text": "x"}, "value": str(i)} for i in range(300)]
+    big = {"type": "static_select", "action_id": "big", "options": many,
+           "initial_option": many[250], "placeholder": {"type": "plain_text", "text": "p"}}
+    element = Message("big").actions(big).build().blocks[0]["elements"][0]
+    assert len(element["options"]) == 100 and "initial_option" not in element

@@ -88,8 +88,12 @@ def test_mrkdwn_is_made_readable() -> None:
 
 
 def test_mentions_and_specials() -> None:
-    text = "<@U1> <@U2|bob> <!here> <!channel> <!subteam^S1|@ops> <!date^1^{date}|Jan 1> <mailto:a@b.c|a@b.c>"
-    assert render_mrkdwn(text, color=False) == "@U1 @bob @here @channel @ops Jan 1 a@b.c (mailto:a@b.c)"
+    text = (
+        "<@U1> <@U2|bob> <!here> <!channel> <!subteam^S1|@ops> <!date^1^{date}|Jan 1> "
+        "<mailto:a@b.c|a@b.c>"
+    )
+    expected = "@U1 @bob @here @channel @ops Jan 1 a@b.c (mailto:a@b.c)"
+    assert render_mrkdwn(text, color=False) == expected
 
 
 def test_escaped_text_shows_exactly_what_was_typed() -> None:
@@ -292,3 +296,11 @@ def test_rich_text_blocks_from_events() -> None:
         "    code",
     ]
     assert render_terminal([{"type": "video"}], color=False) == "[video block]"
+
+
+def test_list_items_wrap_with_a_hanging_indent() -> None:
+    blocks = Message("l").lines(["word " * 30, "short"]).build().blocks
+    lines = render_terminal(blocks, color=False, width=60).splitlines()
+    assert lines[0].startswith("• word")
+    assert lines[1].startswith("  word")
+    assert lines[-1] == "• short"

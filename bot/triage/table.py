@@ -1,0 +1,75 @@
+"""What the health checks read: one column of values per metric, however it was fetched.
+
+A fleet of 50,000 nodes has 400,000 GPUs; the checks must not build an object per series.
+So each metric arrives as a `Column`: parallel sequences of values and rows, with the node of
+a row and its labels looked up only for the few rows a check flags. The Prometheus adapter
+builds columns from query results; the simulated fleet from its own arrays. Both resolve the
+node name at the edge (`node_name`), so the checks never see exporter label spellings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from bot import metric_names as m
+
+
+class Reading(StrEnum):
+    """How a metric is read: its current value, or how much a counter grew in the window."""
+
+    VALUE = "value"
+    INCREASE = "increase"
+    CHANGES = "changes"  # how often a gauge changed in the window (boot time moving)
+
+
+@dataclass(frozen=True)
+class MetricRequest:
+    name: str
+    reading: Reading = Reading.VALUE
+
+
+@dataclass(frozen=True)
+class Column:
+    """One metric: `values[i]` belongs to node `node(i)` with labels `labels(i)`."""
+
+    name: str
+    values: Sequence[float]
+    node: Callable[[int], str]
+    labels: Callable[[int], Mapping[str, str]]
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+@dataclass(frozen=True)
+class Table:
+    """The metrics of one read: present columns, and the names that were absent."""
+
+    at: datetime
+    window_s: float
+    columns: Mapping[str, Column]
+    absent: frozenset[str] = field(default_factory=frozenset)
+
+    def get(self, *names: str) -> Column | None:
+        """The first present of several names (a metric renamed between exporter versions)."""
+        for name in names:
+            col = self.columns.get(name)
+            if col is not None and len(col) > 0:
+                return col
+        return None
+
+
+def node_name(labels: Mapping[str, str], *, node_label: str = "node") -> str | None:
+    """The node a series belongs to: DCGM's Hostname/hostname, a node label, or instance."""
+    for key in (*m.HOST_LABELS, node_label):
+        value = labels.get(key)
+        if value:
+            return value
+    instance = labels.get(m.LABEL_INSTANCE)
+    if instance:
+        host, sep, port = instance.rpartition(":")
+        return host if sep and port.isdigit() else instance
+    return None
