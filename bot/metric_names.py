@@ -13,7 +13,7 @@ from typing import Final
 DCGM_FI_DEV_XID_ERRORS: Final = "DCGM_FI_DEV_XID_ERRORS"  # gauge: the last Xid seen (0 = none)
 DCGM_EXP_XID_ERRORS_COUNT: Final = "DCGM_EXP_XID_ERRORS_COUNT"  # count per Xid code, label `xid`
 DCGM_FI_DEV_ECC_DBE_VOL_TOTAL: Final = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"  # double-bit ECC since reset
-DCGM_FI_DEV_ECC_SBE_VOL_TOTAL: Final = "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL"  # single-bit: noise, corrected
+DCGM_FI_DEV_ECC_SBE_VOL_TOTAL: Final = "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL"  # single-bit, corrected
 DCGM_FI_DEV_ROW_REMAP_FAILURE: Final = "DCGM_FI_DEV_ROW_REMAP_FAILURE"  # 1 = remap failed: RMA
 DCGM_FI_DEV_ROW_REMAP_PENDING: Final = "DCGM_FI_DEV_ROW_REMAP_PENDING"  # 1 = remap waits for reset
 DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS: Final = (

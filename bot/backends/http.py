@@ -7,7 +7,6 @@ arrive in time is an error sentence naming the backend, not a hang.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
@@ -98,7 +97,7 @@ async def _once(
                 return resp.status, (await resp.json(content_type=None)) if text else None
             except ValueError as exc:
                 raise BackendError(backend, "answered something that is not JSON.") from exc
-    except (TimeoutError, asyncio.TimeoutError) as exc:
+    except TimeoutError as exc:
         raise BackendError(backend, "did not answer in time.", retryable=True) from exc
     except aiohttp.ClientConnectionError as exc:
         raise BackendError(backend, "cannot be reached.", retryable=True) from exc

@@ -14,6 +14,7 @@ behind that ignores SIGTERM), then the daemons are stopped, newest first.
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import pwd
@@ -44,6 +45,8 @@ PACKAGES = {
 
 GPU_NODES = [f"gpu-{i:04d}" for i in range(1, 17)]
 GPUS_PER_NODE = 8
+# Not in PACKAGES: it installs a plugin, not a binary that testenv can look for on PATH.
+JWT_PACKAGE = "slurm-wlm-jwt-plugin"
 REST_USER = "slurmrest"
 API = "v0.0.38"
 # The REST plugins of 22.05 that need no slurmdbd (the dbv0.0.NN ones fail without it).
@@ -76,6 +79,20 @@ def _controller_host() -> str:
     # slurmctld only runs where SlurmctldHost names this host (or "localhost").
     short = socket.gethostname().split(".")[0]
     return short if _NAME_RE.match(short) else "localhost"
+
+
+def _ensure_jwt_plugin() -> None:
+    """auth/jwt is in its own Debian package, a plugin rather than a binary on PATH."""
+    if glob.glob("/usr/lib/*/slurm-wlm/auth_jwt.so") or glob.glob("/usr/lib*/slurm*/auth_jwt.so"):
+        return
+    if os.geteuid() != 0:
+        _fail(f"the auth/jwt plugin is missing; run: sudo apt-get install -y {JWT_PACKAGE}")
+    _say(f"installing {JWT_PACKAGE} with apt-get (slurmrestd's token auth)")
+    apt_env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    cmd = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", JWT_PACKAGE]
+    if subprocess.run(cmd, env=apt_env, check=False).returncode != 0:
+        subprocess.run(["apt-get", "update", "-qq"], env=apt_env, check=True)
+        subprocess.run(cmd, env=apt_env, check=True)
 
 
 def _ensure_rest_user() -> None:
@@ -235,6 +252,7 @@ def _popen(cmd: list[str], env: dict[str, str], log: Path | None = None) -> subp
 def start(tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
     t0 = time.monotonic()
     deadline = t0 + START_TIMEOUT_S
+    _ensure_jwt_plugin()
     _ensure_rest_user()
     # The daemons' folder must be readable by the slurmrest user (slurm.conf) and the munge
     # socket's folder must not be writable by others: a folder of our own under the system
@@ -247,7 +265,7 @@ def start(tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
     senv = {**env, "SLURM_CONF": str(run / "slurm.conf")}
     for var in ("SLURM_JWT", "SLURM_JOB_ID", "SQUEUE_FORMAT", "SINFO_FORMAT"):
         senv.pop(var, None)
-    ctld_ready = False
+    ctld: subprocess.Popen[bytes] | None = None
     try:
         # munge: a private key and socket.
         (run / "munge").mkdir()
@@ -293,7 +311,6 @@ def start(tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
 
         ctld = _popen(["slurmctld", "-D", "-i", "-f", senv["SLURM_CONF"]], senv)
         procs.append(("slurmctld", ctld))
-        ctld_ready = True
         wait_port(ctld_port, 15, ctld, "slurmctld")
         for name in names:
             procs.append(
@@ -335,8 +352,9 @@ def start(tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
             "SLURM_CONF": senv["SLURM_CONF"],
         }
     finally:
-        if ctld_ready:
+        if ctld is not None and ctld.poll() is None:
             _cancel_all_jobs(senv)
         for _name, proc in reversed(procs):
             stop(proc, timeout_s=10)
-        shutil.rmtree(run, ignore_errors=True)
+        if not os.environ.get("MEOWBOT_KEEP_SLURM"):
+            shutil.rmtree(run, ignore_errors=True)

@@ -52,8 +52,12 @@ class Family:
 FAMILIES: tuple[Family, ...] = (
     Family(m.DCGM_FI_DEV_XID_ERRORS, "gpu", "Value of the last XID error encountered."),
     Family(m.DCGM_EXP_XID_ERRORS_COUNT, "xid", "Count of XID errors, by XID code."),
-    Family(m.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, "gpu", "Total number of double-bit volatile ECC errors."),
-    Family(m.DCGM_FI_DEV_ECC_SBE_VOL_TOTAL, "gpu", "Total number of single-bit volatile ECC errors."),
+    Family(
+        m.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, "gpu", "Total number of double-bit volatile ECC errors."
+    ),
+    Family(
+        m.DCGM_FI_DEV_ECC_SBE_VOL_TOTAL, "gpu", "Total number of single-bit volatile ECC errors."
+    ),
     Family(m.DCGM_FI_DEV_ROW_REMAP_FAILURE, "gpu", "Whether remapping of rows has failed."),
     Family(m.DCGM_FI_DEV_ROW_REMAP_PENDING, "gpu", "Whether remapping of rows is pending."),
     Family(
@@ -62,7 +66,9 @@ FAMILIES: tuple[Family, ...] = (
         "Number of remapped rows for uncorrectable errors.",
     ),
     Family(m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS, "gpu", "Current clock event reasons (bitmask)."),
-    Family(m.DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, "gpu", "Current clock throttle reasons (bitmask)."),
+    Family(
+        m.DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, "gpu", "Current clock throttle reasons (bitmask)."
+    ),
     Family(m.DCGM_FI_DEV_GPU_TEMP, "gpu", "GPU temperature (in C)."),
     Family(m.DCGM_FI_DEV_SM_CLOCK, "gpu", "SM clock frequency (in MHz)."),
     Family(m.DCGM_FI_DEV_POWER_USAGE, "gpu", "Power draw (in W)."),
@@ -72,9 +78,7 @@ FAMILIES: tuple[Family, ...] = (
         "gpu",
         "Total number of NVLink flow-control CRC errors.",
     ),
-    Family(
-        m.DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL, "gpu", "Total number of NVLink retries."
-    ),
+    Family(m.DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL, "gpu", "Total number of NVLink retries."),
     Family(m.DCGM_FI_PROF_NVLINK_TX_BYTES, "gpu", "The rate of data transmitted over NVLink."),
     Family(m.DCGM_FI_DEV_PCIE_REPLAY_COUNTER, "gpu", "Total number of PCIe retries."),
     Family(m.DCGM_FI_DEV_PCIE_LINK_GEN, "gpu", "PCIe current link generation."),
@@ -101,12 +105,12 @@ FAMILIES: tuple[Family, ...] = (
         "Number of data octets received on all links",
     ),
     Family(m.NODE_NETWORK_RECEIVE_ERRS_TOTAL, "netdev", "Network device statistic receive_errs."),
-    Family(
-        m.NODE_NETWORK_TRANSMIT_ERRS_TOTAL, "netdev", "Network device statistic transmit_errs."
-    ),
+    Family(m.NODE_NETWORK_TRANSMIT_ERRS_TOTAL, "netdev", "Network device statistic transmit_errs."),
     Family(m.NODE_BOOT_TIME_SECONDS, "node", "Node boot time, in unixtime."),
     Family(
-        m.NODE_UNAME_INFO, "uname", "Labeled system information as provided by the uname system call."
+        m.NODE_UNAME_INFO,
+        "uname",
+        "Labeled system information as provided by the uname system call.",
     ),
     Family(m.NODE_LOAD1, "node", "1m load average."),
     Family(

@@ -321,8 +321,7 @@ class SimFleet:
         """A row or two remapped long ago on 0.5 % of GPUs: repaired memory, not a fault."""
         rng = self._rng("remap-values")
         return {
-            i: float(rng.randint(1, 2))
-            for i in self._sparse_noise("remap", self._n_gpus, 0.005)
+            i: float(rng.randint(1, 2)) for i in self._sparse_noise("remap", self._n_gpus, 0.005)
         }
 
     @cached_property
@@ -362,7 +361,9 @@ class SimFleet:
     @cached_property
     def _ib_rx_rates(self) -> list[float]:
         rnd = self._rng("ib-rx").random
-        return [9.0e9 * (0.9 + 0.2 * rnd()) for _ in range(self.n_nodes * self.hardware.nics_per_node)]
+        return [
+            9.0e9 * (0.9 + 0.2 * rnd()) for _ in range(self.n_nodes * self.hardware.nics_per_node)
+        ]
 
     def psi_rates(self) -> list[float]:
         return self._psi_rates
@@ -414,7 +415,7 @@ class SimFleet:
             return FleetSnapshot(self, t, self._scope(nodes))
         snap = self._snapshots.get(t)
         if snap is None:
-            if len(self._snapshots) >= 4:
+            if len(self._snapshots) >= 2:  # a full snapshot can hold ~150 MB at 50k nodes
                 self._snapshots.pop(next(iter(self._snapshots)))
             snap = FleetSnapshot(self, t, self._scope(None))
             self._snapshots[t] = snap
@@ -554,7 +555,18 @@ class SimFleet:
         Omitted parameters (Xid code, rates, versions, ``since``) are drawn from the seed; any
         can be given as keyword detail, ``slowdown=`` included. Faults may overlap in time.
         """
-        kind = FaultKind(kind)
+        return self._inject(FaultKind(kind), node, gpu, since, until, job_id, dict(detail))
+
+    def _inject(
+        self,
+        kind: FaultKind,
+        node: str | None,
+        gpu: int | None,
+        since: datetime | None,
+        until: datetime | None,
+        job_id: str | None,
+        detail: dict[str, DetailValue],
+    ) -> InjectedFault:
         spec = KIND_SPECS[kind]
         rng = random.Random(f"meowbot-sim-inject:{self.seed}:{len(self.placed)}:{kind}:{node}")
         if since is None:
@@ -612,6 +624,13 @@ class SimFleet:
             netdev = hw.netdevs.index(name)
         if gpu is not None:
             numa = hw.gpu_numa(gpu)
+        if job_id is None and node_index >= 0 and float(full.get("slowdown", 0.0)) > 0:
+            # Name the training job the fault slows, so straggler diagnoses can be scored.
+            t = max(since.timestamp(), float(self.now_s))
+            for j in self.node_jobs[node_index]:
+                jspec = self.job_specs[j]
+                if jspec.running(t) and jspec.exports_step_time:
+                    job_id = jspec.job.job_id
         fault = InjectedFault(
             kind=kind,
             node=node,
@@ -669,14 +688,14 @@ class SimFleet:
         if KIND_SPECS[cause].slowdown <= 0 and "slowdown" not in detail:
             raise ValueError(f"{cause} does not slow a job down; give slowdown= to make it")
         if cause in JOB_LEVEL_KINDS:
-            return self.inject(cause, since=since, job_id=job_id, **detail)
+            return self._inject(cause, None, None, since, None, job_id, dict(detail))
         names = self.topology.names
         if node is None:
             rng = random.Random(f"meowbot-sim-straggler:{self.seed}:{job_id}:{len(self.placed)}")
             node = names[rng.choice(spec.nodes)]
         elif self.topology.index(node) not in spec.nodes:
             raise ValueError(f"{node} is not in job {job_id}")
-        return self.inject(cause, node, since=since, job_id=job_id, **detail)
+        return self._inject(cause, node, None, since, None, job_id, dict(detail))
 
     def add_job(
         self,
@@ -756,9 +775,7 @@ class SimFleet:
         at least once, and more random node faults up to about 3 % of nodes. Small fleets get
         what fits.
         """
-        fleet = cls(
-            n_nodes, seed, gpus_per_node, now, fault_rate=0.0, host_label=host_label
-        )
+        fleet = cls(n_nodes, seed, gpus_per_node, now, fault_rate=0.0, host_label=host_label)
         rng = random.Random(f"meowbot-sim-scenario:{seed}")
         names = fleet.topology.names
         used: set[int] = set()
@@ -770,7 +787,9 @@ class SimFleet:
         training = [
             s
             for s in fleet.job_specs
-            if s.running(fleet.now_s) and s.exports_step_time and len(s.nodes) >= 4
+            if s.running(fleet.now_s)
+            and s.exports_step_time
+            and len(s.nodes) >= 4
             and not used.intersection(s.nodes)
         ]
         rng.shuffle(training)

@@ -116,7 +116,7 @@ class Hardware:
         if gpus_per_node == len(_HGX_BUSES):
             buses: Sequence[str] = _HGX_BUSES
         else:
-            buses = [f"{0x18 + (0xc0 * k) // gpus_per_node:02x}" for k in range(gpus_per_node)]
+            buses = [f"{0x18 + (0xC0 * k) // gpus_per_node:02x}" for k in range(gpus_per_node)]
         self.pci_bus_ids: tuple[str, ...] = tuple(f"00000000:{b}:00.0" for b in buses)
 
     def gpu_numa(self, gpu: int) -> int:
@@ -129,6 +129,4 @@ class Hardware:
         digest = hashlib.blake2b(
             f"{self.seed}:{node_index}:{gpu}".encode(), digest_size=16
         ).hexdigest()
-        return (
-            f"GPU-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
-        )
+        return f"GPU-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"

@@ -37,6 +37,8 @@ NOISE_MASK = (1 << NOISE_BITS) - 1
 _CH_TEMP, _CH_POWER, _CH_CLOCK, _CH_UTIL, _CH_NVLINK, _CH_LOAD, _CH_STEP = range(1, 8)
 
 IB_RX_IDLE_BYTES_PER_S = 2.0e4
+
+Formula = Callable[[list[float], list[float]], list[float]]
 DEFAULT_VERSIONS_INDEX = -1
 
 
@@ -236,7 +238,11 @@ class FleetSnapshot:
         if self._versions is None:
             out: dict[int, tuple[str, str, str]] = {}
             default = self.fleet.default_versions
-            slot = {FaultKind.DRIVER_DRIFT: 0, FaultKind.KERNEL_DRIFT: 1, FaultKind.FIRMWARE_DRIFT: 2}
+            slot = {
+                FaultKind.DRIVER_DRIFT: 0,
+                FaultKind.KERNEL_DRIFT: 1,
+                FaultKind.FIRMWARE_DRIFT: 2,
+            }
             for placed in self.scope.faults:
                 i = slot.get(placed.fault.kind)
                 if i is None or not placed.fault.active(self.t_s):
@@ -275,13 +281,48 @@ class FleetSnapshot:
             for n, j in enumerate(run):
                 if j < 0:
                     a = n * mult
-                    out[a : a + mult] = idle[a : a + mult] if isinstance(idle, list) else [idle] * mult
+                    out[a : a + mult] = (
+                        idle[a : a + mult] if isinstance(idle, list) else [idle] * mult
+                    )
             return out
         out = []
         for p, n in enumerate(self.scope.nodes):
             src = busy if run[p] >= 0 else idle
             a = n * mult
             out.extend(src[a : a + mult] if isinstance(src, list) else [src] * mult)
+        return out
+
+    def _two_state(
+        self,
+        mult: int,
+        channel: int,
+        busy: Formula,
+        idle: Formula,
+        busy_base: list[float] | None = None,
+        idle_base: list[float] | None = None,
+    ) -> list[float]:
+        """A noisy gauge with one formula on nodes that run a job and another on idle ones.
+
+        A formula maps (per-entity bases, noise) to values; it runs over the whole column at
+        once where it can (the fast path) and per node elsewhere, with the same arithmetic per
+        element, so a subset snapshot gets exactly the values of the whole-fleet one.
+        """
+        run = self.running()
+        w = self._noise(mult, channel)
+        empty: list[float] = []
+        if self.scope.full:
+            out = busy(empty if busy_base is None else busy_base, w)
+            for n, j in enumerate(run):
+                if j < 0:
+                    a = n * mult
+                    base = empty if idle_base is None else idle_base[a : a + mult]
+                    out[a : a + mult] = idle(base, w[a : a + mult])
+            return out
+        out = []
+        for p, n in enumerate(self.scope.nodes):
+            a, q = n * mult, p * mult
+            fn, table = (busy, busy_base) if run[p] >= 0 else (idle, idle_base)
+            out.extend(fn(empty if table is None else table[a : a + mult], w[q : q + mult]))
         return out
 
     def _sparse(self, mult: int, table: dict[int, float], default: float = 0.0) -> list[float]:
@@ -318,33 +359,45 @@ class FleetSnapshot:
             return self._by_busy(g, 0.0, float(m.CLOCK_EVENT_GPU_IDLE))
         if metric == m.DCGM_FI_DEV_GPU_TEMP:
             bases = f.gpu_bases()
-            base = self._by_busy(g, bases.temp_busy, bases.temp_idle)
-            amp = self._by_busy(g, 2.0, 0.8)
-            w = self._noise(g, _CH_TEMP)
-            return [float(int(b + a * x + 0.5)) for b, a, x in zip(base, amp, w, strict=True)]
+            return self._two_state(
+                g,
+                _CH_TEMP,
+                lambda b, w: [float(int(y + 2.0 * x + 0.5)) for y, x in zip(b, w, strict=True)],
+                lambda b, w: [float(int(y + 0.8 * x + 0.5)) for y, x in zip(b, w, strict=True)],
+                bases.temp_busy,
+                bases.temp_idle,
+            )
         if metric == m.DCGM_FI_DEV_POWER_USAGE:
             bases = f.gpu_bases()
-            base = self._by_busy(g, bases.power_busy, bases.power_idle)
-            amp = self._by_busy(g, 30.0, 2.0)
-            w = self._noise(g, _CH_POWER)
-            return [int((b + a * x) * 10.0) / 10.0 for b, a, x in zip(base, amp, w, strict=True)]
+            return self._two_state(
+                g,
+                _CH_POWER,
+                lambda b, w: [int((y + 30.0 * x) * 10.0) / 10.0 for y, x in zip(b, w, strict=True)],
+                lambda b, w: [int((y + 2.0 * x) * 10.0) / 10.0 for y, x in zip(b, w, strict=True)],
+                bases.power_busy,
+                bases.power_idle,
+            )
         if metric == m.DCGM_FI_DEV_SM_CLOCK:
-            base = self._by_busy(g, 1980.0, 345.0)
-            spread = self._by_busy(g, 1.5, 0.0)
-            w = self._noise(g, _CH_CLOCK)
-            return [b - 15.0 * int((x + 1.0) * s) for b, s, x in zip(base, spread, w, strict=True)]
+            return self._two_state(
+                g,
+                _CH_CLOCK,
+                lambda b, w: [1980.0 - 15.0 * int((x + 1.0) * 1.5) for x in w],
+                lambda b, w: [345.0] * len(w),
+            )
         if metric == m.DCGM_FI_DEV_GPU_UTIL:
-            base = self._by_busy(g, 96.0, 0.0)
-            amp = self._by_busy(g, 2.0, 0.0)
-            w = self._noise(g, _CH_UTIL)
-            return [
-                float(min(100, int(b + a * (x + 1.0)))) for b, a, x in zip(base, amp, w, strict=True)
-            ]
+            return self._two_state(
+                g,
+                _CH_UTIL,
+                lambda b, w: [float(min(100, int(96.0 + 2.0 * (x + 1.0)))) for x in w],
+                lambda b, w: [0.0] * len(w),
+            )
         if metric == m.DCGM_FI_PROF_NVLINK_TX_BYTES:
-            base = self._by_busy(g, 1.1e11, 2.0e5)
-            amp = self._by_busy(g, 8.0e9, 5.0e4)
-            w = self._noise(g, _CH_NVLINK)
-            return [float(int(b + a * x)) for b, a, x in zip(base, amp, w, strict=True)]
+            return self._two_state(
+                g,
+                _CH_NVLINK,
+                lambda b, w: [float(int(1.1e11 + 8.0e9 * x)) for x in w],
+                lambda b, w: [float(int(2.0e5 + 5.0e4 * x)) for x in w],
+            )
         if metric == m.DCGM_FI_DEV_ECC_SBE_VOL_TOTAL:
             # A few GPUs correct single-bit errors now and then: normal, never a fault.
             table = {
@@ -388,10 +441,12 @@ class FleetSnapshot:
         if metric == m.NODE_BOOT_TIME_SECONDS:
             return self._gather(1, f.boot_times())
         if metric == m.NODE_LOAD1:
-            base = self._by_busy(1, 9.0, 0.2)
-            amp = self._by_busy(1, 3.0, 0.15)
-            w = self._noise(1, _CH_LOAD)
-            return [int((b + a * (x + 1.0)) * 100.0) / 100.0 for b, a, x in zip(base, amp, w, strict=True)]
+            return self._two_state(
+                1,
+                _CH_LOAD,
+                lambda b, w: [int((9.0 + 3.0 * (x + 1.0)) * 100.0) / 100.0 for x in w],
+                lambda b, w: [int((0.2 + 0.15 * (x + 1.0)) * 100.0) / 100.0 for x in w],
+            )
         if metric == m.NODE_PRESSURE_CPU_WAITING_SECONDS_TOTAL:
             rates = self._gather(1, f.psi_rates())
             return [int(r * age * 1000.0) / 1000.0 for r in rates]
@@ -560,7 +615,10 @@ class FleetSnapshot:
         if labels is not None:
             return labels
         name = f.topology.names[n]
-        target = ((m.LABEL_INSTANCE, f"{name}:{m.NODE_EXPORTER_PORT}"), (m.LABEL_JOB, m.SCRAPE_JOB_NODE))
+        target = (
+            (m.LABEL_INSTANCE, f"{name}:{m.NODE_EXPORTER_PORT}"),
+            (m.LABEL_JOB, m.SCRAPE_JOB_NODE),
+        )
         if entity == "nic":
             labels = ((m.LABEL_IB_DEVICE, f.hardware.nics[j]), (m.LABEL_IB_PORT, "1"), *target)
         elif entity == "netdev":
@@ -599,13 +657,16 @@ class FleetSnapshot:
             for j, n, rank, stage, value in self.step_times():
                 name = names[n]
                 yield (
-                    (m.LABEL_JOB_ID, specs[j].job.job_id),
-                    (m.LABEL_NODE, name),
-                    (m.LABEL_RANK, str(rank)),
-                    (m.LABEL_PIPELINE_STAGE, str(stage)),
-                    (m.LABEL_INSTANCE, f"{name}:{m.TRAINING_EXPORTER_PORT}"),
-                    (m.LABEL_JOB, m.SCRAPE_JOB_TRAINING),
-                ), value
+                    (
+                        (m.LABEL_JOB_ID, specs[j].job.job_id),
+                        (m.LABEL_NODE, name),
+                        (m.LABEL_RANK, str(rank)),
+                        (m.LABEL_PIPELINE_STAGE, str(stage)),
+                        (m.LABEL_INSTANCE, f"{name}:{m.TRAINING_EXPORTER_PORT}"),
+                        (m.LABEL_JOB, m.SCRAPE_JOB_TRAINING),
+                    ),
+                    value,
+                )
             return
         col = self.values(family.name)
         assert col is not None

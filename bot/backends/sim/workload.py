@@ -219,7 +219,8 @@ def generate_jobs(
 def _loss(step: int, seed_offset: float) -> float:
     # A power-law fall with a little deterministic wobble, as real loss curves look.
     wobble = 0.008 * math.sin(step * 0.0137 + seed_offset)
-    return round(1.65 + 7.5 * (1.0 + step / 400.0) ** -0.33 + wobble, 4)
+    decay = float((1.0 + step / 400.0) ** -0.33)
+    return round(1.65 + 7.5 * decay + wobble, 4)
 
 
 def build_run(chain: list[JobSpec], now_s: float) -> TrainingRun:

@@ -1,0 +1,214 @@
+"""The metrics port over Prometheus' HTTP API.
+
+A fleet is read with one query per metric, whatever its size: nodes are chosen with one regex
+matcher, never a query per node, so the count of queries is fixed (tested). Node names are
+validated and every value is escaped before it reaches PromQL: a name such as
+`gpu-1"} or vector(1) #` is refused, and could not break out of its string anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+
+from bot import metric_names as m
+from bot.backends.errors import BackendError
+from bot.backends.http import Deadline, request_json
+from bot.triage.table import Column, MetricRequest, Reading, Table, node_name
+
+BACKEND = "Prometheus"
+NODE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+METRIC_NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+# Regex metacharacters RE2 knows; node names only ever hold '.' and '-' of them.
+_RE2_META = re.compile(r"([.\-+*?()\[\]{}|^$\\])")
+
+
+class InvalidNodeName(ValueError):
+    pass
+
+
+def check_node_name(name: str) -> str:
+    if not NODE_NAME_RE.fullmatch(name):
+        raise InvalidNodeName(f"{name!r} is not a node name")
+    return name
+
+
+def promql_string(value: str) -> str:
+    """A PromQL double-quoted string literal holding exactly `value`."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def nodes_regex(nodes: Sequence[str]) -> str:
+    """An anchored RE2 alternation of the (validated) node names."""
+    return "|".join(_RE2_META.sub(r"\\\1", check_node_name(n)) for n in nodes)
+
+
+def selector(metric: str, nodes: Sequence[str] | None, node_label: str) -> str:
+    """The series of `metric` on `nodes` (all when None), whichever host label they carry."""
+    if not METRIC_NAME_RE.fullmatch(metric):
+        raise ValueError(f"{metric!r} is not a metric name")
+    if nodes is None:
+        return metric
+    alternation = nodes_regex(nodes)
+    host = promql_string(f"({alternation})")
+    instance = promql_string(f"({alternation})(:[0-9]+)?")
+    # One selector per spelling of the host label; `or` keeps it a single query.
+    labels = [*m.HOST_LABELS, node_label]
+    parts = [f"{metric}{{{label}=~{host}}}" for label in dict.fromkeys(labels)]
+    parts.append(f"{metric}{{{m.LABEL_INSTANCE}=~{instance}}}")
+    return " or ".join(parts)
+
+
+def query_for(
+    request: MetricRequest, nodes: Sequence[str] | None, window_s: float, node_label: str
+) -> str:
+    sel = selector(request.name, nodes, node_label)
+    if request.reading is Reading.VALUE:
+        return sel
+    window = f"{max(1, int(window_s))}s"
+    fn = "increase" if request.reading is Reading.INCREASE else "changes"
+    # A range function applies to each alternative of the `or` on its own.
+    return " or ".join(f"{fn}({part}[{window}])" for part in sel.split(" or "))
+
+
+class PrometheusMetrics:
+    name = BACKEND
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        session: aiohttp.ClientSession | None = None,
+        timeout_s: float = 5.0,
+        node_label: str = "node",
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._session = session
+        self._own_session = session is None
+        self.timeout_s = timeout_s
+        self.node_label = node_label
+        self.queries = 0  # PromQL queries sent, for the tests and the benchmark
+
+    def _http(self) -> aiohttp.ClientSession:
+        # Made on first use, inside the running loop.
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        return self._session
+
+    async def close(self) -> None:
+        if self._own_session and self._session is not None:
+            await self._session.close()
+
+    async def query(
+        self, promql: str, *, at: datetime | None, deadline: Deadline
+    ) -> list[dict[str, Any]]:
+        """An instant query; the result vector. POST, so that long node regexes fit."""
+        form = {"query": promql}
+        if at is not None:
+            form["time"] = f"{at.timestamp():.3f}"
+        self.queries += 1
+        _, body = await request_json(
+            self._http(),
+            "POST",
+            f"{self.base_url}/api/v1/query",
+            backend=BACKEND,
+            deadline=deadline,
+            data=form,
+            ok_statuses=frozenset({200}),
+        )
+        if not isinstance(body, dict) or body.get("status") != "success":
+            error = body.get("error") if isinstance(body, dict) else None
+            raise BackendError(BACKEND, f"refused the query: {error or 'no reason given'}.")
+        data = body.get("data") or {}
+        if data.get("resultType") != "vector":
+            raise BackendError(BACKEND, f"answered a {data.get('resultType')}, not a vector.")
+        result = data.get("result") or []
+        return [r for r in result if isinstance(r, dict)]
+
+    async def read(
+        self,
+        requests: Sequence[MetricRequest],
+        *,
+        nodes: Sequence[str] | None,
+        window_s: float,
+        at: datetime | None = None,
+        timeout_s: float | None = None,
+    ) -> Table:
+        """Every requested metric, concurrently, one query each."""
+        deadline = Deadline(timeout_s or self.timeout_s)
+        queries = [query_for(r, nodes, window_s, self.node_label) for r in requests]
+        results = await asyncio.gather(*(self.query(q, at=at, deadline=deadline) for q in queries))
+        columns: dict[str, Column] = {}
+        absent: set[str] = set()
+        for request, result in zip(requests, results, strict=True):
+            column = _column(request.name, result, self.node_label)
+            if len(column) == 0:
+                absent.add(request.name)
+            else:
+                columns[request.name] = column
+        return Table(
+            at=at or datetime.now(UTC),
+            window_s=window_s,
+            columns=columns,
+            absent=frozenset(absent),
+        )
+
+
+def _column(name: str, result: list[dict[str, Any]], node_label: str) -> Column:
+    labels: list[Mapping[str, str]] = []
+    nodes: list[str] = []
+    values: list[float] = []
+    for row in result:
+        metric = row.get("metric") or {}
+        node = node_name(metric, node_label=node_label)
+        try:
+            value = float(row["value"][1])
+        except (KeyError, IndexError, TypeError, ValueError):
+            continue
+        if node is None or math.isnan(value):
+            continue
+        labels.append(metric)
+        nodes.append(node)
+        values.append(value)
+    return Column(name=name, values=values, node=nodes.__getitem__, labels=labels.__getitem__)
+
+
+class PrometheusInventory:
+    """Nodes as Prometheus sees them: every host exporting DCGM or node_exporter series.
+
+    Topology is not in the metrics; without an inventory in MEOWBOT_CONFIG, grouping by switch
+    is not possible and answers say nothing about racks.
+    """
+
+    REFRESH_S = 60.0
+
+    def __init__(self, metrics: PrometheusMetrics) -> None:
+        self.metrics = metrics
+        self._names: tuple[str, ...] = ()
+        self._loaded_at = -math.inf
+
+    async def load(self) -> None:
+        if time.monotonic() - self._loaded_at < self.REFRESH_S:
+            return
+        table = await self.metrics.read(
+            [MetricRequest(m.DCGM_FI_DEV_GPU_TEMP), MetricRequest(m.NODE_UNAME_INFO)],
+            nodes=None,
+            window_s=60,
+        )
+        names = {col.node(i) for col in table.columns.values() for i in range(len(col))}
+        self._names = tuple(sorted(names))
+        self._loaded_at = time.monotonic()
+
+    def names(self) -> Sequence[str]:
+        return self._names
+
+    def node(self, name: str) -> None:
+        return None

@@ -1,0 +1,178 @@
+"""Block Kit for /node-health and /hw-faults."""
+
+from __future__ import annotations
+
+from bot.models import Fault, VerdictLevel
+from bot.render.blocks import Message, SlackMessage, button
+from bot.render.blocks import error as error_message
+from bot.render.mrkdwn import code, escape
+from bot.triage.service import FaultGroup, FaultsReport, FleetSummary, NodeReport, UserError
+from bot.triage.targets import compress
+
+DRAIN_ACTION = "meowbot_drain_node"
+RESUME_ACTION = "meowbot_resume_node"
+MAX_FAULT_LINES = 15
+MAX_GROUP_LINES = 20
+
+ICON = {
+    VerdictLevel.HEALTHY: ":large_green_circle:",
+    VerdictLevel.DEGRADED: ":large_yellow_circle:",
+    VerdictLevel.DRAIN: ":red_circle:",
+    VerdictLevel.RMA: ":black_circle:",
+}
+ADVICE = {
+    VerdictLevel.HEALTHY: "fit to run work",
+    VerdictLevel.DEGRADED: "runs work; watch it",
+    VerdictLevel.DRAIN: "drain it: take it out of scheduling",
+    VerdictLevel.RMA: "drain it and open an RMA",
+}
+
+
+def _fault_line(f: Fault) -> str:
+    where = f"{code(f.node)}" + (f" GPU {f.gpu}" if f.gpu is not None else "")
+    return f"{where}: {escape(f.summary)}"
+
+
+def _evidence_line(f: Fault) -> str:
+    parts = []
+    for ev in f.evidence[:3]:
+        labels = ",".join(
+            f'{k}="{v}"'
+            for k, v in sorted(ev.labels.items())
+            if k in {"gpu", "device", "xid", "port", "release"}
+        )
+        note = f" ({escape(ev.note)})" if ev.note else ""
+        parts.append(f"{code(f'{ev.series}{{{labels}}} = {ev.value:g}')}{note}")
+    return " · ".join(parts)
+
+
+def _not_run(not_run: dict[str, list[str]]) -> str | None:
+    if not not_run:
+        return None
+    names = ", ".join(sorted(not_run))
+    return f":grey_question: Not checked, their metrics are absent: {escape(names)}."
+
+
+def render_node(report: NodeReport, *, can_act: bool = True) -> SlackMessage:
+    v = report.verdict
+    msg = Message(f"{report.node}: {v.level.value}")
+    msg.header(f"{report.node}: {v.level.value.upper()}")
+    msg.section(f"{ICON[v.level]} *{v.level.value}*: {ADVICE[v.level]}.")
+    if report.faults:
+        lines = []
+        for f in report.faults[:MAX_FAULT_LINES]:
+            lines.append(
+                f"*{f.kind.value}* ({f.severity.value}, {f.action.value}) {_fault_line(f)}\n      {_evidence_line(f)}"
+            )
+        msg.lines(lines, max_items=MAX_FAULT_LINES, more_hint="see /hw-faults")
+    missing = _not_run(report.not_run)
+    if missing:
+        msg.context(missing)
+    fields: list[tuple[str, str]] = []
+    if report.scheduler is not None:
+        s = report.scheduler
+        state = s.state + ("+" + "+".join(s.flags) if s.flags else "")
+        reason = f" — {escape(s.reason)}" if s.reason else ""
+        fields.append(("*Slurm*", f"{escape(state)}{reason}"))
+    elif report.scheduler_note:
+        fields.append(("*Slurm*", escape(report.scheduler_note)))
+    info = report.info
+    if info is not None:
+        fields.append(
+            (
+                "*Topology*",
+                f"rack {escape(info.rack)}, leaf {escape(info.leaf_switch)}, spine {escape(info.spine)}",
+            )
+        )
+        fields.append(
+            (
+                "*Versions*",
+                f"driver {escape(info.driver_version)}, kernel {escape(info.kernel_version)}, firmware {escape(info.firmware_version)}",
+            )
+        )
+        gpus = " ".join(f"{g.index}:numa{g.numa_node}/{g.nic}" for g in info.gpus)
+        fields.append(
+            (
+                "*GPUs*",
+                f"{len(info.gpus)} of {info.expected_gpus} — {code(gpus) if gpus else 'none'}",
+            )
+        )
+    if v.drain_reason:
+        fields.append(("*Drain reason*", code(v.drain_reason)))
+    if fields:
+        msg.fields([(label, value) for label, value in fields])
+    if can_act and v.level.rank >= VerdictLevel.DRAIN.rank:
+        msg.actions(
+            button(
+                "Drain node", DRAIN_ACTION, f"{report.node}|{v.drain_reason or ''}", style="danger"
+            ),
+        )
+    elif can_act and report.scheduler is not None and report.scheduler.draining:
+        msg.actions(button("Resume node", RESUME_ACTION, report.node, style="primary"))
+    msg.context(f"Checked {report.at:%Y-%m-%d %H:%M} UTC")
+    return msg.build()
+
+
+def render_summary(s: FleetSummary) -> SlackMessage:
+    counts = ", ".join(f"{ICON[lv]} {lv.value} {n}" for lv, n in s.counts.items())
+    msg = Message(f"{s.asked} nodes: {counts}")
+    msg.header(f"{s.asked} nodes")
+    msg.section(counts)
+    unhealthy = [v for v in s.verdicts if v.level is not VerdictLevel.HEALTHY]
+    if unhealthy:
+        msg.lines(
+            [
+                f"{ICON[v.level]} {code(v.node)} *{v.level.value}*: {escape('; '.join(v.reasons[:2]))}"
+                for v in unhealthy
+            ],
+            max_items=MAX_GROUP_LINES,
+            more_hint="narrow the hostlist to see them",
+        )
+    else:
+        msg.section("Every node checked is healthy.")
+    if s.unknown:
+        msg.context(f"Unknown, left out: {escape(compress(s.unknown))}")
+    missing = _not_run(s.not_run)
+    if missing:
+        msg.context(missing)
+    return msg.build()
+
+
+def _group_line(g: FaultGroup) -> str:
+    if g.leaf_switch is not None:
+        return (
+            f":rotating_light: *suspected {escape(g.leaf_switch)} fault*: {g.kind.value} on "
+            f"{len(g.nodes)} nodes at once ({code(compress(g.nodes))})"
+        )
+    f = g.faults[0]
+    return f"*{g.kind.value}* ({g.severity.value}) {_fault_line(f)}"
+
+
+def render_faults(r: FaultsReport) -> SlackMessage:
+    total = sum(r.counts.values())
+    hours = r.window_s / 3600
+    window = f"{hours:g} h" if hours >= 1 else f"{r.window_s / 60:g} min"
+    msg = Message(f"{total} hardware faults on {r.scope} in the last {window}")
+    msg.header(f"Hardware faults: {r.scope}, last {window}")
+    if not r.groups:
+        msg.section(":white_check_mark: No faults found.")
+    else:
+        counts = ", ".join(f"{k.value} {n}" for k, n in r.counts.items())
+        msg.section(f"*{total}* faults in *{len(r.groups)}* groups, worst first. By kind: {counts}")
+        msg.lines(
+            [_group_line(g) for g in r.groups],
+            max_items=MAX_GROUP_LINES,
+            more_hint="narrow by node or kind",
+        )
+    if r.repeat_gpus:
+        repeats = ", ".join(f"{code(n)} GPU {g} ({c})" for n, g, c in r.repeat_gpus[:10])
+        msg.context(f":repeat: Repeat offenders: {repeats}")
+    missing = _not_run(r.not_run)
+    if missing:
+        msg.context(missing)
+    msg.context(f"Checked {r.at:%Y-%m-%d %H:%M} UTC")
+    return msg.build()
+
+
+def render_user_error(e: UserError) -> SlackMessage:
+    return error_message(e.sentence)

@@ -1,0 +1,391 @@
+"""Passive health checks, in the style of LBNL Node Health Check: small, named, composable.
+
+Each check reads a few metric columns of a `Table` and returns the `Fault`s it finds, each with
+its evidence, severity and action, or says which of its metrics were absent: a node is never
+called healthy on data that was not there. No I/O: the same checks run on Prometheus, the
+simulated fleet and plain test data. Only flagged rows are looked at in detail, so a fleet of
+400,000 GPUs costs one pass over each column.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict
+
+from bot import metric_names as m
+from bot.models import Action, Evidence, Fault, FaultKind, Severity
+from bot.triage.table import Column, MetricRequest, Reading, Table
+from bot.triage.xid import describe
+
+V, INC, CHG = Reading.VALUE, Reading.INCREASE, Reading.CHANGES
+
+# The clock-event (throttle) bits of DCGM_FI_DEV_CLOCKS_EVENT_REASONS, and what each means.
+THROTTLE_BITS: tuple[tuple[int, FaultKind, str, Severity, Action], ...] = (
+    (0x4, FaultKind.THROTTLE_POWER, "power cap", Severity.INFO, Action.WATCH),
+    (0x8, FaultKind.THROTTLE_HW_SLOWDOWN, "hardware slowdown", Severity.CRITICAL, Action.DRAIN),
+    (
+        0x20,
+        FaultKind.THROTTLE_SW_THERMAL,
+        "software thermal slowdown",
+        Severity.WARNING,
+        Action.WATCH,
+    ),
+    (
+        0x40,
+        FaultKind.THROTTLE_HW_THERMAL,
+        "hardware thermal slowdown",
+        Severity.CRITICAL,
+        Action.DRAIN,
+    ),
+    (0x80, FaultKind.POWER_BRAKE, "power brake", Severity.CRITICAL, Action.DRAIN),
+)
+
+
+class HealthConfig(BaseModel):
+    """Thresholds and switches; the defaults suit an H100 fleet. YAML key: `health`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    disabled: frozenset[str] = frozenset()
+    window_s: float = 3600.0
+    expected_gpus: int = 8
+    max_gpu_temp_c: float = 87.0
+    nvlink_crc_per_window: float = 100.0
+    nvlink_replay_per_window: float = 100.0
+    pcie_replay_per_window: float = 50.0
+    expected_pcie_gen: int = 5
+    expected_pcie_width: int = 16
+    ib_flaps_per_window: float = 3.0
+    ib_symbol_errors_per_window: float = 100.0
+    nic_errors_per_window: float = 100.0
+    # Drift is judged against the fleet majority only where a majority exists.
+    drift_min_nodes: int = 5
+
+
+@dataclass(frozen=True)
+class Findings:
+    """What one check found: faults, and metrics it needed but did not get."""
+
+    faults: list[Fault] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+
+CheckFn = Callable[[Table, HealthConfig], Findings]
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    description: str
+    needs: tuple[MetricRequest, ...]
+    run: CheckFn
+
+
+def _gpu(labels: Mapping[str, str]) -> int | None:
+    value = labels.get(m.LABEL_GPU)
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def _evidence(col: Column, i: int, note: str = "") -> Evidence:
+    return Evidence(series=col.name, labels=dict(col.labels(i)), value=col.values[i], note=note)
+
+
+def _flagged(col: Column, test: Callable[[float], bool]) -> Iterable[int]:
+    return (i for i, v in enumerate(col.values) if test(v))
+
+
+def _fault(
+    table: Table,
+    col: Column,
+    i: int,
+    kind: FaultKind,
+    severity: Severity,
+    action: Action,
+    summary: str,
+    *,
+    per_gpu: bool = True,
+    note: str = "",
+) -> Fault:
+    labels = col.labels(i)
+    return Fault(
+        kind=kind,
+        node=col.node(i),
+        gpu=_gpu(labels) if per_gpu else None,
+        since=table.at,
+        evidence=(_evidence(col, i, note),),
+        severity=severity,
+        action=action,
+        summary=summary,
+    )
+
+
+def _threshold_check(
+    name: str,
+    kind: FaultKind,
+    metric: str,
+    reading: Reading,
+    test: Callable[[float, HealthConfig], bool],
+    severity: Severity,
+    action: Action,
+    summary: Callable[[float, HealthConfig], str],
+    description: str,
+    *,
+    per_gpu: bool = True,
+) -> Check:
+    def run(table: Table, cfg: HealthConfig) -> Findings:
+        col = table.get(metric)
+        if col is None:
+            return Findings(missing=[metric])
+        faults = [
+            _fault(
+                table, col, i, kind, severity, action, summary(col.values[i], cfg), per_gpu=per_gpu
+            )
+            for i in _flagged(col, lambda v: test(v, cfg))
+        ]
+        return Findings(faults=faults)
+
+    return Check(name, description, (MetricRequest(metric, reading),), run)
+
+
+# --- the checks ------------------------------------------------------------------------------
+
+
+def _xid(table: Table, cfg: HealthConfig) -> Findings:
+    col = table.get(m.DCGM_FI_DEV_XID_ERRORS)
+    if col is None:
+        return Findings(missing=[m.DCGM_FI_DEV_XID_ERRORS])
+    faults = []
+    for i in _flagged(col, lambda v: v > 0):
+        info = describe(int(col.values[i]))
+        summary = f"Xid {info.code}: {info.meaning} (now {info.immediate}, if it recurs {info.investigatory})"
+        faults.append(_fault(table, col, i, FaultKind.XID, info.severity, info.action, summary))
+    return Findings(faults=faults)
+
+
+def _throttle(table: Table, cfg: HealthConfig) -> Findings:
+    col = table.get(m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS, m.DCGM_FI_DEV_CLOCK_THROTTLE_REASONS)
+    if col is None:
+        return Findings(missing=[m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS])
+    faults = []
+    mask = sum(bit for bit, *_ in THROTTLE_BITS)
+    for i in _flagged(col, lambda v: int(v) & mask != 0):
+        bits = int(col.values[i])
+        for bit, kind, meaning, severity, action in THROTTLE_BITS:
+            if bits & bit:
+                summary = f"clocks held back: {meaning} (bit {bit:#x} of {bits:#x})"
+                faults.append(_fault(table, col, i, kind, severity, action, summary))
+    return Findings(faults=faults)
+
+
+def _gpu_count(table: Table, cfg: HealthConfig) -> Findings:
+    # Any always-present per-GPU gauge counts the GPUs a node still shows.
+    col = table.get(m.DCGM_FI_DEV_GPU_TEMP)
+    if col is None:
+        return Findings(missing=[m.DCGM_FI_DEV_GPU_TEMP])
+    seen: dict[str, set[int]] = defaultdict(set)
+    first_row: dict[str, int] = {}
+    for i in range(len(col)):
+        node = col.node(i)
+        gpu = _gpu(col.labels(i))
+        seen[node].add(gpu if gpu is not None else i)
+        first_row.setdefault(node, i)
+    faults = []
+    for node, gpus in seen.items():
+        if len(gpus) < cfg.expected_gpus:
+            lost = sorted(set(range(cfg.expected_gpus)) - gpus)
+            i = first_row[node]
+            faults.append(
+                Fault(
+                    kind=FaultKind.GPU_MISSING,
+                    node=node,
+                    gpu=lost[0] if len(lost) == 1 else None,
+                    since=table.at,
+                    evidence=(
+                        Evidence(
+                            series=f"count({col.name})",
+                            labels={"node": node},
+                            value=float(len(gpus)),
+                            note=f"expected {cfg.expected_gpus}; missing GPU {', '.join(map(str, lost))}",
+                        ),
+                    ),
+                    severity=Severity.CRITICAL,
+                    action=Action.DRAIN,
+                    summary=f"{len(gpus)} of {cfg.expected_gpus} GPUs visible (GPU {', '.join(map(str, lost))} gone)",
+                )
+            )
+            del i
+    return Findings(faults=faults)
+
+
+def _ib_link_down(table: Table, cfg: HealthConfig) -> Findings:
+    col = table.get(m.NODE_INFINIBAND_STATE_ID)
+    if col is None:
+        return Findings(missing=[m.NODE_INFINIBAND_STATE_ID])
+    faults = []
+    for i in _flagged(col, lambda v: v != 4):
+        port = col.labels(i).get("device", "?") + "/" + col.labels(i).get("port", "?")
+        faults.append(
+            _fault(
+                table, col, i, FaultKind.IB_LINK_DOWN, Severity.CRITICAL, Action.DRAIN,
+                f"InfiniBand port {port} is not ACTIVE (state {int(col.values[i])})", per_gpu=False,
+            )
+        )  # fmt: skip
+    return Findings(faults=faults)
+
+
+def _drift(kind: FaultKind, what: str, metric: str, label: str) -> Check:
+    def run(table: Table, cfg: HealthConfig) -> Findings:
+        col = table.get(metric)
+        if col is None:
+            return Findings(missing=[metric])
+        version_of: dict[str, tuple[str, int]] = {}
+        for i in range(len(col)):
+            value = col.labels(i).get(label)
+            if value:
+                version_of.setdefault(col.node(i), (value, i))
+        counts = Counter(v for v, _ in version_of.values())
+        if len(version_of) < cfg.drift_min_nodes or not counts:
+            return Findings()
+        majority, votes = counts.most_common(1)[0]
+        if votes * 2 <= len(version_of):
+            return Findings()  # no majority: a rolling upgrade, not drift
+        faults = [
+            _fault(
+                table, col, i, kind, Severity.WARNING, Action.WATCH,
+                f"{what} {version} differs from the fleet's {majority}", per_gpu=False,
+                note=f"fleet majority {majority} on {votes} of {len(version_of)} nodes",
+            )
+            for node, (version, i) in version_of.items()
+            if version != majority
+        ]  # fmt: skip
+        return Findings(faults=faults)
+
+    return Check(
+        kind.value, f"{what} differs from the fleet majority", (MetricRequest(metric, V),), run
+    )
+
+
+CHECKS: tuple[Check, ...] = (
+    Check("xid", "GPU Xid errors, by NVIDIA's catalog", (MetricRequest(m.DCGM_FI_DEV_XID_ERRORS, V),), _xid),
+    _threshold_check(
+        "ecc_dbe", FaultKind.ECC_DBE, m.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, V, lambda v, c: v > 0,
+        Severity.CRITICAL, Action.DRAIN, lambda v, c: f"{int(v)} double-bit ECC errors: reset the GPU",
+        "double-bit (uncorrectable) ECC errors",
+    ),
+    _threshold_check(
+        "row_remap_failure", FaultKind.ROW_REMAP_FAILURE, m.DCGM_FI_DEV_ROW_REMAP_FAILURE, V,
+        lambda v, c: v > 0, Severity.CRITICAL, Action.RMA,
+        lambda v, c: "row remapping failed: the GPU's memory is out of spare rows (RMA)",
+        "row-remap failure",
+    ),
+    _threshold_check(
+        "row_remap_pending", FaultKind.ROW_REMAP_PENDING, m.DCGM_FI_DEV_ROW_REMAP_PENDING, V,
+        lambda v, c: v > 0, Severity.WARNING, Action.RESET_GPU,
+        lambda v, c: "a row remap is pending: reset the GPU when it is idle", "pending row remaps",
+    ),
+    Check(
+        "throttle", "clock-event (throttle) reasons",
+        (MetricRequest(m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS, V), MetricRequest(m.DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, V)),
+        _throttle,
+    ),
+    _threshold_check(
+        "temperature", FaultKind.HIGH_TEMPERATURE, m.DCGM_FI_DEV_GPU_TEMP, V,
+        lambda v, c: v > c.max_gpu_temp_c, Severity.WARNING, Action.WATCH,
+        lambda v, c: f"GPU at {v:.0f} °C (limit {c.max_gpu_temp_c:.0f} °C): check cooling",
+        "GPU temperature",
+    ),
+    _threshold_check(
+        "nvlink_crc", FaultKind.NVLINK_CRC, m.DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, INC,
+        lambda v, c: v > c.nvlink_crc_per_window, Severity.WARNING, Action.DRAIN,
+        lambda v, c: f"{v:.0f} NVLink CRC flit errors in the window", "NVLink CRC errors",
+    ),
+    _threshold_check(
+        "nvlink_replay", FaultKind.NVLINK_REPLAY, m.DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL, INC,
+        lambda v, c: v > c.nvlink_replay_per_window, Severity.WARNING, Action.DRAIN,
+        lambda v, c: f"{v:.0f} NVLink replays in the window", "NVLink replay errors",
+    ),
+    _threshold_check(
+        "pcie_replay", FaultKind.PCIE_REPLAY, m.DCGM_FI_DEV_PCIE_REPLAY_COUNTER, INC,
+        lambda v, c: v > c.pcie_replay_per_window, Severity.WARNING, Action.WATCH,
+        lambda v, c: f"{v:.0f} PCIe replays in the window", "PCIe replays",
+    ),
+    _threshold_check(
+        "pcie_width", FaultKind.PCIE_DOWNTRAINED, m.DCGM_FI_DEV_PCIE_LINK_WIDTH, V,
+        lambda v, c: 0 < v < c.expected_pcie_width, Severity.WARNING, Action.DRAIN,
+        lambda v, c: f"PCIe link trained at x{v:.0f}, expected x{c.expected_pcie_width}",
+        "PCIe link width",
+    ),
+    _threshold_check(
+        "pcie_gen", FaultKind.PCIE_DOWNTRAINED, m.DCGM_FI_DEV_PCIE_LINK_GEN, V,
+        lambda v, c: 0 < v < c.expected_pcie_gen, Severity.WARNING, Action.DRAIN,
+        lambda v, c: f"PCIe link at gen {v:.0f}, expected gen {c.expected_pcie_gen}",
+        "PCIe link generation",
+    ),
+    Check("ib_link", "InfiniBand port state", (MetricRequest(m.NODE_INFINIBAND_STATE_ID, V),), _ib_link_down),
+    _threshold_check(
+        "ib_flapping", FaultKind.IB_FLAPPING, m.NODE_INFINIBAND_LINK_DOWNED_TOTAL, INC,
+        lambda v, c: v >= c.ib_flaps_per_window, Severity.WARNING, Action.DRAIN,
+        lambda v, c: f"InfiniBand link went down {v:.0f} times in the window", "InfiniBand flapping",
+        per_gpu=False,
+    ),
+    _threshold_check(
+        "ib_symbol_errors", FaultKind.IB_SYMBOL_ERRORS, m.NODE_INFINIBAND_SYMBOL_ERROR_TOTAL, INC,
+        lambda v, c: v > c.ib_symbol_errors_per_window, Severity.WARNING, Action.WATCH,
+        lambda v, c: f"{v:.0f} InfiniBand symbol errors in the window: check the cable",
+        "InfiniBand symbol errors", per_gpu=False,
+    ),
+    _threshold_check(
+        "nic_rx_errors", FaultKind.NIC_ERRORS, m.NODE_NETWORK_RECEIVE_ERRS_TOTAL, INC,
+        lambda v, c: v > c.nic_errors_per_window, Severity.WARNING, Action.WATCH,
+        lambda v, c: f"{v:.0f} NIC receive errors in the window", "NIC receive errors", per_gpu=False,
+    ),
+    _threshold_check(
+        "nic_tx_errors", FaultKind.NIC_ERRORS, m.NODE_NETWORK_TRANSMIT_ERRS_TOTAL, INC,
+        lambda v, c: v > c.nic_errors_per_window, Severity.WARNING, Action.WATCH,
+        lambda v, c: f"{v:.0f} NIC transmit errors in the window", "NIC transmit errors", per_gpu=False,
+    ),
+    _threshold_check(
+        "reboot", FaultKind.UNEXPECTED_REBOOT, m.NODE_BOOT_TIME_SECONDS, CHG,
+        lambda v, c: v > 0, Severity.WARNING, Action.WATCH,
+        lambda v, c: "the node rebooted in the window (boot time moved)", "unexpected reboot",
+        per_gpu=False,
+    ),
+    Check("gpu_count", "GPUs visible against the expected count", (MetricRequest(m.DCGM_FI_DEV_GPU_TEMP, V),), _gpu_count),
+    _drift(FaultKind.DRIVER_DRIFT, "driver", m.DCGM_FI_DEV_GPU_TEMP, m.LABEL_DRIVER_VERSION),
+    _drift(FaultKind.KERNEL_DRIFT, "kernel", m.NODE_UNAME_INFO, "release"),
+    _drift(FaultKind.FIRMWARE_DRIFT, "firmware (VBIOS)", m.DCGM_FI_DEV_GPU_TEMP, m.LABEL_VBIOS_VERSION),
+)  # fmt: skip
+
+CHECKS_BY_NAME: dict[str, Check] = {c.name: c for c in CHECKS}
+
+
+def enabled_checks(cfg: HealthConfig) -> list[Check]:
+    return [c for c in CHECKS if c.name not in cfg.disabled]
+
+
+def requests_for(checks: Sequence[Check]) -> list[MetricRequest]:
+    """Each metric once, whichever checks need it: the whole read is this many queries."""
+    return list(dict.fromkeys(r for c in checks for r in c.needs))
+
+
+@dataclass(frozen=True)
+class HealthRun:
+    at: datetime
+    faults: list[Fault]
+    # Check name -> the metrics it could not read, so the answer can say what was not checked.
+    not_run: dict[str, list[str]]
+
+
+def run_checks(table: Table, cfg: HealthConfig, checks: Sequence[Check] | None = None) -> HealthRun:
+    faults: list[Fault] = []
+    not_run: dict[str, list[str]] = {}
+    for check in checks if checks is not None else enabled_checks(cfg):
+        found = check.run(table, cfg)
+        faults.extend(found.faults)
+        if found.missing and not found.faults:
+            not_run[check.name] = found.missing
+    return HealthRun(at=table.at, faults=faults, not_run=not_run)

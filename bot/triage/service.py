@@ -1,0 +1,351 @@
+"""Node health and hardware faults: the services behind /node-health and /hw-faults.
+
+Plain async functions over ports (metrics, scheduler, inventory); they return report models
+and never touch Slack. Each reads the fleet with a fixed number of metric queries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from bot.backends.errors import BackendError
+from bot.models import Fault, FaultKind, Node, Severity, Verdict, VerdictLevel
+from bot.scheduler import Scheduler, SchedulerNode
+from bot.triage.checks import HealthConfig, HealthRun, enabled_checks, requests_for, run_checks
+from bot.triage.table import MetricRequest, Table
+from bot.triage.targets import BadInput, expand_nodes, parse_duration, parse_kinds
+from bot.triage.verdict import fault_level, verdicts
+
+# Nodes under one leaf switch with the same fault at once point at the switch.
+SWITCH_SUSPECT_MIN_NODES = 4
+
+
+class Metrics(Protocol):
+    name: str
+
+    async def read(
+        self,
+        requests: Sequence[MetricRequest],
+        *,
+        nodes: Sequence[str] | None,
+        window_s: float,
+        at: datetime | None = None,
+        timeout_s: float | None = None,
+    ) -> Table: ...
+
+
+class Inventory(Protocol):
+    """What the cluster is made of: node names, topology, expected hardware."""
+
+    async def load(self) -> None:
+        """Refreshes what it knows when that is stale (cheap when it is not)."""
+        ...
+
+    def names(self) -> Sequence[str]: ...
+
+    def node(self, name: str) -> Node | None: ...
+
+
+@dataclass
+class Triage:
+    metrics: Metrics
+    inventory: Inventory
+    scheduler: Scheduler | None = None
+    config: HealthConfig = field(default_factory=HealthConfig)
+
+
+@dataclass(frozen=True)
+class NodeReport:
+    node: str
+    verdict: Verdict
+    faults: list[Fault]
+    not_run: dict[str, list[str]]
+    info: Node | None
+    scheduler: SchedulerNode | None
+    scheduler_note: str | None
+    at: datetime
+
+
+@dataclass(frozen=True)
+class FleetSummary:
+    asked: int
+    verdicts: list[Verdict]  # unhealthy first, worst first
+    counts: dict[VerdictLevel, int]
+    not_run: dict[str, list[str]]
+    unknown: list[str]
+    at: datetime
+
+
+@dataclass(frozen=True)
+class FaultGroup:
+    kind: FaultKind
+    faults: list[Fault]
+    leaf_switch: str | None  # set when the group is one suspected switch fault
+    severity: Severity
+
+    @property
+    def nodes(self) -> list[str]:
+        return sorted({f.node for f in self.faults})
+
+
+@dataclass(frozen=True)
+class FaultsReport:
+    groups: list[FaultGroup]
+    counts: dict[FaultKind, int]
+    repeat_gpus: list[tuple[str, int, int]]  # node, gpu, faults on it
+    not_run: dict[str, list[str]]
+    window_s: float
+    scope: str
+    at: datetime
+
+
+@dataclass(frozen=True)
+class UserError:
+    sentence: str
+
+
+async def _run(triage: Triage, nodes: Sequence[str] | None, window_s: float) -> HealthRun:
+    cfg = triage.config
+    checks = enabled_checks(cfg)
+    table = await triage.metrics.read(requests_for(checks), nodes=nodes, window_s=window_s)
+    return run_checks(table, cfg, checks)
+
+
+def _nearest(name: str, names: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    return f" Did you mean {', '.join(f'`{c}`' for c in close)}?" if close else ""
+
+
+async def node_health(triage: Triage, text: str) -> NodeReport | FleetSummary | UserError:
+    try:
+        asked = expand_nodes(text)
+    except BadInput as exc:
+        return UserError(str(exc))
+    try:
+        await triage.inventory.load()
+    except BackendError as exc:
+        return UserError(f"I could not list the nodes: {exc.user_text()}")
+    known_names = triage.inventory.names()
+    known = set(known_names)
+    unknown = [n for n in asked if n not in known]
+    if len(asked) == 1 and unknown:
+        return UserError(f"I don't know a node `{asked[0]}`.{_nearest(asked[0], known_names)}")
+    present = [n for n in asked if n in known]
+    if not present:
+        return UserError(f"None of the {len(asked)} nodes in that hostlist is known.")
+    cfg = triage.config
+    sched_task = asyncio.ensure_future(
+        _scheduler_nodes(triage, present if len(present) == 1 else None)
+    )
+    try:
+        run = await _run(triage, present, cfg.window_s)
+    except BackendError as exc:
+        sched_task.cancel()
+        return UserError(f"I could not read the metrics: {exc.user_text()}")
+    faults = _fold_related(run.faults)
+    by_node = verdicts(present, faults)
+    if len(present) == 1:
+        node = present[0]
+        sched, note = await sched_task
+        return NodeReport(
+            node=node,
+            verdict=by_node[node],
+            faults=sorted((f for f in faults if f.node == node), key=_fault_order),
+            not_run=run.not_run,
+            info=triage.inventory.node(node),
+            scheduler=sched.get(node) if sched else None,
+            scheduler_note=note,
+            at=run.at,
+        )
+    sched_task.cancel()
+    ordered = sorted(by_node.values(), key=lambda v: (-v.level.rank, v.node))
+    counts = Counter(v.level for v in ordered)
+    return FleetSummary(
+        asked=len(asked),
+        verdicts=ordered,
+        counts={lv: counts.get(lv, 0) for lv in VerdictLevel},
+        not_run=run.not_run,
+        unknown=unknown,
+        at=run.at,
+    )
+
+
+async def _scheduler_nodes(
+    triage: Triage, nodes: Sequence[str] | None
+) -> tuple[dict[str, SchedulerNode] | None, str | None]:
+    if triage.scheduler is None:
+        return None, "No scheduler is configured (set SLURM_REST_URL)."
+    if nodes is None:
+        return None, None
+    try:
+        return await triage.scheduler.nodes(nodes), None
+    except BackendError as exc:
+        return None, exc.user_text()
+
+
+def _fault_order(f: Fault) -> tuple[int, int, str, int]:
+    return (-fault_level(f).rank, -f.severity.rank, f.node, f.gpu if f.gpu is not None else -1)
+
+
+# A symptom folded into the fault that explains it on the same node (and GPU).
+_EXPLAINED_BY: dict[FaultKind, frozenset[FaultKind]] = {
+    FaultKind.HIGH_TEMPERATURE: frozenset(
+        {FaultKind.THROTTLE_SW_THERMAL, FaultKind.THROTTLE_HW_THERMAL}
+    ),
+    FaultKind.IB_LINK_DOWN: frozenset({FaultKind.IB_FLAPPING}),
+}
+
+
+def _fold_related(faults: list[Fault]) -> list[Fault]:
+    """Keeps the cause, with the symptom's evidence attached, rather than two rows."""
+    index: dict[tuple[str, int | None, FaultKind], int] = {}
+    kept: list[Fault] = []
+    for f in faults:
+        if f.kind not in _EXPLAINED_BY:
+            index[(f.node, f.gpu, f.kind)] = len(kept)
+            kept.append(f)
+    out: list[Fault] = list(kept)
+    for f in faults:
+        causes = _EXPLAINED_BY.get(f.kind)
+        if causes is None:
+            continue
+        hit = next(
+            (
+                index[k]
+                for c in causes
+                for k in ((f.node, f.gpu, c), (f.node, None, c))
+                if k in index
+            ),
+            None,
+        )
+        if hit is None:
+            out.append(f)
+        else:
+            cause = out[hit]
+            out[hit] = cause.model_copy(update={"evidence": (*cause.evidence, *f.evidence)})
+    return out
+
+
+def parse_faults_args(
+    text: str,
+) -> tuple[list[str] | None, frozenset[FaultKind] | None, float | None]:
+    """`[node|hostlist|kind] [--since 24h]` -> (nodes, kinds, window)."""
+    words = text.split()
+    window: float | None = None
+    nodes: list[str] | None = None
+    kinds: frozenset[FaultKind] | None = None
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word in {"--since", "-s"}:
+            if i + 1 >= len(words):
+                raise BadInput("`--since` needs a duration, e.g. `--since 24h`.")
+            window = parse_duration(words[i + 1])
+            i += 2
+            continue
+        if word.startswith("--since="):
+            window = parse_duration(word.split("=", 1)[1])
+        elif (found := parse_kinds(word)) is not None:
+            kinds = found if kinds is None else kinds | found
+        elif nodes is None:
+            nodes = expand_nodes(word)
+        else:
+            raise BadInput(f"I read `{word[:40]}` as a second hostlist; give one.")
+        i += 1
+    return nodes, kinds, window
+
+
+async def hw_faults(triage: Triage, text: str) -> FaultsReport | UserError:
+    try:
+        nodes, kinds, window = parse_faults_args(text)
+    except BadInput as exc:
+        return UserError(str(exc))
+    window_s = window or 86400.0
+    try:
+        await triage.inventory.load()
+    except BackendError as exc:
+        return UserError(f"I could not list the nodes: {exc.user_text()}")
+    if nodes is not None:
+        known = set(triage.inventory.names())
+        unknown = [n for n in nodes if n not in known]
+        nodes = [n for n in nodes if n in known]
+        if not nodes:
+            name = unknown[0]
+            return UserError(
+                f"I don't know a node `{name}`.{_nearest(name, triage.inventory.names())}"
+            )
+    try:
+        run = await _run(triage, nodes, window_s)
+    except BackendError as exc:
+        return UserError(f"I could not read the metrics: {exc.user_text()}")
+    faults = _fold_related(run.faults)
+    faults = [
+        f
+        for f in faults
+        if fault_level(f) is not VerdictLevel.HEALTHY or f.severity.rank > Severity.INFO.rank
+    ]
+    if kinds is not None:
+        faults = [f for f in faults if f.kind in kinds]
+    scope = "the fleet" if nodes is None else f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}"
+    if kinds is not None:
+        scope += " (" + ", ".join(sorted(k.value for k in kinds)) + ")"
+    per_gpu = Counter((f.node, f.gpu) for f in faults if f.gpu is not None)
+    return FaultsReport(
+        groups=group_faults(faults, triage.inventory),
+        counts=dict(Counter(f.kind for f in faults).most_common()),
+        repeat_gpus=sorted(
+            ((n, g, c) for (n, g), c in per_gpu.items() if g is not None and c > 1),
+            key=lambda t: (-t[2], t[0], t[1]),
+        ),
+        not_run=run.not_run,
+        window_s=window_s,
+        scope=scope,
+        at=run.at,
+    )
+
+
+def group_faults(faults: list[Fault], inventory: Inventory) -> list[FaultGroup]:
+    """By cause, and by shared leaf switch: many nodes of one switch at once is one fault."""
+    by_kind: dict[FaultKind, list[Fault]] = defaultdict(list)
+    for f in faults:
+        by_kind[f.kind].append(f)
+    groups: list[FaultGroup] = []
+    for kind, members in by_kind.items():
+        by_leaf: dict[str, list[Fault]] = defaultdict(list)
+        rest: list[Fault] = []
+        for f in members:
+            info = inventory.node(f.node)
+            if info is None:
+                rest.append(f)
+            else:
+                by_leaf[info.leaf_switch].append(f)
+        for leaf, leaf_faults in by_leaf.items():
+            if len({f.node for f in leaf_faults}) >= SWITCH_SUSPECT_MIN_NODES:
+                groups.append(_group(kind, leaf_faults, leaf))
+            else:
+                rest.extend(leaf_faults)
+        for f in sorted(rest, key=_fault_order):
+            groups.append(_group(kind, [f], None))
+    groups.sort(
+        key=lambda g: (
+            -max(fault_level(f).rank for f in g.faults),
+            -g.severity.rank,
+            -len(g.faults),
+            g.kind.value,
+            g.nodes[0],
+        )
+    )
+    return groups
+
+
+def _group(kind: FaultKind, faults: list[Fault], leaf: str | None) -> FaultGroup:
+    severity = max((f.severity for f in faults), key=lambda s: s.rank)
+    return FaultGroup(
+        kind=kind, faults=sorted(faults, key=_fault_order), leaf_switch=leaf, severity=severity
+    )

@@ -1,0 +1,112 @@
+"""Parsing what people type: node names, Slurm hostlists, fault kinds, durations."""
+
+from __future__ import annotations
+
+import re
+
+import hostlist
+
+from bot.models import FaultKind
+
+NODE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+HOSTLIST_RE = re.compile(r"^[A-Za-z0-9._\-\[\],]{1,2000}$")
+MAX_EXPANSION = 50_000
+DURATION_RE = re.compile(r"^(\d{1,4})([smhd])$")
+MAX_WINDOW_S = 7 * 86400
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+# Words people use for a family of fault kinds.
+KIND_ALIASES: dict[str, frozenset[FaultKind]] = {
+    "ecc": frozenset({FaultKind.ECC_DBE, FaultKind.ROW_REMAP_FAILURE, FaultKind.ROW_REMAP_PENDING}),
+    "throttle": frozenset(
+        {
+            FaultKind.THROTTLE_POWER,
+            FaultKind.THROTTLE_HW_SLOWDOWN,
+            FaultKind.THROTTLE_SW_THERMAL,
+            FaultKind.THROTTLE_HW_THERMAL,
+            FaultKind.POWER_BRAKE,
+        }
+    ),
+    "thermal": frozenset(
+        {FaultKind.THROTTLE_SW_THERMAL, FaultKind.THROTTLE_HW_THERMAL, FaultKind.HIGH_TEMPERATURE}
+    ),
+    "nvlink": frozenset({FaultKind.NVLINK_CRC, FaultKind.NVLINK_REPLAY}),
+    "pcie": frozenset({FaultKind.PCIE_REPLAY, FaultKind.PCIE_DOWNTRAINED}),
+    "ib": frozenset({FaultKind.IB_LINK_DOWN, FaultKind.IB_FLAPPING, FaultKind.IB_SYMBOL_ERRORS}),
+    "network": frozenset({FaultKind.NIC_ERRORS}),
+    "drift": frozenset({FaultKind.DRIVER_DRIFT, FaultKind.KERNEL_DRIFT, FaultKind.FIRMWARE_DRIFT}),
+}
+
+
+class BadInput(ValueError):
+    """What the person typed cannot be used; the message is the sentence they read."""
+
+
+def expand_nodes(text: str) -> list[str]:
+    """A node name or a Slurm hostlist (`gpu-[0001-0064,0100]`), expanded with a cap."""
+    text = text.strip()
+    if not text:
+        raise BadInput("Give a node name or a hostlist, e.g. `gpu-0042` or `gpu-[0001-0064]`.")
+    if not HOSTLIST_RE.fullmatch(text):
+        raise BadInput(
+            "That is not a node name or a hostlist: use letters, digits, `-`, `.`, and "
+            "ranges like `gpu-[0001-0064]`."
+        )
+    if not _within_cap(text):
+        raise BadInput(f"That hostlist names more than {MAX_EXPANSION:,} nodes; narrow it down.")
+    try:
+        names = hostlist.expand_hostlist(text)
+    except hostlist.BadHostlist as exc:
+        raise BadInput(f"That hostlist is malformed ({exc}).") from None
+    if len(names) > MAX_EXPANSION:
+        raise BadInput(f"That hostlist names more than {MAX_EXPANSION:,} nodes; narrow it down.")
+    bad = next((n for n in names if not NODE_RE.fullmatch(n)), None)
+    if bad is not None:
+        raise BadInput(f"`{bad[:40]}` is not a valid node name.")
+    return list(dict.fromkeys(names))
+
+
+def _within_cap(text: str) -> bool:
+    """Bounds a hostlist's size before expanding it, so `gpu-[0-999999999]` costs nothing."""
+    total = 0
+    for part in re.findall(r"[^,\[]*(?:\[[^\]]*\])*[^,]*", text):
+        size = 1
+        for ranges in re.findall(r"\[([^\]]*)\]", part):
+            count = 0
+            for item in ranges.split(","):
+                lo, _, hi = item.partition("-")
+                if lo.isdigit() and hi.isdigit():
+                    count += max(0, int(hi) - int(lo) + 1)
+                else:
+                    count += 1
+            size *= count
+            if size > MAX_EXPANSION:
+                return False
+        total += size if part else 0
+        if total > MAX_EXPANSION:
+            return False
+    return True
+
+
+def compress(names: list[str]) -> str:
+    return str(hostlist.collect_hostlist(names))
+
+
+def parse_kinds(word: str) -> frozenset[FaultKind] | None:
+    word = word.lower().strip()
+    if word in KIND_ALIASES:
+        return KIND_ALIASES[word]
+    try:
+        return frozenset({FaultKind(word)})
+    except ValueError:
+        return None
+
+
+def parse_duration(text: str) -> float:
+    m = DURATION_RE.fullmatch(text.strip().lower())
+    if not m:
+        raise BadInput("Give a duration like `30m`, `6h` or `2d`.")
+    seconds = int(m.group(1)) * _UNIT_S[m.group(2)]
+    if not 60 <= seconds <= MAX_WINDOW_S:
+        raise BadInput("The window must be between 1 minute and 7 days.")
+    return float(seconds)

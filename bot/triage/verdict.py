@@ -1,0 +1,62 @@
+"""From faults to a verdict per node: healthy, degraded (watch), drain, RMA; reasons in order."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from bot.models import Action, Fault, FaultKind, Severity, Verdict, VerdictLevel
+
+MAX_DRAIN_REASON = 60
+
+_LEVEL_OF_ACTION = {
+    Action.RMA: VerdictLevel.RMA,
+    Action.DRAIN: VerdictLevel.DRAIN,
+    Action.RESET_GPU: VerdictLevel.DRAIN,
+    Action.REBOOT: VerdictLevel.DRAIN,
+    Action.WATCH: VerdictLevel.DEGRADED,
+    Action.REQUEUE: VerdictLevel.DEGRADED,
+    Action.NONE: VerdictLevel.HEALTHY,
+}
+
+
+def fault_level(fault: Fault) -> VerdictLevel:
+    level = _LEVEL_OF_ACTION[fault.action]
+    # An application-level event (Xid 13, 31, 43: info) says nothing bad about the node.
+    if fault.severity is Severity.INFO and level is VerdictLevel.DEGRADED:
+        return VerdictLevel.HEALTHY
+    return level
+
+
+def short_cause(fault: Fault) -> str:
+    """`xid79`, `ecc_dbe`, `ib_link_down`: the cause as Slurm's reason shows it."""
+    if fault.kind is FaultKind.XID and fault.evidence:
+        return f"xid{int(fault.evidence[0].value)}"
+    return fault.kind.value
+
+
+def drain_reason(fault: Fault) -> str:
+    gpu = f" gpu{fault.gpu}" if fault.gpu is not None else ""
+    return f"meowbot: {short_cause(fault)}{gpu}"[:MAX_DRAIN_REASON]
+
+
+def _order(fault: Fault) -> tuple[int, int]:
+    return (-fault_level(fault).rank, -fault.severity.rank)
+
+
+def verdict(node: str, faults: Iterable[Fault]) -> Verdict:
+    ordered = sorted((f for f in faults if f.node == node), key=_order)
+    if not ordered:
+        return Verdict(node=node, level=VerdictLevel.HEALTHY)
+    level = max((fault_level(f) for f in ordered), key=lambda lv: lv.rank)
+    reasons = tuple(dict.fromkeys(f.summary for f in ordered))
+    worst = ordered[0]
+    reason = drain_reason(worst) if level.rank >= VerdictLevel.DRAIN.rank else None
+    return Verdict(node=node, level=level, reasons=reasons, drain_reason=reason)
+
+
+def verdicts(nodes: Iterable[str], faults: Iterable[Fault]) -> dict[str, Verdict]:
+    by_node: dict[str, list[Fault]] = defaultdict(list)
+    for fault in faults:
+        by_node[fault.node].append(fault)
+    return {n: verdict(n, by_node.get(n, ())) for n in nodes}
