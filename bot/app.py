@@ -29,12 +29,14 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 import handlers
+from bot.authz import Authorizer
 from bot.backends.state import MemoryStore, RedisStore
 from bot.config import Settings
 from bot.deps import Deps
 from bot.inflight import InFlight
 from bot.ports import StateStore
 from bot.telemetry import Telemetry
+from bot.wiring import make_triage
 from handlers.registry import Registered
 
 log = logging.getLogger(__name__)
@@ -134,6 +136,8 @@ async def create_bot(settings: Settings, *, store: StateStore | None = None) -> 
         store=store or make_store(settings),
         telemetry=Telemetry(),
         inflight=InFlight(),
+        triage=make_triage(settings),
+        authz=Authorizer(settings.admin_list),
     )
     registered = handlers.register(app, deps)
     web_app = app.web_app(path=SLACK_EVENTS_PATH, port=settings.port)

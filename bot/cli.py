@@ -42,7 +42,11 @@ def main(argv: list[str] | None = None) -> int:
         setup_logging(settings.log_level)
         from bot.app import serve
 
-        asyncio.run(serve(settings))
+        try:
+            asyncio.run(serve(settings))
+        except ConfigError as exc:
+            print(f"meowbot: {exc}", file=sys.stderr)
+            return 2
         return 0
     if verb == "run":
         sim = settings.sim_nodes

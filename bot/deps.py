@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bot.authz import Authorizer
 from bot.config import Settings
 from bot.inflight import InFlight
 from bot.ports import StateStore
 from bot.telemetry import Telemetry
+from bot.triage.service import Triage
 
 
 @dataclass
@@ -16,3 +18,5 @@ class Deps:
     store: StateStore
     telemetry: Telemetry
     inflight: InFlight
+    triage: Triage
+    authz: Authorizer

@@ -1,16 +1,23 @@
 """Turns a slash command's text into an answer: the one way through the code for each command.
 
-The capabilities themselves (node health, slow jobs, the playground, highlights) plug in here
-as their issues land; until then a command says plainly that it is not built yet.
+The slash command, the palette modal and the shell all come through `answer`. Capabilities
+plug in by name; a command whose capability is not built yet says so plainly.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from bot.commands import BY_NAME, SlashCommand
 from bot.render.blocks import SlackMessage, usage
 from bot.render.blocks import error as error_message
+from bot.render.triage import render_faults, render_node, render_summary, render_user_error
+from bot.triage import service
+from bot.triage.service import NodeReport, Triage, UserError
 
 HELP_WORDS = {"help", "-h", "--help", "?"}
+
+Capability = Callable[[Triage, str], Awaitable[SlackMessage]]
 
 
 def command_usage(cmd: SlashCommand) -> SlackMessage:
@@ -24,13 +31,39 @@ def not_built(cmd: SlashCommand) -> SlackMessage:
     )
 
 
-def answer(command: str, text: str) -> SlackMessage:
-    """The answer to `/command text` (pure: the slow capabilities will be awaited here)."""
+async def _node_health(triage: Triage, text: str) -> SlackMessage:
+    result = await service.node_health(triage, text)
+    if isinstance(result, UserError):
+        return render_user_error(result)
+    if isinstance(result, NodeReport):
+        return render_node(result)
+    return render_summary(result)
+
+
+async def _hw_faults(triage: Triage, text: str) -> SlackMessage:
+    result = await service.hw_faults(triage, text)
+    if isinstance(result, UserError):
+        return render_user_error(result)
+    return render_faults(result)
+
+
+CAPABILITIES: dict[str, Capability] = {
+    "/node-health": _node_health,
+    "/hw-faults": _hw_faults,
+}
+# Commands whose capability needs an argument: alone, they answer with their usage.
+NEEDS_ARGUMENT = {"/node-health"}
+
+
+async def answer(command: str, text: str, triage: Triage) -> SlackMessage:
     cmd = BY_NAME.get(command)
     if cmd is None:
         known = ", ".join(sorted(BY_NAME))
         return error_message(f"I don't know {command}; I answer {known}.")
     words = text.split()
-    if words and words[0].lower() in HELP_WORDS:
+    if (words and words[0].lower() in HELP_WORDS) or (not words and command in NEEDS_ARGUMENT):
         return command_usage(cmd)
-    return not_built(cmd)
+    capability = CAPABILITIES.get(command)
+    if capability is None:
+        return not_built(cmd)
+    return await capability(triage, text)

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.deps import Deps
 from bot.render.palette import OPEN_PALETTE_ACTION, palette_modal
-from handlers.registry import Registry
+from bot.render.triage import DRAIN_ACTION, RESUME_ACTION
+from bot.triage import actions as node_actions
+from handlers.registry import Listener, Registry
+
+NodeAction = Callable[[str, str], Awaitable[str]]
 
 
 def register(reg: Registry, deps: Deps) -> None:
@@ -18,4 +23,33 @@ def register(reg: Registry, deps: Deps) -> None:
         async with deps.inflight.track():
             await client.views_open(trigger_id=body["trigger_id"], view=palette_modal())
 
+    def node_action(verb: str, run: NodeAction) -> Listener:
+        async def on_press(
+            ack: Any, body: dict[str, Any], respond: Any, client: AsyncWebClient
+        ) -> None:
+            await ack()
+            user = body.get("user", {})
+            async with deps.inflight.track():
+                if await deps.authz.allowed(str(user.get("id", "")), client):
+                    value = str(body["actions"][0].get("value", ""))
+                    name = str(user.get("username") or user.get("name") or user.get("id"))
+                    sentence = await run(value, name)
+                else:
+                    sentence = (
+                        f":no_entry: Only people in MEOWBOT_ADMINS may {verb} nodes; "
+                        "nothing was changed."
+                    )
+                await respond(response_type="ephemeral", replace_original=False, text=sentence)
+
+        return on_press
+
+    async def drain(value: str, user_name: str) -> str:
+        node, _, cause = value.partition("|")
+        return await node_actions.drain(deps.triage.scheduler, node, cause, user_name)
+
+    async def resume(value: str, user_name: str) -> str:
+        return await node_actions.resume(deps.triage.scheduler, value, user_name)
+
     reg.action(OPEN_PALETTE_ACTION, on_open_palette)
+    reg.action(DRAIN_ACTION, node_action("drain", drain))
+    reg.action(RESUME_ACTION, node_action("resume", resume))

@@ -18,7 +18,7 @@ def register(reg: Registry, deps: Deps) -> None:
         name = str(command.get("command", ""))
         deps.telemetry.commands.labels(command=name).inc()
         async with deps.inflight.track():
-            message = router.answer(name, str(command.get("text", "")))
+            message = await router.answer(name, str(command.get("text", "")), deps.triage)
             await respond_message(respond, message)
 
     for cmd in COMMANDS:

@@ -27,6 +27,8 @@ def register(reg: Registry, deps: Deps) -> None:
         deps.telemetry.commands.labels(command=name).inc()
         async with deps.inflight.track():
             # A modal has no channel: the answer goes to the person's DM with the bot.
-            await post_message(client, body["user"]["id"], router.answer(name, text))
+            await post_message(
+                client, body["user"]["id"], await router.answer(name, text, deps.triage)
+            )
 
     reg.view(PALETTE_CALLBACK, on_palette)

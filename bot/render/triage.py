@@ -23,8 +23,8 @@ ICON = {
 ADVICE = {
     VerdictLevel.HEALTHY: "fit to run work",
     VerdictLevel.DEGRADED: "runs work; watch it",
-    VerdictLevel.DRAIN: "drain it: take it out of scheduling",
-    VerdictLevel.RMA: "drain it and open an RMA",
+    VerdictLevel.DRAIN: "take it out of scheduling",
+    VerdictLevel.RMA: "take it out of scheduling and open an RMA",
 }
 
 
@@ -73,9 +73,9 @@ def render_node(report: NodeReport, *, can_act: bool = True) -> SlackMessage:
         s = report.scheduler
         state = s.state + ("+" + "+".join(s.flags) if s.flags else "")
         reason = f" — {escape(s.reason)}" if s.reason else ""
-        fields.append(("*Slurm*", f"{escape(state)}{reason}"))
+        fields.append(("Slurm", f"{escape(state)}{reason}"))
     elif report.scheduler_note:
-        fields.append(("*Slurm*", escape(report.scheduler_note)))
+        fields.append(("Slurm", escape(report.scheduler_note)))
     info = report.info
     if info is not None:
         fields.append(
@@ -98,7 +98,7 @@ def render_node(report: NodeReport, *, can_act: bool = True) -> SlackMessage:
             )
         )
     if v.drain_reason:
-        fields.append(("*Drain reason*", code(v.drain_reason)))
+        fields.append(("Drain reason", code(v.drain_reason)))
     if fields:
         msg.fields([(label, value) for label, value in fields])
     if can_act and v.level.rank >= VerdictLevel.DRAIN.rank:

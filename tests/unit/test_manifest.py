@@ -30,6 +30,7 @@ METHOD_SCOPES: dict[str, str | None] = {
     "auth_test": None,
     "users_info": "users:read",
     "usergroups_users_list": "usergroups:read",
+    "usergroups_list": "usergroups:read",
     "conversations_info": "channels:read",
     "conversations_history": "channels:history",
     "conversations_replies": "channels:history",

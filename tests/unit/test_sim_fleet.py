@@ -36,9 +36,7 @@ BEFORE = SINCE - timedelta(minutes=1)
 
 def find(samples: Iterable[Sample], name: str, **labels: str) -> list[Sample]:
     return [
-        s
-        for s in samples
-        if s.name == name and all(s.label(k) == v for k, v in labels.items())
+        s for s in samples if s.name == name and all(s.label(k) == v for k, v in labels.items())
     ]
 
 
@@ -221,6 +219,11 @@ def test_columns_agree_with_samples_and_subsets() -> None:
             got = sub[p * mult : (p + 1) * mult]
             assert [str(v) for v in got] == [str(v) for v in want], family.name
     assert set(part.step_times()) <= set(full.step_times())
+    pos = full.gpu_position("gpu-0042", 5)
+    assert full.labels_at(m.DCGM_FI_DEV_GPU_TEMP, pos)[m.LABEL_GPU] == "5"
+    assert full.labels_at(m.DCGM_FI_DEV_GPU_TEMP, pos)[m.LABEL_HOSTNAME] == "gpu-0042"
+    ib = full.labels_at(m.NODE_INFINIBAND_STATE_ID, full.node_position("gpu-0042") * 8 + 3)
+    assert ib[m.LABEL_IB_DEVICE] == "mlx5_3" and ib[m.LABEL_INSTANCE] == "gpu-0042:9100"
     assert list(part.samples()) == list(fleet.samples(at, nodes=picked))
 
 
@@ -332,18 +335,20 @@ def _assert_shows(fleet: SimFleet, fault: InjectedFault, at: datetime) -> None:
         )
     elif kind is k.GPU_MISSING:
         here = {
-            s.label("gpu") for s in fleet.samples(at, nodes=[node], metrics=[m.DCGM_FI_DEV_GPU_TEMP])
+            s.label("gpu")
+            for s in fleet.samples(at, nodes=[node], metrics=[m.DCGM_FI_DEV_GPU_TEMP])
         }
         assert here == {str(g) for g in range(8)} - {str(gpu)}
         assert len(fleet.node(node, at).gpus) == 7
     elif kind is k.NUMA_MISPLACEMENT:
         inv = fleet.node(node, at)
         g = next(x for x in inv.gpus if x.index == gpu)
-        nic = next(n for n in inv.nics if n.name == g.nic)
-        assert nic.numa_node != g.numa_node
+        affine = next(n for n in inv.nics if n.name == g.nic)
+        assert affine.numa_node != g.numa_node
         numa = str(fleet.hardware.gpu_numa(gpu or 0))
         miss = m.NODE_MEMORY_NUMA_NUMA_MISS_TOTAL
-        grew = one(fleet, at, miss, node, **{m.LABEL_NUMA_NODE: numa}) - one(fleet, hour_before, miss, node, **{m.LABEL_NUMA_NODE: numa}
+        grew = one(fleet, at, miss, node, **{m.LABEL_NUMA_NODE: numa}) - one(
+            fleet, hour_before, miss, node, **{m.LABEL_NUMA_NODE: numa}
         )
         assert grew > 1_000_000
     elif kind in (k.IB_LINK_DOWN, k.IB_FLAPPING, k.IB_SYMBOL_ERRORS):
@@ -352,7 +357,8 @@ def _assert_shows(fleet: SimFleet, fault: InjectedFault, at: datetime) -> None:
             if kind is k.IB_LINK_DOWN:
                 assert _ib(fleet, at, m.NODE_INFINIBAND_STATE_ID, node, nic) == m.IB_STATE_DOWN
                 downed = _ib(fleet, at, m.NODE_INFINIBAND_LINK_DOWNED_TOTAL, node, nic)
-                assert downed > _ib(fleet, BEFORE, m.NODE_INFINIBAND_LINK_DOWNED_TOTAL, node, nic)
+                before = fault.since - timedelta(minutes=1)
+                assert downed > _ib(fleet, before, m.NODE_INFINIBAND_LINK_DOWNED_TOTAL, node, nic)
             elif kind is k.IB_FLAPPING:
                 name = m.NODE_INFINIBAND_LINK_DOWNED_TOTAL
                 grew = _ib(fleet, at, name, node, nic) - _ib(fleet, hour_before, name, node, nic)
@@ -363,7 +369,8 @@ def _assert_shows(fleet: SimFleet, fault: InjectedFault, at: datetime) -> None:
     elif kind is k.NIC_ERRORS:
         name = m.NODE_NETWORK_RECEIVE_ERRS_TOTAL
         device = fault.text("device")
-        assert one(fleet, at, name, node, device=device) > one(fleet, hour_before, name, node, device=device
+        assert one(fleet, at, name, node, device=device) > one(
+            fleet, hour_before, name, node, device=device
         )
     elif kind is k.UNEXPECTED_REBOOT:
         assert one(fleet, at, m.NODE_BOOT_TIME_SECONDS, node) == fault.since.timestamp()
@@ -396,7 +403,8 @@ def _assert_job_cause(fleet: SimFleet, fault: InjectedFault, at: datetime) -> No
             assert all(v > spec.base_step_s * 1.12 for v in values)
     elif fault.kind is FaultKind.PIPELINE_IMBALANCE:
         stage = str(int(fault.number("stage")))
-        slow, fast = [], []
+        slow: list[float] = []
+        fast: list[float] = []
         for s in fleet.samples(at, metrics=[m.TRAINING_STEP_TIME_SECONDS]):
             if s.label(m.LABEL_JOB_ID) == fault.job_id:
                 (slow if s.label(m.LABEL_PIPELINE_STAGE) == stage else fast).append(s.value)
@@ -404,9 +412,10 @@ def _assert_job_cause(fleet: SimFleet, fault: InjectedFault, at: datetime) -> No
     elif fault.kind is FaultKind.GC_STALLS:
         # Over an hour, some minutes are stalls on every rank together, the rest are not.
         series = fleet.series_history(
-            m.TRAINING_STEP_TIME_SECONDS, at - timedelta(hours=1), at, nodes=fleet.job(
-                fault.job_id
-            ).nodes
+            m.TRAINING_STEP_TIME_SECONDS,
+            at - timedelta(hours=1),
+            at,
+            nodes=fleet.job(fault.job_id).nodes,
         )
         minutes: dict[int, list[float]] = {}
         for labels, points in series.items():
@@ -643,10 +652,12 @@ def test_openmetrics_history_is_backfillable_and_counters_grow() -> None:
         m.TRAINING_STEP_TIME_SECONDS,
         m.NODE_UNAME_INFO,
     ]
-    chunks = list(fleet.openmetrics_history(hours=3, nodes=["gpu-0003", "gpu-0004"], metrics=metrics))
+    chunks = list(
+        fleet.openmetrics_history(hours=3, nodes=["gpu-0003", "gpu-0004"], metrics=metrics)
+    )
     text = "".join(chunks)
     assert text.endswith("# EOF\n") and text.count("# EOF") == 1
-    families = {f.name: f for f in parse_openmetrics(text)}
+    families = {f.name: f for f in parse_openmetrics(text)}  # type: ignore[no-untyped-call]
     points: dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[float, float]]] = {}
     for family in families.values():
         for s in family.samples:
@@ -674,7 +685,9 @@ def test_openmetrics_history_is_backfillable_and_counters_grow() -> None:
     last_xid = next(
         series
         for (name, labels), series in points.items()
-        if name == m.DCGM_FI_DEV_XID_ERRORS and ("gpu", "4") in labels and ("Hostname", "gpu-0003") in labels
+        if name == m.DCGM_FI_DEV_XID_ERRORS
+        and ("gpu", "4") in labels
+        and ("Hostname", "gpu-0003") in labels
     )
     assert {v for t, v in last_xid if t < since.timestamp()} == {0}
     assert {v for t, v in last_xid if t >= since.timestamp()} == {79}
@@ -688,7 +701,9 @@ def test_openmetrics_history_is_bounded() -> None:
     fleet = SimFleet(512, now=NOW, fault_rate=0.0)
     with pytest.raises(ValueError, match="series"):
         fleet.openmetrics_history()
-    assert next(iter(fleet.openmetrics_history(hours=1, nodes=["gpu-0001"], metrics=[m.NODE_LOAD1])))
+    assert next(
+        iter(fleet.openmetrics_history(hours=1, nodes=["gpu-0001"], metrics=[m.NODE_LOAD1]))
+    )
 
 
 # --- injection API --------------------------------------------------------------------------------

@@ -640,6 +640,17 @@ class FleetSnapshot:
         self.scope.other_label_cache[key] = labels
         return labels
 
+    def labels_at(self, metric: str, pos: int) -> dict[str, str]:
+        """The labels of the series at column position ``pos`` of ``metric``, as exported
+        (for a check's evidence)."""
+        family = FAMILY_BY_NAME[metric]
+        if family.entity in ("gpu", "xid"):
+            return dict(self._gpu_labels(pos))
+        if family.entity == "step":
+            raise KeyError(f"{metric} has no column: use step_times()")
+        mult = self.scope.mult[family.entity]
+        return dict(self._node_labels(family.entity, pos // mult, pos % mult))
+
     def rows(self, family: Family) -> Iterator[tuple[Labels, float]]:
         """Every series of one family with its labels, in a fixed order (absent ones skipped)."""
         if family.name not in self.fleet.exported:

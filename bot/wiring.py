@@ -1,0 +1,50 @@
+"""Builds the triage backends from the settings: real adapters, or the simulated fleet."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pydantic import ValidationError
+
+from bot.backends.prometheus import PrometheusInventory, PrometheusMetrics
+from bot.config import ConfigError, Settings
+from bot.scheduler import Scheduler
+from bot.triage.checks import HealthConfig
+from bot.triage.service import Triage
+
+log = logging.getLogger(__name__)
+
+
+def health_config(settings: Settings) -> HealthConfig:
+    raw: Any = settings.extra.get("health", {})
+    try:
+        return HealthConfig.model_validate(raw or {})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise ConfigError(
+            f"MEOWBOT_CONFIG's health.{where} is wrong: {err['msg'].lower()}."
+        ) from None
+
+
+def make_scheduler(settings: Settings) -> Scheduler | None:
+    if not settings.slurm_rest_url:
+        return None
+    from bot.backends.slurm import SlurmRest
+
+    token = settings.slurm_jwt.get_secret_value() if settings.slurm_jwt else ""
+    return SlurmRest(settings.slurm_rest_url, token=token, user=settings.slurm_user)
+
+
+def make_triage(settings: Settings) -> Triage:
+    cfg = health_config(settings)
+    scheduler = make_scheduler(settings)
+    if settings.prometheus_url:
+        metrics = PrometheusMetrics(settings.prometheus_url)
+        return Triage(metrics, PrometheusInventory(metrics), scheduler, cfg)
+    from bot.backends.sim.fleet import SimFleet
+    from bot.backends.sim.metrics import SimInventory, SimMetrics
+
+    fleet = SimFleet(settings.sim_nodes or 512, seed=settings.seed)
+    return Triage(SimMetrics(fleet), SimInventory(fleet), scheduler, cfg)
