@@ -212,3 +212,6 @@ class PrometheusInventory:
 
     def node(self, name: str) -> None:
         return None
+
+    def leaf_switch(self, name: str) -> None:
+        return None

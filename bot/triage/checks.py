@@ -94,10 +94,6 @@ def _evidence(col: Column, i: int, note: str = "") -> Evidence:
     return Evidence(series=col.name, labels=dict(col.labels(i)), value=col.values[i], note=note)
 
 
-def _flagged(col: Column, test: Callable[[float], bool]) -> Iterable[int]:
-    return (i for i, v in enumerate(col.values) if test(v))
-
-
 def _fault(
     table: Table,
     col: Column,
@@ -123,6 +119,10 @@ def _fault(
     )
 
 
+def _above(values: Sequence[float], limit: float) -> list[int]:
+    return [i for i, v in enumerate(values) if v > limit]  # NaN compares false: skipped
+
+
 def _threshold_check(
     name: str,
     kind: FaultKind,
@@ -135,16 +135,29 @@ def _threshold_check(
     description: str,
     *,
     per_gpu: bool = True,
+    floor: Callable[[HealthConfig], float] | None = lambda c: 0.0,
+    ceiling: Callable[[HealthConfig], float] | None = None,
 ) -> Check:
     def run(table: Table, cfg: HealthConfig) -> Findings:
         col = table.get(metric)
         if col is None:
             return Findings(missing=[metric])
+        # Prefilter with a plain comparison (fast over 400,000 rows), then apply the exact
+        # test to the few rows left.
+        candidates: Iterable[int]
+        if ceiling is not None:
+            limit = ceiling(cfg)
+            candidates = [i for i, v in enumerate(col.values) if 0 < v < limit]
+        elif floor is not None:
+            candidates = _above(col.values, floor(cfg))
+        else:
+            candidates = range(len(col))
         faults = [
             _fault(
                 table, col, i, kind, severity, action, summary(col.values[i], cfg), per_gpu=per_gpu
             )
-            for i in _flagged(col, lambda v: test(v, cfg))
+            for i in candidates
+            if col.values[i] == col.values[i] and test(col.values[i], cfg)
         ]
         return Findings(faults=faults)
 
@@ -159,7 +172,7 @@ def _xid(table: Table, cfg: HealthConfig) -> Findings:
     if col is None:
         return Findings(missing=[m.DCGM_FI_DEV_XID_ERRORS])
     faults = []
-    for i in _flagged(col, lambda v: v > 0):
+    for i in _above(col.values, 0.0):
         info = describe(int(col.values[i]))
         summary = f"Xid {info.code}: {info.meaning} (now {info.immediate}, if it recurs {info.investigatory})"
         faults.append(_fault(table, col, i, FaultKind.XID, info.severity, info.action, summary))
@@ -172,7 +185,8 @@ def _throttle(table: Table, cfg: HealthConfig) -> Findings:
         return Findings(missing=[m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS])
     faults = []
     mask = sum(bit for bit, *_ in THROTTLE_BITS)
-    for i in _flagged(col, lambda v: int(v) & mask != 0):
+    # Idle GPUs report bit 0x1 (GPU idle): a value of 0 or 1 is never a throttle.
+    for i in [i for i in _above(col.values, 1.0) if int(col.values[i]) & mask]:
         bits = int(col.values[i])
         for bit, kind, meaning, severity, action in THROTTLE_BITS:
             if bits & bit:
@@ -182,42 +196,46 @@ def _throttle(table: Table, cfg: HealthConfig) -> Findings:
 
 
 def _gpu_count(table: Table, cfg: HealthConfig) -> Findings:
-    # Any always-present per-GPU gauge counts the GPUs a node still shows.
+    # Any always-present per-GPU gauge counts the GPUs a node still shows (NaN: not there).
     col = table.get(m.DCGM_FI_DEV_GPU_TEMP)
     if col is None:
         return Findings(missing=[m.DCGM_FI_DEV_GPU_TEMP])
-    seen: dict[str, set[int]] = defaultdict(set)
-    first_row: dict[str, int] = {}
-    for i in range(len(col)):
-        node = col.node(i)
-        gpu = _gpu(col.labels(i))
-        seen[node].add(gpu if gpu is not None else i)
-        first_row.setdefault(node, i)
+    rows: dict[str, list[int]] = defaultdict(list)
+    values = col.values
+    if col.node_rows is not None:
+        starts = [*col.node_rows, len(values)]
+        for start, end in zip(starts, starts[1:], strict=False):
+            rows[col.node(start)] = [i for i in range(start, end) if values[i] == values[i]]
+    else:
+        for i, value in enumerate(values):
+            if value == value:  # not NaN
+                rows[col.node(i)].append(i)
     faults = []
-    for node, gpus in seen.items():
-        if len(gpus) < cfg.expected_gpus:
-            lost = sorted(set(range(cfg.expected_gpus)) - gpus)
-            i = first_row[node]
-            faults.append(
-                Fault(
-                    kind=FaultKind.GPU_MISSING,
-                    node=node,
-                    gpu=lost[0] if len(lost) == 1 else None,
-                    since=table.at,
-                    evidence=(
-                        Evidence(
-                            series=f"count({col.name})",
-                            labels={"node": node},
-                            value=float(len(gpus)),
-                            note=f"expected {cfg.expected_gpus}; missing GPU {', '.join(map(str, lost))}",
-                        ),
+    for node, node_rows in rows.items():
+        if len(node_rows) >= cfg.expected_gpus:
+            continue
+        seen = {_gpu(col.labels(i)) for i in node_rows}
+        lost = sorted(set(range(cfg.expected_gpus)) - seen)
+        listed = ", ".join(map(str, lost))
+        faults.append(
+            Fault(
+                kind=FaultKind.GPU_MISSING,
+                node=node,
+                gpu=lost[0] if len(lost) == 1 else None,
+                since=table.at,
+                evidence=(
+                    Evidence(
+                        series=f"count({col.name})",
+                        labels={"node": node},
+                        value=float(len(node_rows)),
+                        note=f"expected {cfg.expected_gpus}; missing GPU {listed}",
                     ),
-                    severity=Severity.CRITICAL,
-                    action=Action.DRAIN,
-                    summary=f"{len(gpus)} of {cfg.expected_gpus} GPUs visible (GPU {', '.join(map(str, lost))} gone)",
-                )
+                ),
+                severity=Severity.CRITICAL,
+                action=Action.DRAIN,
+                summary=f"{len(node_rows)} of {cfg.expected_gpus} GPUs visible (GPU {listed} gone)",
             )
-            del i
+        )
     return Findings(faults=faults)
 
 
@@ -226,7 +244,7 @@ def _ib_link_down(table: Table, cfg: HealthConfig) -> Findings:
     if col is None:
         return Findings(missing=[m.NODE_INFINIBAND_STATE_ID])
     faults = []
-    for i in _flagged(col, lambda v: v != 4):
+    for i in [i for i, v in enumerate(col.values) if v != 4 and v == v]:
         port = col.labels(i).get("device", "?") + "/" + col.labels(i).get("port", "?")
         faults.append(
             _fault(
@@ -243,10 +261,13 @@ def _drift(kind: FaultKind, what: str, metric: str, label: str) -> Check:
         if col is None:
             return Findings(missing=[metric])
         version_of: dict[str, tuple[str, int]] = {}
-        for i in range(len(col)):
+        for i in col.node_rows if col.node_rows is not None else range(len(col)):
+            node = col.node(i)
+            if node in version_of:
+                continue  # one row a node tells its version; labels are the costly part
             value = col.labels(i).get(label)
             if value:
-                version_of.setdefault(col.node(i), (value, i))
+                version_of[node] = (value, i)
         counts = Counter(v for v, _ in version_of.values())
         if len(version_of) < cfg.drift_min_nodes or not counts:
             return Findings()
@@ -317,13 +338,13 @@ CHECKS: tuple[Check, ...] = (
         "pcie_width", FaultKind.PCIE_DOWNTRAINED, m.DCGM_FI_DEV_PCIE_LINK_WIDTH, V,
         lambda v, c: 0 < v < c.expected_pcie_width, Severity.WARNING, Action.DRAIN,
         lambda v, c: f"PCIe link trained at x{v:.0f}, expected x{c.expected_pcie_width}",
-        "PCIe link width",
+        "PCIe link width", ceiling=lambda c: float(c.expected_pcie_width),
     ),
     _threshold_check(
         "pcie_gen", FaultKind.PCIE_DOWNTRAINED, m.DCGM_FI_DEV_PCIE_LINK_GEN, V,
         lambda v, c: 0 < v < c.expected_pcie_gen, Severity.WARNING, Action.DRAIN,
         lambda v, c: f"PCIe link at gen {v:.0f}, expected gen {c.expected_pcie_gen}",
-        "PCIe link generation",
+        "PCIe link generation", ceiling=lambda c: float(c.expected_pcie_gen),
     ),
     Check("ib_link", "InfiniBand port state", (MetricRequest(m.NODE_INFINIBAND_STATE_ID, V),), _ib_link_down),
     _threshold_check(

@@ -51,6 +51,8 @@ class Inventory(Protocol):
 
     def node(self, name: str) -> Node | None: ...
 
+    def leaf_switch(self, name: str) -> str | None: ...
+
 
 @dataclass
 class Triage:
@@ -320,11 +322,11 @@ def group_faults(faults: list[Fault], inventory: Inventory) -> list[FaultGroup]:
         by_leaf: dict[str, list[Fault]] = defaultdict(list)
         rest: list[Fault] = []
         for f in members:
-            info = inventory.node(f.node)
-            if info is None:
+            leaf = inventory.leaf_switch(f.node)
+            if leaf is None:
                 rest.append(f)
             else:
-                by_leaf[info.leaf_switch].append(f)
+                by_leaf[leaf].append(f)
         for leaf, leaf_faults in by_leaf.items():
             if len({f.node for f in leaf_faults}) >= SWITCH_SUSPECT_MIN_NODES:
                 groups.append(_group(kind, leaf_faults, leaf))

@@ -39,6 +39,9 @@ class Column:
     values: Sequence[float]
     node: Callable[[int], str]
     labels: Callable[[int], Mapping[str, str]]
+    # Where known, one row per node (the first of each): per-node facts such as versions
+    # then cost one label lookup a node instead of one a series.
+    node_rows: Sequence[int] | None = None
 
     def __len__(self) -> int:
         return len(self.values)

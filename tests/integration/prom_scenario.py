@@ -1,0 +1,109 @@
+"""The fixed fleet that feeds the test Prometheus, and its fault plan: the tests' ground truth.
+
+scripts/testsvc/prometheus.py builds this fleet to backfill Prometheus and to serve its live
+exposition; the tests build it again from the same ``now`` (``MEOWBOT_TEST_SIM_NOW``) and compare
+what the health checks find through Prometheus with ``fleet.injected``.
+
+One fault of every node kind (every ``FaultKind`` that is not job-level), each on its own node,
+with its parameters fixed so that the checks' default thresholds are crossed without doubt
+within the tests' window. ``host_label="mixed"``: the fourth rack (gpu-0049..gpu-0064) runs the
+newer dcgm-exporter with a lower-case ``hostname`` label, and the plan puts faults on both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from bot import metric_names as m
+from bot.backends.sim.faults import DetailValue
+from bot.backends.sim.fleet import NODE_KINDS, SimFleet
+from bot.models import FaultKind
+from bot.triage.checks import CHECKS, requests_for
+from bot.triage.table import Reading
+
+N_NODES = 64
+SEED = 7
+HISTORY_HOURS = 3
+HISTORY_STEP_S = 60
+WINDOW_S = 3600.0
+"""The window the tests read counters over: every counter fault runs through all of it."""
+
+K = FaultKind
+
+
+@dataclass(frozen=True)
+class Planned:
+    kind: FaultKind
+    node: str
+    gpu: int | None = None
+    ago_s: int = 2 * 3600
+    """How long before ``now`` the fault began."""
+    detail: dict[str, DetailValue] = field(default_factory=dict)
+
+
+# Nodes gpu-0049..gpu-0064 carry `hostname`, the others `Hostname` (SimFleet's "mixed").
+PLAN: tuple[Planned, ...] = (
+    Planned(K.XID, "gpu-0002", 3, detail={"xid": 79}),
+    Planned(K.ECC_DBE, "gpu-0004", 1, detail={"count": 2}),
+    Planned(K.ROW_REMAP_FAILURE, "gpu-0006", 5),
+    Planned(K.ROW_REMAP_PENDING, "gpu-0008", 0),
+    Planned(K.THROTTLE_POWER, "gpu-0010", 2),
+    Planned(K.THROTTLE_HW_SLOWDOWN, "gpu-0012", 4),
+    Planned(K.THROTTLE_SW_THERMAL, "gpu-0014", 6),
+    Planned(K.THROTTLE_HW_THERMAL, "gpu-0017", 7),
+    Planned(K.POWER_BRAKE, "gpu-0019", 1),
+    Planned(K.HIGH_TEMPERATURE, "gpu-0021", 3, detail={"temp_c": 93}),
+    Planned(K.NVLINK_CRC, "gpu-0023", 2, detail={"per_min": 10.0}),
+    Planned(K.NVLINK_REPLAY, "gpu-0025", 5, detail={"per_min": 10.0}),
+    Planned(K.PCIE_REPLAY, "gpu-0027", 0, detail={"per_min": 10.0}),
+    Planned(K.PCIE_DOWNTRAINED, "gpu-0029", 6, detail={"width": 8}),
+    Planned(K.IB_LINK_DOWN, "gpu-0031", detail={"nic": "mlx5_2"}),
+    Planned(K.IB_FLAPPING, "gpu-0034", detail={"nic": "mlx5_5", "period_s": 300}),
+    Planned(K.IB_SYMBOL_ERRORS, "gpu-0036", detail={"nic": "mlx5_1", "per_min": 200.0}),
+    Planned(K.NIC_ERRORS, "gpu-0038", detail={"device": "eth0", "per_min": 100.0}),
+    Planned(K.UNEXPECTED_REBOOT, "gpu-0040", ago_s=20 * 60),
+    Planned(K.GPU_MISSING, "gpu-0042", 4),
+    Planned(K.DRIVER_DRIFT, "gpu-0044", detail={"version": "535.161.08"}),
+    Planned(K.KERNEL_DRIFT, "gpu-0046", detail={"version": "6.8.0-40-generic"}),
+    # The newer exporter's rack: the same kinds must be found through `hostname`.
+    Planned(K.FIRMWARE_DRIFT, "gpu-0050", detail={"version": "96.00.74.00.0B"}),
+    Planned(K.LOW_SM_CLOCK, "gpu-0052", 2, detail={"sm_clock_mhz": 1410}),
+    Planned(K.CPU_CONTENTION, "gpu-0054", detail={"load": 120.0, "psi_per_s": 0.6}),
+    Planned(K.NUMA_MISPLACEMENT, "gpu-0056", 5, detail={"misplaced": "gpu"}),
+    Planned(K.XID, "gpu-0058", 6, detail={"xid": 48}),
+    Planned(K.THROTTLE_HW_SLOWDOWN, "gpu-0060", 0),
+    Planned(K.NVLINK_CRC, "gpu-0062", 7, detail={"per_min": 10.0}),
+    Planned(K.GPU_MISSING, "gpu-0064", 2),
+)
+
+NEWER_EXPORTER_NODES = frozenset(f"gpu-{i:04d}" for i in range(49, 65))
+
+# Straggler causes (issue 4) that no passive health check names: /job-slow finds them.
+STRAGGLER_ONLY_KINDS = frozenset({K.LOW_SM_CLOCK, K.CPU_CONTENTION, K.NUMA_MISPLACEMENT})
+
+# Counters (and the boot-time gauge) need history for increase()/changes() over the window;
+# every other metric is read at `now`, from the live scrape. Backfilling only these keeps the
+# start-up short (see scripts/testsvc/prometheus.py).
+HISTORY_METRICS: tuple[str, ...] = tuple(
+    r.name for r in requests_for(CHECKS) if r.reading is not Reading.VALUE
+) + (m.NODE_MEMORY_NUMA_NUMA_MISS_TOTAL,)
+
+assert {p.kind for p in PLAN} == set(NODE_KINDS), "the plan must cover every node fault kind"
+
+
+def floor_minute(t: datetime) -> datetime:
+    return t.astimezone(UTC).replace(second=0, microsecond=0)
+
+
+def make_fleet(now: datetime) -> SimFleet:
+    """The fleet at ``now`` (floored to the minute) with exactly the faults of ``PLAN``."""
+    now = floor_minute(now)
+    fleet = SimFleet(n_nodes=N_NODES, seed=SEED, now=now, fault_rate=0.0, host_label="mixed")
+    for p in PLAN:
+        fleet.inject(p.kind, p.node, p.gpu, since=now - timedelta(seconds=p.ago_s), **p.detail)
+    return fleet
+
+
+def from_epoch(epoch: str | int | float) -> datetime:
+    return datetime.fromtimestamp(int(float(epoch)), UTC)

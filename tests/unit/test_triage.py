@@ -1,0 +1,206 @@
+"""Health checks, verdicts and the triage services on the simulated fleet (no I/O)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from bot.backends.prometheus import InvalidNodeName, query_for, selector
+from bot.backends.sim.faults import KIND_SPECS
+from bot.backends.sim.fleet import SimFleet
+from bot.backends.sim.metrics import SimInventory, SimMetrics
+from bot.models import JOB_LEVEL_KINDS, Action, FaultKind, VerdictLevel
+from bot.triage import service
+from bot.triage.checks import CHECKS, HealthConfig, enabled_checks, requests_for, run_checks
+from bot.triage.service import FaultsReport, FleetSummary, NodeReport, Triage, UserError
+from bot.triage.table import MetricRequest, Reading
+from bot.triage.targets import BadInput, expand_nodes, parse_duration
+from bot.triage.verdict import verdicts
+from bot.triage.xid import CONTACT_SUPPORT, RESTART_BM, XID_CATALOG, describe
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+# Kinds the straggler analysis (issue #4) finds from job metrics, not node health checks.
+NOT_NODE_HEALTH = JOB_LEVEL_KINDS | {
+    FaultKind.LOW_SM_CLOCK,
+    FaultKind.CPU_CONTENTION,
+    FaultKind.NUMA_MISPLACEMENT,
+}
+NODE_KINDS = [k for k in FaultKind if k not in NOT_NODE_HEALTH]
+# A symptom that the service folds into the fault explaining it.
+SYMPTOMS = {FaultKind.HIGH_TEMPERATURE, FaultKind.IB_LINK_DOWN}
+
+
+def every_kind_fleet(host_label: str = "Hostname") -> SimFleet:
+    fleet = SimFleet(128, seed=11, now=NOW, fault_rate=0.0, host_label=host_label)  # type: ignore[arg-type]
+    since = NOW - timedelta(minutes=30)
+    for i, kind in enumerate(NODE_KINDS):
+        node = f"gpu-{i * 4 + 2:04d}"
+        gpu = i % 8 if KIND_SPECS[kind].scope == "gpu" else None
+        detail = {"xid": 79} if kind is FaultKind.XID else {}
+        fleet.inject(kind, node, gpu, since, **detail)
+    return fleet
+
+
+def triage_for(fleet: SimFleet, **cfg: object) -> Triage:
+    return Triage(SimMetrics(fleet), SimInventory(fleet), None, HealthConfig(**cfg))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("host_label", ["Hostname", "hostname", "mixed"])
+def test_every_injected_node_fault_is_found_on_its_node_and_gpu(host_label: str) -> None:
+    fleet = every_kind_fleet(host_label)
+    cfg = HealthConfig()
+    table = SimMetrics(fleet).read_now(
+        requests_for(enabled_checks(cfg)), nodes=None, window_s=cfg.window_s
+    )
+    run = run_checks(table, cfg)
+    found = {(f.kind, f.node, f.gpu) for f in run.faults}
+    for injected in fleet.injected:
+        gpu = injected.gpu if (injected.kind, injected.node, injected.gpu) in found else None
+        assert (injected.kind, injected.node, gpu) in found, injected
+    # A power cap is the GPU working as configured: reported, but the node stays fit for work.
+    faulty = {i.node for i in fleet.injected if i.kind is not FaultKind.THROTTLE_POWER}
+    flagged = {
+        v.node
+        for v in verdicts(fleet.nodes, run.faults).values()
+        if v.level is not VerdictLevel.HEALTHY
+    }
+    assert flagged == faulty  # healthy nodes with ordinary noise are not flagged
+    assert run.not_run == {}
+
+
+def test_absent_metrics_are_said_not_called_healthy() -> None:
+    fleet = SimFleet(
+        16, seed=1, now=NOW, fault_rate=0.0,
+        disabled_metrics=["DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL"],
+    )  # fmt: skip
+    cfg = HealthConfig()
+    table = SimMetrics(fleet).read_now(requests_for(enabled_checks(cfg)), nodes=None, window_s=3600)
+    run = run_checks(table, cfg)
+    assert run.not_run == {
+        "ecc_dbe": ["DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"],
+        "nvlink_crc": ["DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL"],
+    }
+
+
+def test_old_throttle_metric_name_is_read_too() -> None:
+    fleet = SimFleet(16, seed=2, now=NOW, fault_rate=0.0,
+                     clock_reasons_metric="DCGM_FI_DEV_CLOCK_THROTTLE_REASONS")  # fmt: skip
+    fleet.inject(FaultKind.THROTTLE_HW_SLOWDOWN, "gpu-0003", 2, NOW - timedelta(minutes=5))
+    cfg = HealthConfig()
+    table = SimMetrics(fleet).read_now(requests_for(enabled_checks(cfg)), nodes=None, window_s=3600)
+    run = run_checks(table, cfg)
+    assert [(f.kind, f.node, f.gpu) for f in run.faults] == [
+        (FaultKind.THROTTLE_HW_SLOWDOWN, "gpu-0003", 2)
+    ]
+    assert "throttle" not in run.not_run
+
+
+def test_a_check_can_be_turned_off() -> None:
+    fleet = SimFleet(16, seed=3, now=NOW, fault_rate=0.0)
+    fleet.inject(FaultKind.XID, "gpu-0004", 1, NOW - timedelta(minutes=5), xid=79)
+    cfg = HealthConfig(disabled=frozenset({"xid"}))
+    table = SimMetrics(fleet).read_now(requests_for(enabled_checks(cfg)), nodes=None, window_s=3600)
+    assert run_checks(table, cfg).faults == []
+    assert "xid" not in {c.name for c in enabled_checks(cfg)}
+
+
+def test_xid_catalog_and_xid79_verdict() -> None:
+    assert {13, 31, 43, 45, 48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120} <= XID_CATALOG.keys()
+    x79 = describe(79)
+    assert (x79.immediate, x79.investigatory) == (RESTART_BM, CONTACT_SUPPORT)
+    assert describe(9999).meaning.startswith("Xid not in")
+    fleet = SimFleet(16, seed=4, now=NOW, fault_rate=0.0)
+    fleet.inject(FaultKind.XID, "gpu-0005", 3, NOW - timedelta(minutes=5), xid=79)
+    fleet.inject(FaultKind.XID, "gpu-0006", 0, NOW - timedelta(minutes=5), xid=13)
+    cfg = HealthConfig()
+    table = SimMetrics(fleet).read_now(requests_for(enabled_checks(cfg)), nodes=None, window_s=3600)
+    by_node = verdicts(fleet.nodes, run_checks(table, cfg).faults)
+    assert by_node["gpu-0005"].level is VerdictLevel.DRAIN
+    assert by_node["gpu-0005"].drain_reason == "meowbot: xid79 gpu3"
+    # Xid 13 is the application's fault: the node stays fit for work.
+    assert by_node["gpu-0006"].level is VerdictLevel.HEALTHY
+
+
+def test_row_remap_failure_is_rma() -> None:
+    fleet = SimFleet(16, seed=5, now=NOW, fault_rate=0.0)
+    fleet.inject(FaultKind.ROW_REMAP_FAILURE, "gpu-0007", 6, NOW - timedelta(minutes=5))
+    cfg = HealthConfig()
+    table = SimMetrics(fleet).read_now(requests_for(enabled_checks(cfg)), nodes=None, window_s=3600)
+    run = run_checks(table, cfg)
+    assert verdicts(["gpu-0007"], run.faults)["gpu-0007"].level is VerdictLevel.RMA
+    assert any(f.action is Action.RMA for f in run.faults)
+
+
+async def test_node_health_one_node_and_hostlist_and_unknown() -> None:
+    fleet = SimFleet(64, seed=6, now=NOW, fault_rate=0.0)
+    fleet.inject(FaultKind.ECC_DBE, "gpu-0010", 4, NOW - timedelta(minutes=20))
+    triage = triage_for(fleet)
+    report = await service.node_health(triage, "gpu-0010")
+    assert isinstance(report, NodeReport)
+    assert report.verdict.level is VerdictLevel.DRAIN
+    assert report.faults[0].evidence[0].series == "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
+    assert report.info is not None and report.info.leaf_switch
+    assert report.scheduler_note and "No scheduler" in report.scheduler_note
+    summary = await service.node_health(triage, "gpu-[0001-0032]")
+    assert isinstance(summary, FleetSummary)
+    assert summary.verdicts[0].node == "gpu-0010"
+    assert summary.counts[VerdictLevel.HEALTHY] == 31
+    unknown = await service.node_health(triage, "gpu-0100")
+    assert (
+        (isinstance(unknown, UserError)
+        and "`gpu-0010`" in unknown.sentence)
+        or "Did you mean" in unknown.sentence
+    )  # type: ignore[union-attr]
+
+
+async def test_hw_faults_groups_a_leaf_switch_outage_into_one() -> None:
+    fleet = SimFleet(128, seed=8, now=NOW, fault_rate=0.0)
+    leaf = fleet.node("gpu-0040").leaf_switch
+    outage = fleet.inject_leaf_outage(leaf, NOW - timedelta(minutes=10))
+    fleet.inject(FaultKind.XID, "gpu-0100", 2, NOW - timedelta(minutes=5), xid=79)
+    report = await service.hw_faults(triage_for(fleet), "--since 6h")
+    assert isinstance(report, FaultsReport)
+    switch = [g for g in report.groups if g.leaf_switch is not None]
+    assert len(switch) == 1 and switch[0].leaf_switch == leaf
+    assert switch[0].nodes == sorted({f.node for f in outage})
+    assert any(g.kind is FaultKind.XID and g.nodes == ["gpu-0100"] for g in report.groups)
+    only_xid = await service.hw_faults(triage_for(fleet), "xid")
+    assert isinstance(only_xid, FaultsReport) and set(only_xid.counts) == {FaultKind.XID}
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['gpu-1"} or vector(1) #', "gpu-[0-999999999]", "gpu-0001; rm -rf /", "--since", "--since 99y"],
+)
+async def test_bad_input_is_a_sentence_and_reads_nothing(text: str) -> None:
+    fleet = SimFleet(16, seed=9, now=NOW, fault_rate=0.0)
+    triage = triage_for(fleet)
+    for answer in (await service.node_health(triage, text), await service.hw_faults(triage, text)):
+        assert isinstance(answer, UserError)
+        assert answer.sentence.endswith((".", "?")) and "\n" not in answer.sentence
+    assert triage.metrics.queries == 0  # type: ignore[attr-defined]
+
+
+def test_hostlists_and_durations() -> None:
+    assert expand_nodes("gpu-[0001-0003,0010]") == ["gpu-0001", "gpu-0002", "gpu-0003", "gpu-0010"]
+    with pytest.raises(BadInput):
+        expand_nodes("gpu-[0001-0003")
+    with pytest.raises(BadInput, match="more than 50,000"):
+        expand_nodes("a[0-9999]b[0-9999]")
+    assert parse_duration("24h") == 86400
+    with pytest.raises(BadInput):
+        parse_duration("0m")
+
+
+def test_promql_is_escaped_and_query_count_is_constant() -> None:
+    with pytest.raises(InvalidNodeName):
+        selector("DCGM_FI_DEV_GPU_TEMP", ['gpu-1"} or vector(1) #'], "node")
+    q = selector("DCGM_FI_DEV_GPU_TEMP", ["gpu-0001", "a.b"], "node")
+    assert 'Hostname=~"(gpu\\\\-0001|a\\\\.b)"' in q and "hostname=~" in q and "instance=~" in q
+    inc = query_for(
+        MetricRequest("node_infiniband_link_downed_total", Reading.INCREASE), None, 3600, "node"
+    )
+    assert inc == "increase(node_infiniband_link_downed_total[3600s])"
+    requests = requests_for(CHECKS)
+    assert len(requests) == len({r.name for r in requests})  # each metric read once
