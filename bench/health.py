@@ -46,7 +46,8 @@ async def main() -> None:
         print(
             f"{n:>6} nodes x 8 GPUs: median {median:.2f} s (best {best:.2f} s), "
             f"{metrics.queries} metric reads, {sum(report.counts.values())} faults in "
-            f"{len(report.groups)} groups; ratio to the {TARGET_S:.0f} s target {median / TARGET_S:.2f}"
+            f"{len(report.groups)} groups; "
+            f"ratio to the {TARGET_S:.0f} s target {median / TARGET_S:.2f}"
         )
 
 

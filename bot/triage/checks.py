@@ -9,6 +9,7 @@ simulated fleet and plain test data. Only flagged rows are looked at in detail, 
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -204,7 +205,7 @@ def _gpu_count(table: Table, cfg: HealthConfig) -> Findings:
     values = col.values
     if col.node_rows is not None:
         starts = [*col.node_rows, len(values)]
-        for start, end in zip(starts, starts[1:], strict=False):
+        for start, end in itertools.pairwise(starts):
             rows[col.node(start)] = [i for i in range(start, end) if values[i] == values[i]]
     else:
         for i, value in enumerate(values):

@@ -25,6 +25,9 @@ def start(tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
     try:
         wait_port(port, 10, proc, "redis-server")
         # The restart tests need to know how to bring this exact server back.
-        yield {"REDIS_URL": f"redis://127.0.0.1:{port}/0", "MEOWBOT_TEST_REDIS_CMD": "\x1f".join(cmd)}
+        yield {
+            "REDIS_URL": f"redis://127.0.0.1:{port}/0",
+            "MEOWBOT_TEST_REDIS_CMD": "\x1f".join(cmd),
+        }
     finally:
         stop(proc)

@@ -70,10 +70,8 @@ def test_every_injected_node_fault_is_found_on_its_node_and_gpu(host_label: str)
 
 
 def test_absent_metrics_are_said_not_called_healthy() -> None:
-    fleet = SimFleet(
-        16, seed=1, now=NOW, fault_rate=0.0,
-        disabled_metrics=["DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL"],
-    )  # fmt: skip
+    disabled = ["DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL"]
+    fleet = SimFleet(16, seed=1, now=NOW, fault_rate=0.0, disabled_metrics=disabled)
     cfg = HealthConfig()
     table = SimMetrics(fleet).read_now(requests_for(enabled_checks(cfg)), nodes=None, window_s=3600)
     run = run_checks(table, cfg)
