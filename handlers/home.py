@@ -8,6 +8,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.deps import Deps
 from bot.render.palette import home_view
+from bot.render.triage import glance_lines
+from bot.triage.service import fleet_glance
 from handlers.registry import Registry
 
 
@@ -16,8 +18,9 @@ def register(reg: Registry, deps: Deps) -> None:
         if event.get("tab", "home") != "home":
             return
         async with deps.inflight.track():
+            glance = glance_lines(await fleet_glance(deps.triage))
             await client.views_publish(
-                user_id=event["user"], view=home_view(deps.settings.backends())
+                user_id=event["user"], view=home_view(deps.settings.backends(), glance)
             )
 
     reg.event("app_home_opened", on_home_opened)

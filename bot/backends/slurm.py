@@ -292,9 +292,10 @@ def hostlist_size(expr: str) -> int:
                 lo, sep, hi = item.partition("-")
                 if not lo.strip().isdigit() or (sep and not hi.strip().isdigit()):
                     raise ValueError(f"bad range {item!r} in hostlist {expr[:80]!r}")
-                count += (int(hi) - int(lo) + 1) if sep else 1
-                if count <= 0:
+                item_size = (int(hi) - int(lo) + 1) if sep else 1
+                if item_size <= 0:
                     raise ValueError(f"bad range {item!r} in hostlist {expr[:80]!r}")
+                count += item_size
             size *= count
         total += size
     return total

@@ -334,8 +334,14 @@ class _Blocks:
         element = _clamp_element(accessory, _ACCESSORY_TYPES) if accessory else None
         if not text.strip() and not field_objects:
             if element is not None and element["type"] == "image":
-                self._add({"type": "image", "image_url": element["image_url"],
-                           "alt_text": element["alt_text"]}, block_id)
+                self._add(
+                    {
+                        "type": "image",
+                        "image_url": element["image_url"],
+                        "alt_text": element["alt_text"],
+                    },
+                    block_id,
+                )
             elif element is not None:
                 self._add({"type": "actions", "elements": [element]}, block_id)
             return self
@@ -424,8 +430,7 @@ class _Blocks:
 
     def code(self, text: str, *, tail: bool = False, block_id: str | None = None) -> Self:
         """A section holding `text` literally as a code block (with `tail`, keep its end)."""
-        return self.section(code_block(text, limits.MAX_SECTION_TEXT, tail=tail),
-                            block_id=block_id)
+        return self.section(code_block(text, limits.MAX_SECTION_TEXT, tail=tail), block_id=block_id)
 
     def image(
         self, url: str, alt: str, *, title: str | None = None, block_id: str | None = None
@@ -596,8 +601,7 @@ class Modal(_View):
 
     def build(self) -> Block:
         view = self._base()
-        view["title"] = _plain(" ".join(self.title.split()), limits.MAX_VIEW_TITLE,
-                               empty="meowbot")
+        view["title"] = _plain(" ".join(self.title.split()), limits.MAX_VIEW_TITLE, empty="meowbot")
         submit = self.submit
         if submit is None and any(block["type"] == "input" for block in view["blocks"]):
             submit = "Submit"  # Slack requires a submit button once there is an input
@@ -882,8 +886,7 @@ def _chunk_messages(blocks: list[Block]) -> list[list[Block]]:
     for block in blocks:
         cost = _text_in(block)
         if current and (
-            len(current) >= limits.MAX_MESSAGE_BLOCKS
-            or used + cost > limits.MSG_BLOCKS_TEXT_BUDGET
+            len(current) >= limits.MAX_MESSAGE_BLOCKS or used + cost > limits.MSG_BLOCKS_TEXT_BUDGET
         ):
             chunks.append(current)
             current, used = [], 0

@@ -122,9 +122,7 @@ def italic(text: str) -> str:
 
 def link(url: str, label: str | None = None) -> str:
     """A link to `url` showing `label` (plain text, escaped here)."""
-    safe_url = (
-        url.replace("&", "&amp;").replace("<", "%3C").replace(">", "%3E").replace("|", "%7C")
-    )
+    safe_url = url.replace("&", "&amp;").replace("<", "%3C").replace(">", "%3E").replace("|", "%7C")
     if not label:
         return f"<{safe_url}>"
     return f"<{safe_url}|{escape(label)}>"

@@ -119,7 +119,8 @@ def render_view(
     lines = renderer.header(title) if title else []
     lines.extend(renderer.blocks(blocks))
     footer = [
-        f"[{label}]" for label in (_text_of(view.get("close")), _text_of(view.get("submit")))
+        f"[{label}]"
+        for label in (_text_of(view.get("close")), _text_of(view.get("submit")))
         if label
     ]
     if footer:
@@ -127,9 +128,7 @@ def render_view(
     return "\n".join(lines)
 
 
-def render_message(
-    message: SlackMessage, *, color: bool, width: int = DEFAULT_WIDTH
-) -> str:
+def render_message(message: SlackMessage, *, color: bool, width: int = DEFAULT_WIDTH) -> str:
     """A built message and its thread replies, numbered as `message_targets(message)`."""
     parts = [render_terminal(message.blocks, message.text, color=color, width=width)]
     number = 1 + len(button_targets(message.blocks))
@@ -349,8 +348,9 @@ class _Renderer:
         indent: list[Span] = [(" " * (label_column + 2), _PLAIN)] if label_column else []
         if label_width > label_column or value_width < _MIN_WIDTH // 2:
             # An outsized label: on a line of its own, the value indented below it.
-            lines = [self.emit(line) for line in self.wrap(self.tokens(label), self.width,
-                                                           self.width)]
+            lines = [
+                self.emit(line) for line in self.wrap(self.tokens(label), self.width, self.width)
+            ]
             indent = [("  ", _PLAIN)]
             value_lines = self.mrkdwn_lines(value, self.width - 2, self.width - 2, _PLAIN)
             return lines + [self.emit(indent + line) for line in value_lines]
@@ -528,13 +528,13 @@ class _Renderer:
     def text_object(self, obj: dict[str, Any]) -> list[str]:
         if obj.get("type") == "plain_text":
             spans = [(_clean(_text_of(obj)), _PLAIN)]
-            return [self.emit(line) for line in self.wrap(self.tokens(spans), self.width,
-                                                          self.width)]
+            return [
+                self.emit(line) for line in self.wrap(self.tokens(spans), self.width, self.width)
+            ]
         return self.mrkdwn_block(_text_of(obj))
 
     def mrkdwn_block(self, text: str) -> list[str]:
-        return [self.emit(line) for line in self.mrkdwn_lines(text, self.width, self.width,
-                                                              _PLAIN)]
+        return [self.emit(line) for line in self.mrkdwn_lines(text, self.width, self.width, _PLAIN)]
 
     def mrkdwn_lines(
         self, text: str, first_width: int, rest_width: int, base: Style

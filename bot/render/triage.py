@@ -6,7 +6,14 @@ from bot.models import Fault, VerdictLevel
 from bot.render.blocks import Message, SlackMessage, button
 from bot.render.blocks import error as error_message
 from bot.render.mrkdwn import code, escape
-from bot.triage.service import FaultGroup, FaultsReport, FleetSummary, NodeReport, UserError
+from bot.triage.service import (
+    FaultGroup,
+    FaultsReport,
+    FleetGlance,
+    FleetSummary,
+    NodeReport,
+    UserError,
+)
 from bot.triage.targets import compress
 
 DRAIN_ACTION = "meowbot_drain_node"
@@ -176,3 +183,17 @@ def render_faults(r: FaultsReport) -> SlackMessage:
 
 def render_user_error(e: UserError) -> SlackMessage:
     return error_message(e.sentence)
+
+
+def glance_lines(g: FleetGlance | UserError) -> list[str]:
+    """Lines for the App Home tab: nodes per verdict, faults by kind in the last 24 h."""
+    if isinstance(g, UserError):
+        return [f":warning: {escape(g.sentence)}"]
+    verdicts = ", ".join(f"{ICON[lv]} {lv.value} {n}" for lv, n in g.per_verdict.items())
+    kinds = ", ".join(f"{k.value} {n}" for k, n in list(g.per_kind.items())[:12]) or "none"
+    lines = [f"*{g.nodes}* nodes: {verdicts}", f"Faults in the last 24 h by kind: {kinds}"]
+    missing = _not_run(g.not_run)
+    if missing:
+        lines.append(missing)
+    lines.append("Your running jobs: arrives with `/job-slow` (issue #4).")
+    return lines

@@ -135,8 +135,13 @@ class ShellSession:
             "type": "event_callback",
             "event_id": f"Ev0SHELL{self._event_seq:06d}",
             "event_time": int(time.time()),
-            "event": {"type": "app_home_opened", "user": self.user_id, "tab": "home",
-                      "channel": "D0SHELL", "event_ts": f"{time.time():.6f}"},
+            "event": {
+                "type": "app_home_opened",
+                "user": self.user_id,
+                "tab": "home",
+                "channel": "D0SHELL",
+                "event_ts": f"{time.time():.6f}",
+            },
         }
         status = await self._post_signed(json.dumps(payload), content_type="application/json")
         return await self._outputs_after(status)
@@ -234,4 +239,3 @@ class ShellSession:
             ):
                 self.last_message = {**view, "_view": True}
         return [out for _, out in outputs]
-

@@ -351,3 +351,32 @@ def _group(kind: FaultKind, faults: list[Fault], leaf: str | None) -> FaultGroup
     return FaultGroup(
         kind=kind, faults=sorted(faults, key=_fault_order), leaf_switch=leaf, severity=severity
     )
+
+
+@dataclass(frozen=True)
+class FleetGlance:
+    nodes: int
+    per_verdict: dict[VerdictLevel, int]
+    per_kind: dict[FaultKind, int]
+    not_run: dict[str, list[str]]
+    at: datetime
+
+
+async def fleet_glance(triage: Triage, window_s: float = 86400.0) -> FleetGlance | UserError:
+    """The fleet at a glance (App Home): nodes per verdict, faults by kind over the window."""
+    try:
+        await triage.inventory.load()
+        run = await _run(triage, None, window_s)
+    except BackendError as exc:
+        return UserError(f"I could not read the fleet: {exc.user_text()}")
+    faults = _fold_related(run.faults)
+    names = triage.inventory.names()
+    by_node = verdicts(names, faults)
+    counts = Counter(v.level for v in by_node.values())
+    return FleetGlance(
+        nodes=len(names),
+        per_verdict={lv: counts.get(lv, 0) for lv in VerdictLevel},
+        per_kind=dict(Counter(f.kind for f in faults).most_common()),
+        not_run=run.not_run,
+        at=run.at,
+    )

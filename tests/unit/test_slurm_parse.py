@@ -369,8 +369,9 @@ def test_hostlist_size_without_expanding() -> None:
     assert hostlist_size("n[1-1000000000]") == 1_000_000_000
     with pytest.raises(ValueError):
         hostlist_size("gpu-[1-")
-    with pytest.raises(ValueError):
-        hostlist_size("gpu-[5-1]")
+    for bad in ("gpu-[5-1]", "gpu-[1-10,5-1]", "gpu-1]"):
+        with pytest.raises(ValueError):
+            hostlist_size(bad)
 
 
 def test_expand_nodes_caps_the_size() -> None:

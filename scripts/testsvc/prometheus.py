@@ -1,0 +1,163 @@
+"""A real Prometheus on loopback, fed by the simulated fleet of tests/integration/prom_scenario.py.
+
+1. ``now`` is the wall clock floored to the minute; the fleet (64 nodes, seed 7, one fault of
+   every node kind) is built around it.
+2. Three hours of history of the metrics read as counters (increase/changes) are written as
+   OpenMetrics by the project's Python and backfilled with
+   ``promtool tsdb create-blocks-from openmetrics`` into the data folder.
+3. ``tests.integration.sim_exporter`` serves the fleet's live exposition on a free port.
+4. Prometheus starts on that data folder and scrapes the exporter every second
+   (``honor_labels``: the series carry their own instance and job), and we wait until a
+   live-only metric shows all 64 nodes.
+
+Yields PROMETHEUS_URL and MEOWBOT_TEST_SIM_NOW (the epoch the tests rebuild the fleet from).
+The fleet's data comes from ``sys.executable``: testenv runs under the venv's Python, which
+can import ``bot``. Standard library only here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from .common import free_port, stop, wait_port
+
+PACKAGES = {"prometheus": "prometheus"}  # promtool ships in the same package
+
+ROOT = Path(__file__).resolve().parents[2]
+N_NODES = 64  # tests/integration/prom_scenario.py: N_NODES
+READY_METRIC = "DCGM_FI_DEV_GPU_TEMP"  # not backfilled: only the live scrape brings it
+HISTORY_TIMEOUT_S = 60.0
+BACKFILL_TIMEOUT_S = 60.0
+SCRAPE_TIMEOUT_S = 20.0
+
+
+def _say(msg: str) -> None:
+    print(f"testenv: prometheus: {msg}", file=sys.stderr, flush=True)
+
+
+def _fail(msg: str, logs: Sequence[Path] = ()) -> NoReturn:
+    for log in logs:
+        if log.exists():
+            tail = log.read_text(errors="replace").splitlines()[-15:]
+            print(f"--- {log} (last lines)\n" + "\n".join(tail), file=sys.stderr)
+    sys.exit(f"testenv: prometheus: {msg}")
+
+
+def _config(exporter_port: int) -> str:
+    # JSON is YAML: no YAML writer needed.
+    return json.dumps(
+        {
+            "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+            "scrape_configs": [
+                {
+                    "job_name": "meowbot-sim",
+                    "honor_labels": True,
+                    "static_configs": [{"targets": [f"127.0.0.1:{exporter_port}"]}],
+                }
+            ],
+        },
+        indent=2,
+    )
+
+
+def _query(url: str, promql: str) -> list[object]:
+    data = urllib.parse.urlencode({"query": promql}).encode()
+    with urllib.request.urlopen(f"{url}/api/v1/query", data=data, timeout=2) as resp:
+        body = json.loads(resp.read())
+    result = body.get("data", {}).get("result", [])
+    return result if isinstance(result, list) else []
+
+
+def _wait_for_fleet(url: str, proc: subprocess.Popen[bytes], logs: Sequence[Path]) -> None:
+    deadline = time.monotonic() + SCRAPE_TIMEOUT_S
+    promql = f"group by (instance) ({READY_METRIC})"
+    seen = 0
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            _fail(f"prometheus exited with {proc.returncode} at start-up", logs)
+        with contextlib.suppress(OSError, ValueError):
+            seen = len(_query(url, promql))
+            if seen >= N_NODES:
+                return
+        time.sleep(0.2)
+    _fail(f"only {seen} of {N_NODES} nodes scraped within {SCRAPE_TIMEOUT_S:.0f} s", logs)
+
+
+def _backfill(tmp: Path, now_s: int, data: Path) -> None:
+    history = tmp / "history.om"
+    log = tmp / "history.log"
+    with log.open("wb") as err:
+        code = subprocess.call(
+            [sys.executable, "-m", "tests.integration.sim_exporter",
+             "--now", str(now_s), "--history", str(history)],
+            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, timeout=HISTORY_TIMEOUT_S,
+        )  # fmt: skip
+    if code != 0:
+        _fail(f"writing the fleet's history failed with {code}", [log])
+    blog = tmp / "promtool.log"
+    with blog.open("wb") as out:
+        code = subprocess.call(
+            ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(history), str(data)],
+            stdout=out, stderr=subprocess.STDOUT, timeout=BACKFILL_TIMEOUT_S,
+        )  # fmt: skip
+    if code != 0:
+        _fail(f"promtool backfill failed with {code}", [blog])
+    history.unlink()  # about 140 MB of text; the blocks hold it in about 2 MB
+
+
+@contextlib.contextmanager
+def start(tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
+    started = time.monotonic()
+    now_s = int(time.time()) // 60 * 60
+    data = tmp / "data"
+    data.mkdir(exist_ok=True)
+    exporter_port = free_port()
+    exporter_log = tmp / "exporter.log"
+    prom_log = tmp / "prometheus.log"
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        # The exporter starts while the history is written and backfilled.
+        with exporter_log.open("wb") as err:
+            exporter = subprocess.Popen(
+                [sys.executable, "-m", "tests.integration.sim_exporter",
+                 "--now", str(now_s), "--port", str(exporter_port)],
+                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err,
+            )  # fmt: skip
+        procs.append(exporter)
+        _backfill(tmp, now_s, data)
+        backfilled = time.monotonic()
+        wait_port(exporter_port, 20, exporter, "the simulated fleet's exporter")
+
+        port = free_port()
+        config = tmp / "prometheus.yml"
+        config.write_text(_config(exporter_port))
+        with prom_log.open("wb") as err:
+            prom = subprocess.Popen(
+                ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={data}",
+                 f"--web.listen-address=127.0.0.1:{port}",
+                 "--storage.tsdb.retention.time=30d", "--log.level=warn"],
+                stdout=subprocess.DEVNULL, stderr=err,
+            )  # fmt: skip
+        procs.append(prom)
+        url = f"http://127.0.0.1:{port}"
+        wait_port(port, 20, prom, "prometheus")
+        _wait_for_fleet(url, prom, [prom_log, exporter_log])
+        _say(
+            f"up in {time.monotonic() - started:.1f} s "
+            f"(history and backfill {backfilled - started:.1f} s), fleet now={now_s}"
+        )
+        yield {"PROMETHEUS_URL": url, "MEOWBOT_TEST_SIM_NOW": str(now_s)}
+    finally:
+        # Newest first: Prometheus before the target it scrapes; each waited for.
+        for proc in reversed(procs):
+            stop(proc)

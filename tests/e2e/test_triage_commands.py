@@ -1,0 +1,125 @@
+"""/node-health and /hw-faults through signed requests, and who may press Drain."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+
+from bot.app import SLACK_EVENTS_PATH, create_bot
+from bot.models import FaultKind
+from bot.render.triage import DRAIN_ACTION, RESUME_ACTION
+from bot.shell.slack_emulator import SlackEmulator, validate_blocks
+from tests.conftest import need_service
+from tests.e2e.conftest import Slack, bot_settings
+
+
+def press(emu: SlackEmulator, action_id: str, value: str, user: str) -> dict[str, Any]:
+    return {
+        "type": "block_actions",
+        "user": {"id": user, "username": emu._users[user]["name"], "team_id": emu.team_id},
+        "api_app_id": "A0TEST",
+        "team": {"id": emu.team_id, "domain": "emu"},
+        "container": {"type": "message", "message_ts": "1.2", "channel_id": "C0GENERAL"},
+        "trigger_id": emu.new_trigger_id(),
+        "channel": {"id": "C0GENERAL", "name": "general"},
+        "message": {"ts": "1.2", "text": "x", "blocks": []},
+        "response_url": emu.new_response_url(channel="C0GENERAL"),
+        "actions": [{"type": "button", "action_id": action_id, "block_id": "b", "value": value,
+                     "action_ts": "1.3"}],
+    }  # fmt: skip
+
+
+async def test_node_health_of_a_faulty_node(slack: Slack) -> None:
+    fleet = slack.bot.deps.triage.inventory.fleet  # type: ignore[attr-defined]
+    fault = next(f for f in fleet.injected if f.kind is FaultKind.XID or f.kind is FaultKind.ECC_DBE
+                 or f.kind is FaultKind.GPU_MISSING)  # fmt: skip
+    status, _, _ = await slack.command("/node-health", fault.node)
+    assert status == 200
+    await slack.emulator.wait_for_responses(1)
+    answer = slack.emulator.responses[0][1]
+    assert validate_blocks(answer["blocks"]) == []
+    text = json.dumps(answer["blocks"])
+    assert fault.node in answer["text"] and "DRAIN" in text
+    assert DRAIN_ACTION in text
+
+
+async def test_hw_faults_and_bad_input(slack: Slack) -> None:
+    await slack.command("/hw-faults", "--since 6h")
+    await slack.command("/node-health", 'gpu-1"} or vector(1) #')
+    await slack.emulator.wait_for_responses(2)
+    answers = {r[1]["text"]: r[1] for r in slack.emulator.responses}
+    faults = next(a for t, a in answers.items() if "hardware faults" in t)
+    assert validate_blocks(faults["blocks"]) == []
+    refused = next(a for t, a in answers.items() if "not a node name" in t)
+    assert refused["response_type"] == "ephemeral"
+
+
+async def test_drain_by_someone_not_allowed_is_refused(slack: Slack) -> None:
+    status, _, _ = await slack.interactive(
+        press(slack.emulator, DRAIN_ACTION, "gpu-0001|meowbot: xid79 gpu3", "U0USER")
+    )
+    assert status == 200
+    await slack.emulator.wait_for_responses(1)
+    answer = slack.emulator.responses[0][1]
+    assert "Only people in MEOWBOT_ADMINS" in answer["text"]
+    assert answer["response_type"] == "ephemeral"
+
+
+@pytest.fixture
+async def slurm_slack(
+    emulator: SlackEmulator, redis_url: str, redis_client: Any
+) -> AsyncIterator[Slack]:
+    settings = bot_settings(
+        emulator, redis_url,
+        SLURM_REST_URL=need_service("SLURM_REST_URL"), SLURM_JWT=need_service("SLURM_JWT"),
+        SLURM_USER=os.environ.get("SLURM_USER", "root"), MEOWBOT_FLEET="sim:16",
+        MEOWBOT_ADMINS="U0ADMIN",
+    )  # fmt: skip
+    bot = await create_bot(settings)
+    port = await bot.start_http("127.0.0.1", 0)
+    async with aiohttp.ClientSession() as http:
+        yield Slack(emulator, bot, f"http://127.0.0.1:{port}{SLACK_EVENTS_PATH}", http)
+    await bot.close()
+
+
+def scontrol_reason(node: str) -> str:
+    out = subprocess.run(
+        ["scontrol", "show", "node", node], capture_output=True, text=True, check=True,
+        env={**os.environ, "SLURM_CONF": need_service("SLURM_CONF")},
+    ).stdout  # fmt: skip
+    for part in out.split("\n"):
+        if part.strip().startswith("Reason="):
+            return part.strip().removeprefix("Reason=")
+    return ""
+
+
+async def test_admin_drains_and_resumes_through_slurm(slurm_slack: Slack) -> None:
+    emu = slurm_slack.emulator
+    node = "gpu-0009"
+    await slurm_slack.interactive(press(emu, DRAIN_ACTION, f"{node}|meowbot: xid79 gpu3", "U0USER"))
+    await emu.wait_for_responses(1)
+    assert "Only people" in emu.responses[-1][1]["text"]
+    assert "meowbot" not in scontrol_reason(node)  # the refusal changed nothing
+
+    await slurm_slack.interactive(
+        press(emu, DRAIN_ACTION, f"{node}|meowbot: xid79 gpu3", "U0ADMIN")
+    )
+    await emu.wait_for_responses(2)
+    assert "Draining `gpu-0009`" in emu.responses[-1][1]["text"], emu.responses[-1]
+    assert scontrol_reason(node).startswith("meowbot: xid79 gpu3 by @ana")
+
+    await slurm_slack.interactive(press(emu, RESUME_ACTION, node, "U0ADMIN"))
+    await emu.wait_for_responses(3)
+    assert "Resumed" in emu.responses[-1][1]["text"], emu.responses[-1]
+    for _ in range(50):
+        if "meowbot" not in scontrol_reason(node):
+            break
+        await asyncio.sleep(0.1)
+    assert "meowbot" not in scontrol_reason(node)
