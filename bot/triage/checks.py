@@ -26,7 +26,8 @@ V, INC, CHG = Reading.VALUE, Reading.INCREASE, Reading.CHANGES
 
 # The clock-event (throttle) bits of DCGM_FI_DEV_CLOCKS_EVENT_REASONS, and what each means.
 THROTTLE_BITS: tuple[tuple[int, FaultKind, str, Severity, Action], ...] = (
-    (0x4, FaultKind.THROTTLE_POWER, "power cap", Severity.INFO, Action.WATCH),
+    # Held at the power cap: normal in bursts, a straggler when it lasts; worth watching.
+    (0x4, FaultKind.THROTTLE_POWER, "power cap", Severity.WARNING, Action.WATCH),
     (0x8, FaultKind.THROTTLE_HW_SLOWDOWN, "hardware slowdown", Severity.CRITICAL, Action.DRAIN),
     (
         0x20,

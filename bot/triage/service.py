@@ -287,11 +287,6 @@ async def hw_faults(triage: Triage, text: str) -> FaultsReport | UserError:
     except BackendError as exc:
         return UserError(f"I could not read the metrics: {exc.user_text()}")
     faults = _fold_related(run.faults)
-    faults = [
-        f
-        for f in faults
-        if fault_level(f) is not VerdictLevel.HEALTHY or f.severity.rank > Severity.INFO.rank
-    ]
     if kinds is not None:
         faults = [f for f in faults if f.kind in kinds]
     scope = "the fleet" if nodes is None else f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}"

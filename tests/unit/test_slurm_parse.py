@@ -9,6 +9,7 @@ follow Slurm 23.11/24.05 responses as published (lists for states, `{"set", "inf
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -93,22 +94,23 @@ JOB_V38_COMPLETED = {
     "end_time": 1796230210,
     "tres_per_node": "gres:gpu:2",
 }
-OPENAPI_V38_PATHS = {
+_V38_ENDPOINTS: dict[str, dict[str, Any]] = {
+    "diag": {"get": {}},
+    "ping": {"get": {}},
+    "jobs": {"get": {}},
+    "job/{job_id}": {"get": {}, "post": {}, "delete": {}},
+    "job/submit": {"post": {}},
+    "nodes": {"get": {}},
+    "node/{node_name}": {"get": {}},
+    "partitions": {"get": {}},
+}
+OPENAPI_V38_PATHS: dict[str, Any] = {
     "/openapi": {"get": {}},
     "/openapi/v3": {"get": {}},
     **{
         f"/slurm/{v}/{ep}": ops
         for v in ("v0.0.36", "v0.0.37", "v0.0.38")
-        for ep, ops in {
-            "diag": {"get": {}},
-            "ping": {"get": {}},
-            "jobs": {"get": {}},
-            "job/{job_id}": {"get": {}, "post": {}, "delete": {}},
-            "job/submit": {"post": {}},
-            "nodes": {"get": {}},
-            "node/{node_name}": {"get": {}},
-            "partitions": {"get": {}},
-        }.items()
+        for ep, ops in _V38_ENDPOINTS.items()
     },
 }
 ERR_V38_UNKNOWN_JOB = {
@@ -180,7 +182,7 @@ JOB_V41_TIMEOUT = {
     "end_time": _n(1722003700),
     "tres_per_node": "gres/gpu:h100:4",
 }
-OPENAPI_V41_PATHS = {
+OPENAPI_V41_PATHS: dict[str, Any] = {
     "/openapi/v3": {"get": {}},
     "/slurm/v0.0.40/jobs/": {"get": {}},
     "/slurm/v0.0.40/job/{job_id}": {"get": {}, "post": {}, "delete": {}},
@@ -221,7 +223,7 @@ def test_openapi_newer_keeps_trailing_slashes_and_has_node_update() -> None:
 
 
 def test_openapi_version_compare_is_numeric() -> None:
-    paths = {
+    paths: dict[str, Any] = {
         f"/slurm/{v}/{ep}": {"get": {}}
         for v in ("v0.0.9", "v0.0.10")
         for ep in ("jobs", "nodes", "job/{job_id}")
