@@ -17,12 +17,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.backends.sim.fleet import SimFleet  # noqa: E402
-from bot.backends.sim.metrics import SimInventory, SimMetrics  # noqa: E402
-from bot.models import JOB_LEVEL_KINDS, FaultKind, VerdictLevel  # noqa: E402
-from bot.triage import service  # noqa: E402
-from bot.triage.service import FaultsReport, Triage  # noqa: E402
-from bot.triage.verdict import fault_level, verdicts  # noqa: E402
+from bot.backends.sim.fleet import SimFleet
+from bot.backends.sim.metrics import SimInventory, SimMetrics
+from bot.models import JOB_LEVEL_KINDS, FaultKind, VerdictLevel
+from bot.triage import service
+from bot.triage.service import FaultsReport, Triage
+from bot.triage.verdict import fault_level, verdicts
 
 SCENARIOS = 200
 NODES = 512
