@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # Started in this order; a later one may use what an earlier one exported.
-SERVICES = ["redis"]
+SERVICES = ["redis", "prometheus", "slurm"]
 
 
 def say(msg: str) -> None:

@@ -16,7 +16,7 @@ from tenacity import (
     RetryCallState,
     retry_if_exception,
     stop_after_attempt,
-    wait_exponential_jitter,
+    wait_random_exponential,
 )
 
 from bot.backends.errors import BackendError
@@ -62,7 +62,7 @@ async def request_json(
     retrying = AsyncRetrying(
         retry=retry_if_exception(_retryable),
         stop=stop_after_attempt(attempts) | _stop_at_deadline(deadline),
-        wait=wait_exponential_jitter(initial=0.05, max=1.0, jitter=0.05),
+        wait=wait_random_exponential(multiplier=0.05, max=1.0),
         reraise=True,
     )
     async for attempt in retrying:

@@ -66,13 +66,14 @@ class Table:
 
 
 def node_name(labels: Mapping[str, str], *, node_label: str = "node") -> str | None:
-    """The node a series belongs to: DCGM's Hostname/hostname, a node label, or instance."""
-    for key in (*m.HOST_LABELS, node_label):
+    """The node a series belongs to: DCGM's Hostname/hostname, instance, or a node label."""
+    for key in m.HOST_LABELS:
         value = labels.get(key)
         if value:
             return value
+    # instance before a `node` label: node_exporter's NUMA series use `node` for the domain.
     instance = labels.get(m.LABEL_INSTANCE)
     if instance:
         host, sep, port = instance.rpartition(":")
         return host if sep and port.isdigit() else instance
-    return None
+    return labels.get(node_label) or None

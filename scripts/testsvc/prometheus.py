@@ -57,7 +57,11 @@ def _config(exporter_port: int) -> str:
     # JSON is YAML: no YAML writer needed.
     return json.dumps(
         {
-            "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+            "global": {
+                "scrape_interval": "1s",
+                "scrape_timeout": "1s",
+                "evaluation_interval": "1s",
+            },
             "scrape_configs": [
                 {
                     "job_name": "meowbot-sim",

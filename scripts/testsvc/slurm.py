@@ -41,11 +41,14 @@ PACKAGES = {
     "slurmrestd": "slurmrestd",
     "slurm-client": "scontrol",
     "munge": "munged",
+    # auth/jwt (slurmrestd's token auth) is a plugin, not a binary on PATH: listed under
+    # scontrol so that a fresh machine gets it in the same apt-get run; a machine that has
+    # Slurm but not the plugin gets it from _ensure_jwt_plugin() below.
+    "slurm-wlm-jwt-plugin": "scontrol",
 }
 
 GPU_NODES = [f"gpu-{i:04d}" for i in range(1, 17)]
 GPUS_PER_NODE = 8
-# Not in PACKAGES: it installs a plugin, not a binary that testenv can look for on PATH.
 JWT_PACKAGE = "slurm-wlm-jwt-plugin"
 REST_USER = "slurmrest"
 API = "v0.0.38"
@@ -252,6 +255,8 @@ def _popen(cmd: list[str], env: dict[str, str], log: Path | None = None) -> subp
 def start(tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
     t0 = time.monotonic()
     deadline = t0 + START_TIMEOUT_S
+    if os.geteuid() != 0:
+        _fail("the test cluster needs root (SlurmUser=root, slurmd, slurmrestd -u slurmrest)")
     _ensure_jwt_plugin()
     _ensure_rest_user()
     # The daemons' folder must be readable by the slurmrest user (slurm.conf) and the munge
@@ -311,7 +316,10 @@ def start(tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
 
         ctld = _popen(["slurmctld", "-D", "-i", "-f", senv["SLURM_CONF"]], senv)
         procs.append(("slurmctld", ctld))
-        wait_port(ctld_port, 15, ctld, "slurmctld")
+        try:
+            wait_port(ctld_port, 15, ctld, "slurmctld")
+        except SystemExit as exc:
+            _fail(str(exc.code).removeprefix("testenv: "), [run / "slurmctld.log"])
         for name in names:
             procs.append(
                 (

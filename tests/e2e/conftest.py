@@ -78,12 +78,19 @@ async def emulator() -> AsyncIterator[SlackEmulator]:
 
 
 def bot_settings(emulator: SlackEmulator, redis_url: str, **extra: Any) -> Any:
+    """The bot on the simulated fleet unless a test names its backends: the services that
+    `make test` exports for the integration tests must not leak in through the environment."""
+    backends: dict[str, Any] = {
+        "PROMETHEUS_URL": None,
+        "SLURM_REST_URL": None,
+        "MEOWBOT_ADMINS": "",
+    }
     return load_settings(
         SLACK_BOT_TOKEN=emulator.bot_token,
         SLACK_SIGNING_SECRET=SIGNING_SECRET,
         SLACK_API_URL=emulator.api_url,
         REDIS_URL=redis_url,
-        **extra,
+        **{**backends, **extra},
     )
 
 

@@ -17,6 +17,12 @@ from bot.shell.slack_emulator import SlackEmulator, validate_blocks
 SECRET_TOKEN = "xoxb-e2e-process-secret"
 
 
+def clean_env() -> dict[str, str]:
+    """The environment without Slack tokens or the test services' backends."""
+    drop = ("SLACK_", "PROMETHEUS_", "SLURM_", "ALERTMANAGER_", "MEOWBOT_", "REDIS_")
+    return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -28,7 +34,7 @@ async def test_http_mode_logs_json_and_stops_on_sigterm(
 ) -> None:
     port = _free_port()
     env = {
-        **os.environ,
+        **clean_env(),
         "SLACK_BOT_TOKEN": SECRET_TOKEN,
         "SLACK_SIGNING_SECRET": "process-signing-secret",
         "SLACK_API_URL": emulator.api_url,
@@ -71,7 +77,7 @@ async def test_http_mode_logs_json_and_stops_on_sigterm(
 
 
 async def test_shell_json_prints_valid_block_kit() -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
+    env = clean_env()
     env.pop("REDIS_URL", None)
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -96,7 +102,7 @@ async def test_shell_json_prints_valid_block_kit() -> None:
 
 
 async def test_run_without_tokens_opens_the_shell_and_says_so() -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
+    env = clean_env()
     env.pop("REDIS_URL", None)
     env["MEOWBOT_HISTORY"] = os.devnull
     proc = await asyncio.create_subprocess_exec(
@@ -118,7 +124,7 @@ async def test_run_without_tokens_opens_the_shell_and_says_so() -> None:
 
 
 async def test_a_wrong_setting_stops_start_up_with_one_sentence() -> None:
-    env = {**os.environ, "PORT": "eighty"}
+    env = {**clean_env(), "PORT": "eighty"}
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

@@ -92,7 +92,9 @@ async def slurm_slack(
 def scontrol_reason(node: str) -> str:
     out = subprocess.run(
         ["scontrol", "show", "node", node], capture_output=True, text=True, check=True,
-        env={**os.environ, "SLURM_CONF": need_service("SLURM_CONF")},
+        # Without SLURM_JWT: the command-line tools then log in with munge, as an operator would.
+        env={**{k: v for k, v in os.environ.items() if k != "SLURM_JWT"},
+             "SLURM_CONF": need_service("SLURM_CONF")},
     ).stdout  # fmt: skip
     for part in out.split("\n"):
         if part.strip().startswith("Reason="):

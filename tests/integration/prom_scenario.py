@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from bot import metric_names as m
 from bot.backends.sim.faults import DetailValue
@@ -85,9 +86,10 @@ STRAGGLER_ONLY_KINDS = frozenset({K.LOW_SM_CLOCK, K.CPU_CONTENTION, K.NUMA_MISPL
 # Counters (and the boot-time gauge) need history for increase()/changes() over the window;
 # every other metric is read at `now`, from the live scrape. Backfilling only these keeps the
 # start-up short (see scripts/testsvc/prometheus.py).
-HISTORY_METRICS: tuple[str, ...] = tuple(
-    r.name for r in requests_for(CHECKS) if r.reading is not Reading.VALUE
-) + (m.NODE_MEMORY_NUMA_NUMA_MISS_TOTAL,)
+HISTORY_METRICS: tuple[str, ...] = (
+    *(r.name for r in requests_for(CHECKS) if r.reading is not Reading.VALUE),
+    m.NODE_MEMORY_NUMA_NUMA_MISS_TOTAL,
+)
 
 assert {p.kind for p in PLAN} == set(NODE_KINDS), "the plan must cover every node fault kind"
 
@@ -101,7 +103,8 @@ def make_fleet(now: datetime) -> SimFleet:
     now = floor_minute(now)
     fleet = SimFleet(n_nodes=N_NODES, seed=SEED, now=now, fault_rate=0.0, host_label="mixed")
     for p in PLAN:
-        fleet.inject(p.kind, p.node, p.gpu, since=now - timedelta(seconds=p.ago_s), **p.detail)
+        detail: dict[str, Any] = dict(p.detail)  # keyword detail, never `until` or `job_id`
+        fleet.inject(p.kind, p.node, p.gpu, since=now - timedelta(seconds=p.ago_s), **detail)
     return fleet
 
 

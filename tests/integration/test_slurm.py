@@ -348,6 +348,15 @@ async def test_bad_input_never_reaches_the_real_cluster(
         await slurm.drain("gpu-0001", "meowbot: x\nnodename=gpu-0002 state=down")
     sinfo = _cli(slurm_env, "sinfo", "-h", "-N", "-n", "gpu-0001,gpu-0002", "-o", "%N %t")
     assert "drain" not in sinfo and "down" not in sinfo, sinfo
+    # A one-line reason that looks like more scontrol arguments stays one literal reason.
+    tricky = "meowbot: x nodename=gpu-0014 state=down \"q\" 'q' $(id) ;"
+    try:
+        await slurm.drain("gpu-0015", tricky)
+        nodes = await slurm.nodes(["gpu-0014", "gpu-0015"])
+        assert nodes["gpu-0015"].reason == tricky and nodes["gpu-0015"].draining
+        assert nodes["gpu-0014"].state != "down" and not nodes["gpu-0014"].draining
+    finally:
+        await slurm.resume("gpu-0015")
 
 
 # ---------------------------------------------------------------- newer API: REST node updates
