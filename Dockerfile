@@ -8,6 +8,13 @@ RUN pip install --no-cache-dir --prefix=/install .
 
 FROM python:3.11-slim
 ENV PYTHONUNBUFFERED=1 PORT=3000
+# scontrol: Slurm 22.05's REST API cannot drain nodes, so meowbot falls back to it (mount the
+# cluster's slurm.conf and set SLURM_CONF). Build with --build-arg SCONTROL=0 to leave it out.
+ARG SCONTROL=1
+RUN if [ "$SCONTROL" = "1" ]; then \
+      apt-get update && apt-get install -y --no-install-recommends slurm-client \
+      && rm -rf /var/lib/apt/lists/*; \
+    fi
 COPY --from=build /install /usr/local
 RUN useradd --system --uid 10001 --no-create-home meowbot
 USER meowbot
