@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bot.app import SLACK_EVENTS_PATH, create_bot
 from bot.config import load_settings
 from bot.shell.slack_emulator import SlackEmulator
+from handlers.registry import Registry
 
 N = 200
 BACKEND_S = 2.0
@@ -94,12 +95,11 @@ async def main() -> None:
 
     async def slow_backend(ack: Any, respond: Any) -> None:
         await ack()
-        async with bot.deps.inflight.track():
-            await asyncio.sleep(BACKEND_S)  # the backend call, after the ack
-            await respond(text="done")
+        await asyncio.sleep(BACKEND_S)  # the backend call, after the ack
+        await respond(text="done")
 
-    # The same pattern as every listener in handlers/, on the same AsyncApp.
-    bot.app.command("/bench-slow")(slow_backend)
+    # Registered as every listener in handlers/ is, on the same AsyncApp.
+    Registry(bot.app, bot.deps.inflight).command("/bench-slow", slow_backend)
     port = await bot.start_http("127.0.0.1", 0)
     bodies = [
         urllib.parse.urlencode(emu.slash_command_payload("/bench-slow", f"n{i}"))

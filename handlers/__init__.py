@@ -11,7 +11,7 @@ from handlers.registry import Registered, Registry
 
 def register(app: AsyncApp, deps: Deps) -> Registered:
     app.use(events.dedup_middleware(deps))
-    reg = Registry(app)
+    reg = Registry(app, deps.inflight)
     commands.register(reg, deps)
     actions.register(reg, deps)
     views.register(reg, deps)

@@ -20,8 +20,7 @@ def register(reg: Registry, deps: Deps) -> None:
     async def on_open_palette(ack: Any, body: dict[str, Any], client: AsyncWebClient) -> None:
         await ack()
         # views.open must use the trigger within 3 s of the click: nothing slow before it.
-        async with deps.inflight.track():
-            await client.views_open(trigger_id=body["trigger_id"], view=palette_modal())
+        await client.views_open(trigger_id=body["trigger_id"], view=palette_modal())
 
     def node_action(verb: str, run: NodeAction) -> Listener:
         async def on_press(
@@ -29,17 +28,16 @@ def register(reg: Registry, deps: Deps) -> None:
         ) -> None:
             await ack()
             user = body.get("user", {})
-            async with deps.inflight.track():
-                if await deps.authz.allowed(str(user.get("id", "")), client):
-                    value = str(body["actions"][0].get("value", ""))
-                    name = str(user.get("username") or user.get("name") or user.get("id"))
-                    sentence = await run(value, name)
-                else:
-                    sentence = (
-                        f":no_entry: Only people in MEOWBOT_ADMINS may {verb} nodes; "
-                        "nothing was changed."
-                    )
-                await respond(response_type="ephemeral", replace_original=False, text=sentence)
+            if await deps.authz.allowed(str(user.get("id", "")), client):
+                value = str(body["actions"][0].get("value", ""))
+                name = str(user.get("username") or user.get("name") or user.get("id"))
+                sentence = await run(value, name)
+            else:
+                sentence = (
+                    f":no_entry: Only people in MEOWBOT_ADMINS may {verb} nodes; "
+                    "nothing was changed."
+                )
+            await respond(response_type="ephemeral", replace_original=False, text=sentence)
 
         return on_press
 

@@ -17,9 +17,8 @@ def register(reg: Registry, deps: Deps) -> None:
         await ack()
         name = str(command.get("command", ""))
         deps.telemetry.commands.labels(command=name).inc()
-        async with deps.inflight.track():
-            message = await router.answer(name, str(command.get("text", "")), deps.triage)
-            await respond_message(respond, message)
+        message = await router.answer(name, str(command.get("text", "")), deps.triage)
+        await respond_message(respond, message)
 
     for cmd in COMMANDS:
         reg.command(cmd.name, on_command)

@@ -17,10 +17,9 @@ def register(reg: Registry, deps: Deps) -> None:
     async def on_home_opened(event: dict[str, Any], client: AsyncWebClient) -> None:
         if event.get("tab", "home") != "home":
             return
-        async with deps.inflight.track():
-            glance = glance_lines(await fleet_glance(deps.triage))
-            await client.views_publish(
-                user_id=event["user"], view=home_view(deps.settings.backends(), glance)
-            )
+        glance = glance_lines(await fleet_glance(deps.triage))
+        await client.views_publish(
+            user_id=event["user"], view=home_view(deps.settings.backends(), glance)
+        )
 
     reg.event("app_home_opened", on_home_opened)

@@ -6,11 +6,14 @@ cannot be added on one side only.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
+
+from bot.inflight import InFlight
 
 Listener = Callable[..., Awaitable[Any]]
 
@@ -24,22 +27,35 @@ class Registered:
 
 
 class Registry:
-    def __init__(self, app: AsyncApp) -> None:
+    """Every listener goes through here, so every one is tracked while it runs: the work that
+    goes on after the ack is what a graceful shutdown waits for."""
+
+    def __init__(self, app: AsyncApp, inflight: InFlight) -> None:
         self.app = app
+        self.inflight = inflight
         self.registered = Registered()
+
+    def _tracked(self, listener: Listener) -> Listener:
+        # Bolt reads the argument names through functools.wraps (inspect.unwrap).
+        @functools.wraps(listener)
+        async def run(**kwargs: Any) -> Any:
+            async with self.inflight.track():
+                return await listener(**kwargs)
+
+        return run
 
     def command(self, name: str, listener: Listener) -> None:
         self.registered.commands.add(name)
-        self.app.command(name)(listener)
+        self.app.command(name)(self._tracked(listener))
 
     def action(self, action_id: str, listener: Listener) -> None:
         self.registered.actions.add(action_id)
-        self.app.action(action_id)(listener)
+        self.app.action(action_id)(self._tracked(listener))
 
     def event(self, event_type: str, listener: Listener) -> None:
         self.registered.events.add(event_type)
-        self.app.event(event_type)(listener)
+        self.app.event(event_type)(self._tracked(listener))
 
     def view(self, callback_id: str, listener: Listener) -> None:
         self.registered.views.add(callback_id)
-        self.app.view(callback_id)(listener)
+        self.app.view(callback_id)(self._tracked(listener))

@@ -25,10 +25,7 @@ def register(reg: Registry, deps: Deps) -> None:
         await ack()
         name, text = parsed
         deps.telemetry.commands.labels(command=name).inc()
-        async with deps.inflight.track():
-            # A modal has no channel: the answer goes to the person's DM with the bot.
-            await post_message(
-                client, body["user"]["id"], await router.answer(name, text, deps.triage)
-            )
+        # A modal has no channel: the answer goes to the person's DM with the bot.
+        await post_message(client, body["user"]["id"], await router.answer(name, text, deps.triage))
 
     reg.view(PALETTE_CALLBACK, on_palette)

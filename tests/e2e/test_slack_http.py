@@ -11,6 +11,7 @@ import aiohttp
 
 from bot.render.palette import OPEN_PALETTE_ACTION, PALETTE_CALLBACK, PALETTE_COMMAND, PALETTE_TEXT
 from bot.shell.slack_emulator import validate_blocks
+from handlers.registry import Registry
 from tests.e2e.conftest import Slack
 
 
@@ -179,3 +180,20 @@ async def test_web_api_429_is_retried_after_retry_after(slack: Slack) -> None:
     first, second = emu.calls_to("views.publish")
     assert not first.ok and second.ok
     assert second.at - first.at >= 0.95
+
+
+async def test_shutdown_lets_work_after_the_ack_finish(slack: Slack) -> None:
+    async def slow(ack: object, respond: object) -> None:
+        await ack()  # type: ignore[operator]
+        await asyncio.sleep(0.5)  # a backend call still running when SIGTERM comes
+        await respond(text="finished after shutdown began")  # type: ignore[operator]
+
+    # Registered the way handlers/ registers every listener, so it is tracked the same way.
+    Registry(slack.bot.app, slack.bot.deps.inflight).command("/e2e-slow", slow)
+    status, _, _ = await slack.command("/e2e-slow")
+    assert status == 200 and slack.emulator.responses == []
+    started = time.perf_counter()
+    await slack.bot.close()
+    assert time.perf_counter() - started < 10
+    assert [r[1]["text"] for r in slack.emulator.responses] == ["finished after shutdown began"]
+    slack.bot.runner = None  # closed already; the fixture's close is then a no-op for HTTP
