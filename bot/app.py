@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 SLACK_EVENTS_PATH = "/slack/events"
 SHUTDOWN_GRACE_S = 10.0
 SLACK_HTTP_TIMEOUT_S = 10
+LISTEN_BACKLOG = 1024
 
 
 @dataclass
@@ -65,7 +66,11 @@ class Bot:
         """Serves the web app; returns the bound port (port 0 picks a free one)."""
         self.runner = AppRunner(self.web, handle_signals=False, access_log=None)
         await self.runner.setup()
-        site = TCPSite(self.runner, host, self.settings.port if port is None else port)
+        # Slack delivers in bursts; aiohttp's default backlog of 128 drops SYNs past it and
+        # each dropped connect then waits a full second for its retransmit.
+        site = TCPSite(
+            self.runner, host, self.settings.port if port is None else port, backlog=LISTEN_BACKLOG
+        )
         await site.start()
         server = site._server
         assert server is not None

@@ -20,5 +20,4 @@ def register(reg: Registry, deps: Deps) -> None:
         message = await router.answer(name, str(command.get("text", "")), deps.triage)
         await respond_message(respond, message)
 
-    for cmd in COMMANDS:
-        reg.command(cmd.name, on_command)
+    reg.commands((cmd.name for cmd in COMMANDS), on_command)

@@ -1,0 +1,500 @@
+"""/hw-faults over 4,096 nodes from a real Prometheus (issue #3): not a timed test, run by hand.
+
+    .venv/bin/python bench/health_prometheus.py [--nodes 4096] [--runs 20] [--hours 2] [--step 60]
+
+Target: < 2 s p95, with a number of PromQL queries that does not grow with the node count.
+The set-up follows scripts/testsvc/prometheus.py (the test environment's Prometheus), at scale:
+
+1. ``now`` is the wall clock floored to the minute; ``SimFleet.scenario(seed=1, n_nodes=4096)``
+   is built around it (every fault kind, a leaf switch outage, about 3 % of nodes faulty).
+2. The history of the metrics /hw-faults reads with increase()/changes() (the counters and the
+   boot time, as in tests/integration/prom_scenario.HISTORY_METRICS) is written as OpenMetrics
+   for a bounded window (default 2 h every 60 s, ~240k series) and backfilled with
+   ``promtool tsdb create-blocks-from openmetrics``. The window is cut where promtool cuts its
+   2 h blocks anyway, so two slices are written and backfilled in parallel (one per core) and
+   give the very blocks one run would, with no overlap for Prometheus to compact.
+3. Meanwhile a child process (this script with ``--serve``) renders the fleet's live exposition
+   once (~850k series, ~200 MB) and serves those bytes on a free port: the counters carry on
+   from exactly where the history ends.
+4. Prometheus starts on that data folder and scrapes the exporter every 30 s (timeout 25 s,
+   ``honor_labels``: the series carry their own instance and job); we wait, bounded, until
+   ``count(DCGM_FI_DEV_GPU_TEMP)`` is 8 x nodes.
+5. ``bot.triage.service.hw_faults`` runs ``--runs`` times over the whole fleet, each time with a
+   fresh ``PrometheusInventory`` (so every call lists the nodes too: the worst case), then once
+   on a two-node hostlist to show that the query count is the same.
+
+/hw-faults reads counters over 24 h by default; with a 2 h history increase() has 2 h of samples
+per series to read instead of 24 h at the scrape interval, so the counter queries here are
+cheaper than on a fleet with a day of history. For the in-process figure see bench/health.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import multiprocessing
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bot.backends.prometheus import PrometheusInventory, PrometheusMetrics
+from bot.backends.sim.fleet import SimFleet
+from bot.backends.sim.metrics import SimInventory, SimMetrics
+from bot.triage import service
+from bot.triage.checks import HealthConfig, enabled_checks, requests_for
+from bot.triage.service import FaultsReport, Triage
+from bot.triage.table import Reading
+from scripts.testsvc.common import free_port, stop, wait_port
+from tests.integration.prom_scenario import floor_minute
+from tests.integration.sim_exporter import CONTENT_TYPE
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET_S = 2.0
+SEED = 1
+READY_METRIC = "DCGM_FI_DEV_GPU_TEMP"  # not backfilled: only the live scrape brings it
+BLOCK_S = 7200  # promtool cuts its blocks at multiples of 2 h since the epoch
+SCRAPE_INTERVAL = "30s"
+SCRAPE_TIMEOUT = "25s"
+EXPORTER_START_S = 120.0
+BACKFILL_TIMEOUT_S = 600.0
+READY_TIMEOUT_S = 300.0
+PROGRESS_EVERY_S = 10.0
+
+T0 = time.perf_counter()
+
+
+def say(msg: str) -> None:
+    print(f"[{time.perf_counter() - T0:7.1f} s] {msg}", flush=True)
+
+
+def tail(path: Path, lines: int = 15) -> str:
+    if not path.exists():
+        return ""
+    return f"--- {path} (last lines)\n" + "\n".join(
+        path.read_text(errors="replace").splitlines()[-lines:]
+    )
+
+
+# --- the exporter (child process) --------------------------------------------------------------
+def serve(now_s: int, n_nodes: int, port: int) -> None:
+    """The fleet's exposition at ``now``, rendered once, served as the same bytes each scrape."""
+    started = time.perf_counter()
+    fleet = SimFleet.scenario(seed=SEED, n_nodes=n_nodes, now=datetime.fromtimestamp(now_s, UTC))
+    body = fleet.exposition(at=fleet.now).encode()
+    series = body.count(b"\n") - body.count(b"\n#") - body.startswith(b"#")
+    del fleet  # only the bytes are served
+    print(
+        f"exposition: {series} series, {len(body) / 1e6:.0f} MB, "
+        f"rendered in {time.perf_counter() - started:.1f} s",
+        file=sys.stderr,
+        flush=True,
+    )
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.split("?", 1)[0] != "/metrics":
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", CONTENT_TYPE)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.daemon_threads = True
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+
+
+# --- history and backfill ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Slice:
+    first_s: int
+    last_s: int
+    step_s: int
+    path: Path
+    out: Path
+
+
+@dataclass(frozen=True)
+class SliceDone:
+    samples: int
+    text_bytes: int
+    gen_s: float
+    promtool_s: float
+
+
+_FLEET: SimFleet | None = None  # set before the workers fork; they inherit it
+_HISTORY: list[str] = []
+
+
+def slices(now_s: int, hours: float, step_s: int, tmp: Path) -> list[Slice]:
+    """The history's instants (every ``step_s`` up to ``now``) cut at promtool's block edges."""
+    count = int(hours * 3600) // step_s
+    times = [now_s - (count - k) * step_s for k in range(count + 1)]
+    groups: dict[int, list[int]] = {}
+    for t in times:
+        groups.setdefault(t // BLOCK_S, []).append(t)
+    return [
+        Slice(ts[0], ts[-1], step_s, tmp / f"history-{i}.om", tmp / f"blocks-{i}")
+        for i, ts in enumerate(groups.values())
+    ]
+
+
+def backfill_slice(s: Slice) -> SliceDone:
+    assert _FLEET is not None
+    started = time.perf_counter()
+    span_s = s.last_s - s.first_s
+    size = 0
+    with s.path.open("w", encoding="utf-8") as out:
+        for chunk in _FLEET.openmetrics_history(
+            hours=(span_s + 0.5) / 3600,  # half a second more: no instant lost to rounding
+            step_s=s.step_s,
+            metrics=_HISTORY,
+            end=datetime.fromtimestamp(s.last_s, UTC),
+            max_series=10_000_000,  # the guard is for tests; this is ~240k series on purpose
+        ):
+            out.write(chunk)
+            size += len(chunk)
+    generated = time.perf_counter()
+    s.out.mkdir()
+    log = s.path.with_suffix(".log")
+    with log.open("wb") as err:
+        code = subprocess.call(
+            ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(s.path), str(s.out)],
+            stdout=err, stderr=subprocess.STDOUT, timeout=BACKFILL_TIMEOUT_S,
+        )  # fmt: skip
+    if code != 0:
+        raise RuntimeError(f"promtool failed with {code}\n{tail(log)}")
+    s.path.unlink()
+    samples = 0
+    for block in s.out.iterdir():
+        meta = json.loads((block / "meta.json").read_text())
+        samples += int(meta.get("stats", {}).get("numSamples", 0))
+    return SliceDone(samples, size, generated - started, time.perf_counter() - generated)
+
+
+def backfill(fleet: SimFleet, hours: float, step_s: int, tmp: Path, data: Path) -> None:
+    global _FLEET
+    _FLEET = fleet
+    checks = enabled_checks(HealthConfig())
+    _HISTORY[:] = [r.name for r in requests_for(checks) if r.reading is not Reading.VALUE]
+    parts = slices(fleet.now_s, hours, step_s, tmp)
+    say(
+        f"history: {len(_HISTORY)} metrics read with increase()/changes(), {hours:g} h every "
+        f"{step_s} s, in {len(parts)} slice(s) cut at promtool's 2 h block edges"
+    )
+    started = time.perf_counter()
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(min(len(parts), os.cpu_count() or 1)) as pool:
+        done = pool.map(backfill_slice, parts, chunksize=1)
+    _FLEET = None
+    for s, d in zip(parts, done, strict=True):
+        say(
+            f"  slice {datetime.fromtimestamp(s.first_s, UTC):%H:%M}.."
+            f"{datetime.fromtimestamp(s.last_s, UTC):%H:%M}: {d.text_bytes / 1e9:.2f} GB of "
+            f"OpenMetrics in {d.gen_s:.1f} s, promtool {d.promtool_s:.1f} s, "
+            f"{d.samples:,} samples"
+        )
+        for block in s.out.iterdir():
+            shutil.move(str(block), data / block.name)
+    say(
+        f"history and backfill: {time.perf_counter() - started:.1f} s, "
+        f"{sum(d.samples for d in done):,} samples"
+    )
+
+
+# --- Prometheus --------------------------------------------------------------------------------
+def config(exporter_port: int) -> str:
+    return json.dumps(  # JSON is YAML
+        {
+            "global": {
+                "scrape_interval": SCRAPE_INTERVAL,
+                "scrape_timeout": SCRAPE_TIMEOUT,
+                "evaluation_interval": SCRAPE_INTERVAL,
+            },
+            "scrape_configs": [
+                {
+                    "job_name": "meowbot-sim",
+                    "honor_labels": True,
+                    "static_configs": [{"targets": [f"127.0.0.1:{exporter_port}"]}],
+                }
+            ],
+        },
+        indent=2,
+    )
+
+
+def instant(url: str, promql: str) -> list[dict[str, object]]:
+    data = urllib.parse.urlencode({"query": promql}).encode()
+    with urllib.request.urlopen(f"{url}/api/v1/query", data=data, timeout=10) as resp:
+        body = json.loads(resp.read())
+    result = body.get("data", {}).get("result", [])
+    return result if isinstance(result, list) else []
+
+
+def scalar(url: str, promql: str) -> float | None:
+    with contextlib.suppress(OSError, ValueError, KeyError, IndexError, TypeError):
+        result = instant(url, promql)
+        if result:
+            return float(result[0]["value"][1])  # type: ignore[index]
+    return None
+
+
+def wait_for_fleet(url: str, expected: int, procs: Sequence[subprocess.Popen[bytes]]) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    last_note = -PROGRESS_EVERY_S
+    seen: float | None = None
+    while time.monotonic() < deadline:
+        for proc in procs:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode}")
+        seen = scalar(url, f"count({READY_METRIC})")
+        if seen is not None and int(seen) >= expected:
+            return
+        if time.monotonic() - last_note >= PROGRESS_EVERY_S:
+            say(
+                f"  waiting for the first full scrape: count({READY_METRIC}) = "
+                f"{int(seen) if seen is not None else 0} of {expected}, prometheus "
+                f"{'ready' if ready(url) else 'not ready yet'}"
+            )
+            last_note = time.monotonic()
+        time.sleep(1.0)
+    raise RuntimeError(
+        f"count({READY_METRIC}) was {seen} of {expected} after {READY_TIMEOUT_S:.0f} s"
+    )
+
+
+def ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/-/ready", timeout=5) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
+def rss_mb(pid: int) -> float:
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+# --- the benchmark -----------------------------------------------------------------------------
+def p95(times: list[float]) -> float:
+    return statistics.quantiles(times, n=20, method="inclusive")[18]
+
+
+def reference(fleet: SimFleet) -> dict[str, int]:
+    """The same service over the same fleet in process (SimMetrics): the faults to expect."""
+    triage = Triage(SimMetrics(fleet), SimInventory(fleet))
+    report = asyncio.run(service.hw_faults(triage, ""))
+    assert isinstance(report, FaultsReport)
+    return {k.value: c for k, c in report.counts.items()}
+
+
+async def bench(
+    url: str, runs: int, hostlist: str, expected_nodes: int, expected: dict[str, int]
+) -> float:
+    metrics = PrometheusMetrics(url, timeout_s=30)
+    try:
+        times: list[float] = []
+        per_call: list[int] = []
+        report: FaultsReport | None = None
+        for _ in range(runs):
+            # A fresh inventory each call: it lists the nodes too (2 queries), the worst case.
+            triage = Triage(metrics, PrometheusInventory(metrics))
+            before = metrics.queries
+            started = time.perf_counter()
+            answer = await service.hw_faults(triage, "")
+            times.append(time.perf_counter() - started)
+            per_call.append(metrics.queries - before)
+            if not isinstance(answer, FaultsReport):
+                raise RuntimeError(f"/hw-faults answered an error: {answer.sentence}")
+            report = answer
+            if len(triage.inventory.names()) != expected_nodes:
+                raise RuntimeError(
+                    f"the inventory lists {len(triage.inventory.names())} nodes, "
+                    f"not {expected_nodes}"
+                )
+        assert report is not None
+
+        triage = Triage(metrics, PrometheusInventory(metrics))
+        before = metrics.queries
+        started = time.perf_counter()
+        small = await service.hw_faults(triage, hostlist)
+        small_s = time.perf_counter() - started
+        small_queries = metrics.queries - before
+        if not isinstance(small, FaultsReport):
+            raise RuntimeError(f"/hw-faults {hostlist} answered an error: {small.sentence}")
+    finally:
+        await metrics.close()
+
+    p50, p95_s = statistics.median(times), p95(times)
+    print(f"runs (s): {' '.join(f'{t:.2f}' for t in times)}")
+    print(
+        f"/hw-faults over {expected_nodes} nodes x 8 GPUs from Prometheus, {runs} runs: "
+        f"p50 {p50:.2f} s, p95 {p95_s:.2f} s, max {max(times):.2f} s, min {min(times):.2f} s"
+    )
+    kinds = sorted(set(per_call))
+    print(
+        f"PromQL queries per call: {'/'.join(map(str, kinds))} "
+        f"(2 to list the nodes + {len(requests_for(enabled_checks(HealthConfig())))} metric "
+        f"reads); on {hostlist} ({small.scope}): {small_queries} queries in {small_s:.2f} s, "
+        f"{sum(small.counts.values())} faults"
+    )
+    counts = ", ".join(f"{k.value} {c}" for k, c in report.counts.items())
+    print(f"found: {sum(report.counts.values())} faults in {len(report.groups)} groups ({counts})")
+    if report.not_run:
+        print(f"not run: {report.not_run}")
+    found = {k.value: c for k, c in report.counts.items()}
+    if found == expected:
+        print("the same faults as the in-process SimMetrics over the same fleet")
+    else:
+        diff = {
+            k: (found.get(k, 0), expected.get(k, 0))
+            for k in sorted(found.keys() | expected.keys())
+            if found.get(k, 0) != expected.get(k, 0)
+        }
+        print(f"differs from the in-process SimMetrics, as (prometheus, sim): {diff}")
+    print(f"ratio of p95 to the {TARGET_S:.0f} s target: {p95_s / TARGET_S:.2f}")
+    return p95_s
+
+
+def run(args: argparse.Namespace) -> None:
+    now_s = int(floor_minute(datetime.now(UTC)).timestamp())
+    expected = 8 * args.nodes
+    with tempfile.TemporaryDirectory(prefix="meowbot-bench-prom-") as tmp_name:
+        tmp = Path(tmp_name)
+        data = tmp / "data"
+        data.mkdir()
+        procs: list[subprocess.Popen[bytes]] = []
+        exporter_log = tmp / "exporter.log"
+        prom_log = tmp / "prometheus.log"
+        try:
+            started = time.perf_counter()
+            fleet = SimFleet.scenario(
+                seed=SEED, n_nodes=args.nodes, now=datetime.fromtimestamp(now_s, UTC)
+            )
+            say(
+                f"fleet: {args.nodes} nodes, seed {SEED}, now {fleet.now:%Y-%m-%d %H:%M} UTC, "
+                f"{len(fleet.injected)} injected faults, built in "
+                f"{time.perf_counter() - started:.2f} s"
+            )
+
+            exporter_port = free_port()
+            with exporter_log.open("wb") as err:
+                exporter = subprocess.Popen(
+                    [sys.executable, __file__, "--serve", str(exporter_port),
+                     "--now", str(now_s), "--nodes", str(args.nodes)],
+                    cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err,
+                )  # fmt: skip
+            procs.append(exporter)
+            say(f"exporter: pid {exporter.pid} rendering the live exposition meanwhile")
+
+            backfill(fleet, args.hours, args.step, tmp, data)
+            started = time.perf_counter()
+            expected_faults = reference(fleet)
+            say(
+                f"reference: in-process SimMetrics finds {sum(expected_faults.values())} faults "
+                f"in {time.perf_counter() - started:.1f} s"
+            )
+            del fleet
+
+            started = time.perf_counter()
+            wait_port(exporter_port, EXPORTER_START_S, exporter, "the fleet's exporter")
+            say(
+                f"exporter: {exporter_log.read_text().strip()} "
+                f"(waited {time.perf_counter() - started:.1f} s more), "
+                f"RSS {rss_mb(exporter.pid):.0f} MB"
+            )
+
+            started = time.perf_counter()
+            port = free_port()
+            cfg = tmp / "prometheus.yml"
+            cfg.write_text(config(exporter_port))
+            with prom_log.open("wb") as err:
+                prom = subprocess.Popen(
+                    ["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={data}",
+                     f"--web.listen-address=127.0.0.1:{port}",
+                     "--storage.tsdb.retention.time=30d", "--log.level=warn"],
+                    stdout=subprocess.DEVNULL, stderr=err,
+                )  # fmt: skip
+            procs.append(prom)
+            url = f"http://127.0.0.1:{port}"
+            wait_port(port, 60, prom, "prometheus")
+            say(
+                f"prometheus: pid {prom.pid} listening on {url} after "
+                f"{time.perf_counter() - started:.1f} s; scrape every {SCRAPE_INTERVAL} "
+                f"(timeout {SCRAPE_TIMEOUT})"
+            )
+            wait_for_fleet(url, expected, procs)
+            scrape_s = scalar(url, "scrape_duration_seconds")
+            scraped = scalar(url, "scrape_samples_scraped")
+            say(
+                f"prometheus: {expected} GPUs seen {time.perf_counter() - started:.1f} s after "
+                f"start; last scrape {scrape_s or 0:.1f} s for {int(scraped or 0):,} samples, "
+                f"RSS {rss_mb(prom.pid):.0f} MB"
+            )
+
+            started = time.perf_counter()
+            asyncio.run(bench(url, args.runs, args.hostlist, args.nodes, expected_faults))
+            say(f"benchmark: {time.perf_counter() - started:.1f} s")
+            say(f"prometheus RSS at the end {rss_mb(prom.pid):.0f} MB")
+        except BaseException:
+            for log in (prom_log, exporter_log):
+                print(tail(log), file=sys.stderr)
+            raise
+        finally:
+            # Newest first: Prometheus before the target it scrapes; each waited for.
+            started = time.perf_counter()
+            for proc in reversed(procs):
+                stop(proc)
+            left = [p.pid for p in procs if p.poll() is None]
+            say(
+                f"stopped prometheus and the exporter in {time.perf_counter() - started:.1f} s"
+                + (f"; still running: {left}" if left else "")
+            )
+    say(f"total wall time {time.perf_counter() - T0:.1f} s")
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=4096)
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--hours", type=float, default=2.0, help="history to backfill")
+    parser.add_argument("--step", type=int, default=60, help="history step, seconds")
+    parser.add_argument("--hostlist", default="gpu-[0001-0002]")
+    parser.add_argument("--serve", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    parser.add_argument("--now", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve is not None:
+        serve(args.now, args.nodes, args.serve)
+    else:
+        run(args)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
