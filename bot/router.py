@@ -36,7 +36,7 @@ async def _node_health(triage: Triage, text: str) -> SlackMessage:
     if isinstance(result, UserError):
         return render_user_error(result)
     if isinstance(result, NodeReport):
-        return render_node(result)
+        return render_node(result, dashboard_url=triage.config.dashboard_url)
     return render_summary(result)
 
 

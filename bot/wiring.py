@@ -41,7 +41,7 @@ def make_triage(settings: Settings) -> Triage:
     cfg = health_config(settings)
     scheduler = make_scheduler(settings)
     if settings.prometheus_url:
-        metrics = PrometheusMetrics(settings.prometheus_url)
+        metrics = PrometheusMetrics(settings.prometheus_url, node_label=cfg.node_label)
         return Triage(metrics, PrometheusInventory(metrics), scheduler, cfg)
     from bot.backends.sim.fleet import SimFleet
     from bot.backends.sim.metrics import SimInventory, SimMetrics

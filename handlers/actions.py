@@ -9,7 +9,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.deps import Deps
 from bot.render.palette import OPEN_PALETTE_ACTION, palette_modal
-from bot.render.triage import DRAIN_ACTION, RESUME_ACTION
+from bot.render.triage import DASHBOARD_ACTION, DRAIN_ACTION, RESUME_ACTION
 from bot.triage import actions as node_actions
 from handlers.registry import Listener, Registry
 
@@ -48,6 +48,11 @@ def register(reg: Registry, deps: Deps) -> None:
     async def resume(value: str, user_name: str) -> str:
         return await node_actions.resume(deps.triage.scheduler, value, user_name)
 
+    async def on_link(ack: Any) -> None:
+        # Slack opens the URL itself; the click is still delivered and must be acked.
+        await ack()
+
     reg.action(OPEN_PALETTE_ACTION, on_open_palette)
+    reg.action(DASHBOARD_ACTION, on_link)
     reg.action(DRAIN_ACTION, node_action("drain", drain))
     reg.action(RESUME_ACTION, node_action("resume", resume))

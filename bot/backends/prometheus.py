@@ -21,7 +21,7 @@ import aiohttp
 from bot import metric_names as m
 from bot.backends.errors import BackendError
 from bot.backends.http import Deadline, request_json
-from bot.triage.table import Column, MetricRequest, Reading, Table, node_name
+from bot.triage.table import VERSION_LABELS, Column, MetricRequest, Reading, Table, node_name
 
 BACKEND = "Prometheus"
 NODE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -146,6 +146,7 @@ class PrometheusMetrics:
         deadline = Deadline(timeout_s or self.timeout_s)
         queries = [query_for(r, nodes, window_s, self.node_label) for r in requests]
         results = await asyncio.gather(*(self.query(q, at=at, deadline=deadline) for q in queries))
+        fleet_versions = await _version_counts(self, timeout_s) if nodes is not None else {}
         columns: dict[str, Column] = {}
         absent: set[str] = set()
         for request, result in zip(requests, results, strict=True):
@@ -159,7 +160,28 @@ class PrometheusMetrics:
             window_s=window_s,
             columns=columns,
             absent=frozenset(absent),
+            fleet_versions=fleet_versions,
         )
+
+
+async def _version_counts(
+    metrics: PrometheusMetrics, timeout_s: float | None
+) -> dict[str, dict[str, int]]:
+    """Nodes per version for each version label, fleet-wide, in one aggregation each."""
+    deadline = Deadline(timeout_s or metrics.timeout_s)
+
+    async def one(metric: str, label: str) -> tuple[str, dict[str, int]]:
+        q = f"count by ({label}) (count by ({label}, {m.LABEL_INSTANCE}) ({metric}))"
+        rows = await metrics.query(q, at=None, deadline=deadline)
+        counts = {}
+        for row in rows:
+            value = (row.get("metric") or {}).get(label)
+            if value:
+                counts[value] = int(float(row["value"][1]))
+        return label, counts
+
+    pairs = await asyncio.gather(*(one(mt, lb) for mt, lb in VERSION_LABELS))
+    return dict(pairs)
 
 
 def _column(name: str, result: list[dict[str, Any]], node_label: str) -> Column:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.models import Fault, VerdictLevel
+from bot.models import Fault, FaultKind, VerdictLevel
 from bot.render.blocks import Message, SlackMessage, button
 from bot.render.blocks import error as error_message
 from bot.render.mrkdwn import code, escape
@@ -18,6 +18,7 @@ from bot.triage.targets import compress
 
 DRAIN_ACTION = "meowbot_drain_node"
 RESUME_ACTION = "meowbot_resume_node"
+DASHBOARD_ACTION = "meowbot_open_dashboard"  # a link: Slack still sends the click
 MAX_FAULT_LINES = 15
 MAX_GROUP_LINES = 20
 
@@ -60,7 +61,32 @@ def _not_run(not_run: dict[str, list[str]]) -> str | None:
     return f":grey_question: Not checked, their metrics are absent: {escape(names)}."
 
 
-def render_node(report: NodeReport, *, can_act: bool = True) -> SlackMessage:
+DRIFT_KINDS = {
+    "driver": FaultKind.DRIVER_DRIFT,
+    "kernel": FaultKind.KERNEL_DRIFT,
+    "firmware": FaultKind.FIRMWARE_DRIFT,
+}
+
+
+def _versions(report: NodeReport) -> str:
+    info = report.info
+    assert info is not None
+    drifted = {f.kind for f in report.faults}
+    values = {
+        "driver": info.driver_version,
+        "kernel": info.kernel_version,
+        "firmware": info.firmware_version,
+    }
+    return ", ".join(
+        f"{name} {escape(value)}"
+        + (" :warning: _differs from the fleet_" if DRIFT_KINDS[name] in drifted else "")
+        for name, value in values.items()
+    )
+
+
+def render_node(
+    report: NodeReport, *, can_act: bool = True, dashboard_url: str | None = None
+) -> SlackMessage:
     v = report.verdict
     msg = Message(f"{report.node}: {v.level.value}")
     msg.header(f"{report.node}: {v.level.value.upper()}")
@@ -108,14 +134,17 @@ def render_node(report: NodeReport, *, can_act: bool = True) -> SlackMessage:
         fields.append(("Drain reason", code(v.drain_reason)))
     if fields:
         msg.fields([(label, value) for label, value in fields])
+    buttons = []
     if can_act and v.level.rank >= VerdictLevel.DRAIN.rank:
-        msg.actions(
-            button(
-                "Drain node", DRAIN_ACTION, f"{report.node}|{v.drain_reason or ''}", style="danger"
-            ),
-        )
+        value = f"{report.node}|{v.drain_reason or ''}"
+        buttons.append(button("Drain node", DRAIN_ACTION, value, style="danger"))
     elif can_act and report.scheduler is not None and report.scheduler.draining:
-        msg.actions(button("Resume node", RESUME_ACTION, report.node, style="primary"))
+        buttons.append(button("Resume node", RESUME_ACTION, report.node, style="primary"))
+    if dashboard_url:
+        url = dashboard_url.replace("{node}", report.node)
+        buttons.append(button("Open dashboard", DASHBOARD_ACTION, url=url))
+    if buttons:
+        msg.actions(*buttons)
     msg.context(f"Checked {report.at:%Y-%m-%d %H:%M} UTC")
     return msg.build()
 

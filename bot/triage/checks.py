@@ -66,6 +66,10 @@ class HealthConfig(BaseModel):
     nic_errors_per_window: float = 100.0
     # Drift is judged against the fleet majority only where a majority exists.
     drift_min_nodes: int = 5
+    # A link per node in /node-health, e.g. "https://grafana/d/gpu?var-node={node}".
+    dashboard_url: str | None = None
+    # The label naming the node on series that have neither a DCGM host label nor `instance`.
+    node_label: str = "node"
 
 
 @dataclass(frozen=True)
@@ -270,17 +274,19 @@ def _drift(kind: FaultKind, what: str, metric: str, label: str) -> Check:
             value = col.labels(i).get(label)
             if value:
                 version_of[node] = (value, i)
-        counts = Counter(v for v, _ in version_of.values())
-        if len(version_of) < cfg.drift_min_nodes or not counts:
+        fleet = table.fleet_versions.get(label)
+        counts = Counter(fleet) if fleet else Counter(v for v, _ in version_of.values())
+        total = sum(counts.values())
+        if total < cfg.drift_min_nodes or not counts:
             return Findings()
         majority, votes = counts.most_common(1)[0]
-        if votes * 2 <= len(version_of):
+        if votes * 2 <= total:
             return Findings()  # no majority: a rolling upgrade, not drift
         faults = [
             _fault(
                 table, col, i, kind, Severity.WARNING, Action.WATCH,
                 f"{what} {version} differs from the fleet's {majority}", per_gpu=False,
-                note=f"fleet majority {majority} on {votes} of {len(version_of)} nodes",
+                note=f"fleet majority {majority} on {votes} of {total} nodes",
             )
             for node, (version, i) in version_of.items()
             if version != majority

@@ -55,6 +55,9 @@ class Table:
     window_s: float
     columns: Mapping[str, Column]
     absent: frozenset[str] = field(default_factory=frozenset)
+    # Nodes per version across the whole fleet, by label (driver, kernel, firmware), when the
+    # table itself holds only some nodes: drift is judged against the fleet, not the subset.
+    fleet_versions: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
     def get(self, *names: str) -> Column | None:
         """The first present of several names (a metric renamed between exporter versions)."""
@@ -63,6 +66,14 @@ class Table:
             if col is not None and len(col) > 0:
                 return col
         return None
+
+
+# (metric, label) pairs whose fleet-wide majority the drift checks compare against.
+VERSION_LABELS: tuple[tuple[str, str], ...] = (
+    (m.DCGM_FI_DEV_GPU_TEMP, m.LABEL_DRIVER_VERSION),
+    (m.DCGM_FI_DEV_GPU_TEMP, m.LABEL_VBIOS_VERSION),
+    (m.NODE_UNAME_INFO, m.LABEL_RELEASE),
+)
 
 
 def node_name(labels: Mapping[str, str], *, node_label: str = "node") -> str | None:

@@ -201,3 +201,16 @@ def test_promql_is_escaped_and_query_count_is_constant() -> None:
     assert inc == "increase(node_infiniband_link_downed_total[3600s])"
     requests = requests_for(CHECKS)
     assert len(requests) == len({r.name for r in requests})  # each metric read once
+
+
+async def test_node_report_marks_drift_and_links_the_dashboard() -> None:
+    from bot.render.triage import render_node
+
+    fleet = SimFleet(32, seed=12, now=NOW, fault_rate=0.0)
+    fleet.inject(FaultKind.DRIVER_DRIFT, "gpu-0011", None, NOW - timedelta(minutes=20))
+    report = await service.node_health(triage_for(fleet), "gpu-0011")
+    assert isinstance(report, NodeReport)
+    blocks = render_node(report, dashboard_url="https://dash.example.org/d?node={node}").blocks
+    text = str(blocks)
+    assert "driver" in text and "differs from the fleet" in text
+    assert "https://dash.example.org/d?node=gpu-0011" in text

@@ -7,6 +7,7 @@ from the bus is NaN, as a missing series would be), so 400,000 GPUs cost a list 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -14,7 +15,7 @@ from bot.backends.sim.exposition import FAMILY_BY_NAME
 from bot.backends.sim.fleet import SimFleet
 from bot.backends.sim.snapshot import FleetSnapshot
 from bot.models import Node
-from bot.triage.table import Column, MetricRequest, Reading, Table
+from bot.triage.table import VERSION_LABELS, Column, MetricRequest, Reading, Table
 
 
 class SimMetrics:
@@ -71,8 +72,29 @@ class SimMetrics:
                     values = [0.0 if v == o else 1.0 for v, o in zip(values, old, strict=True)]
             columns[request.name] = _column(now, request.name, values)
         return Table(
-            at=at.astimezone(UTC), window_s=window_s, columns=columns, absent=frozenset(absent)
+            at=at.astimezone(UTC),
+            window_s=window_s,
+            columns=columns,
+            absent=frozenset(absent),
+            fleet_versions=self._version_counts(at) if nodes is not None else {},
         )
+
+    def _version_counts(self, at: datetime) -> dict[str, dict[str, int]]:
+        """Nodes per version fleet-wide, as Prometheus' `count by` answers it."""
+        snap = self.fleet.snapshot(at)
+        out: dict[str, dict[str, int]] = {}
+        for metric, label in VERSION_LABELS:
+            values = snap.values(metric)
+            if values is None:
+                continue
+            column = _column(snap, metric, values)
+            counts: Counter[str] = Counter()
+            for i in column.node_rows or ():
+                version = column.labels(i).get(label)
+                if version:
+                    counts[version] += 1
+            out[label] = dict(counts)
+        return out
 
     async def close(self) -> None:
         return None
