@@ -36,7 +36,8 @@ from bot.deps import Deps
 from bot.inflight import InFlight
 from bot.ports import StateStore
 from bot.telemetry import Telemetry
-from bot.wiring import make_triage
+from bot.usermap import UserMap
+from bot.wiring import make_triage, user_mapping
 from handlers.registry import Registered
 
 log = logging.getLogger(__name__)
@@ -143,6 +144,7 @@ async def create_bot(settings: Settings, *, store: StateStore | None = None) -> 
         inflight=InFlight(),
         triage=make_triage(settings),
         authz=Authorizer(settings.admin_list),
+        users=UserMap(user_mapping(settings)),
     )
     registered = handlers.register(app, deps)
     web_app = app.web_app(path=SLACK_EVENTS_PATH, port=settings.port)

@@ -10,6 +10,7 @@ from bot.inflight import InFlight
 from bot.ports import StateStore
 from bot.telemetry import Telemetry
 from bot.triage.service import Triage
+from bot.usermap import UserMap
 
 
 @dataclass
@@ -20,3 +21,4 @@ class Deps:
     inflight: InFlight
     triage: Triage
     authz: Authorizer
+    users: UserMap

@@ -48,3 +48,11 @@ def make_triage(settings: Settings) -> Triage:
 
     fleet = SimFleet(settings.sim_nodes or 512, seed=settings.seed)
     return Triage(SimMetrics(fleet), SimInventory(fleet), scheduler, cfg)
+
+
+def user_mapping(settings: Settings) -> dict[str, str]:
+    """`users:` in MEOWBOT_CONFIG: Slack user id -> cluster user name."""
+    raw: Any = settings.extra.get("users", {}) or {}
+    if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+        raise ConfigError("MEOWBOT_CONFIG's users must map Slack user ids to cluster user names.")
+    return {str(k): v for k, v in raw.items()}

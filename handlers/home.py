@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.deps import Deps
 from bot.render.palette import home_view
-from bot.render.triage import glance_lines
-from bot.triage.service import fleet_glance
+from bot.render.triage import glance_lines, jobs_lines
+from bot.triage.service import fleet_glance, user_jobs
 from handlers.registry import Registry
 
 
@@ -17,9 +18,12 @@ def register(reg: Registry, deps: Deps) -> None:
     async def on_home_opened(event: dict[str, Any], client: AsyncWebClient) -> None:
         if event.get("tab", "home") != "home":
             return
-        glance = glance_lines(await fleet_glance(deps.triage))
-        await client.views_publish(
-            user_id=event["user"], view=home_view(deps.settings.backends(), glance)
+        user = str(event["user"])
+        glance, mine = await asyncio.gather(
+            fleet_glance(deps.triage),
+            user_jobs(deps.triage, await deps.users.cluster_user(user, client)),
         )
+        view = home_view(deps.settings.backends(), glance_lines(glance), jobs_lines(mine))
+        await client.views_publish(user_id=user, view=view)
 
     reg.event("app_home_opened", on_home_opened)

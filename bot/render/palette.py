@@ -19,13 +19,19 @@ PALETTE_TEXT = "palette_text"
 MAX_PALETTE_TEXT = 500
 
 
-def home_view(backends: dict[str, str], glance: list[str] | None = None) -> dict[str, Any]:
-    """The home tab; `glance` holds the fleet-at-a-glance lines when they could be read."""
+def home_view(
+    backends: dict[str, str], glance: list[str] | None = None, jobs: list[str] | None = None
+) -> dict[str, Any]:
+    """The home tab: the fleet at a glance and the viewer's jobs, when they could be read."""
     home = HomeTab(callback_id="meowbot_home")
     home.header("meowbot")
     if glance:
         home.section("*The fleet at a glance*")
         home.lines(glance)
+    if jobs:
+        home.section("*Your jobs*")
+        home.lines(jobs)
+    if glance or jobs:
         home.divider()
     home.section("GPU cluster triage and the model playground. Commands:")
     home.lines([f"{code(c.name + ' ' + c.usage_hint)}: {c.description}" for c in COMMANDS])

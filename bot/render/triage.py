@@ -13,6 +13,7 @@ from bot.triage.service import (
     FleetSummary,
     NodeReport,
     UserError,
+    UserJobs,
 )
 from bot.triage.targets import compress
 
@@ -224,5 +225,23 @@ def glance_lines(g: FleetGlance | UserError) -> list[str]:
     missing = _not_run(g.not_run)
     if missing:
         lines.append(missing)
-    lines.append("Your running jobs: arrives with `/job-slow` (issue #4).")
+    return lines
+
+
+MAX_HOME_JOBS = 10
+
+
+def jobs_lines(u: UserJobs) -> list[str]:
+    """The viewer's pending and running jobs, for the App Home tab."""
+    if u.note:
+        return [f"Your jobs: {escape(u.note)}"]
+    if not u.jobs:
+        return [f"No running jobs of `{escape(u.user or '')}`."]
+    lines = [
+        f"{code(j.job_id)} {escape(j.name)}: {j.state.value} on {len(j.nodes)} nodes "
+        f"({code(compress(list(j.nodes))) if j.nodes else 'none yet'}) since {j.start:%Y-%m-%d %H:%M} UTC"
+        for j in u.jobs[:MAX_HOME_JOBS]
+    ]
+    if len(u.jobs) > MAX_HOME_JOBS:
+        lines.append(f"…and {len(u.jobs) - MAX_HOME_JOBS} more.")
     return lines

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Protocol
 
 from bot.backends.errors import BackendError
-from bot.models import Fault, FaultKind, Node, Severity, Verdict, VerdictLevel
+from bot.models import Fault, FaultKind, Job, Node, Severity, Verdict, VerdictLevel
 from bot.scheduler import Scheduler, SchedulerNode
 from bot.triage.checks import HealthConfig, HealthRun, enabled_checks, requests_for, run_checks
 from bot.triage.table import MetricRequest, Table
@@ -375,3 +375,24 @@ async def fleet_glance(triage: Triage, window_s: float = 86400.0) -> FleetGlance
         not_run=run.not_run,
         at=run.at,
     )
+
+
+@dataclass(frozen=True)
+class UserJobs:
+    user: str | None  # the cluster user, None when it could not be told
+    jobs: list[Job]
+    note: str | None  # why there is no list, in a sentence
+
+
+async def user_jobs(triage: Triage, cluster_user: str | None) -> UserJobs:
+    if triage.scheduler is None:
+        return UserJobs(cluster_user, [], "No scheduler is configured (set SLURM_REST_URL).")
+    if cluster_user is None:
+        return UserJobs(
+            None, [], "I could not tell your cluster user name (map it under `users:`)."
+        )
+    try:
+        jobs = await triage.scheduler.jobs(user=cluster_user)
+    except BackendError as exc:
+        return UserJobs(cluster_user, [], exc.user_text())
+    return UserJobs(cluster_user, sorted(jobs, key=lambda j: j.start, reverse=True), None)

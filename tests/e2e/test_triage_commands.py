@@ -125,3 +125,30 @@ async def test_admin_drains_and_resumes_through_slurm(slurm_slack: Slack) -> Non
             break
         await asyncio.sleep(0.1)
     assert "meowbot" not in scontrol_reason(node)
+
+
+async def test_home_tab_lists_the_viewers_slurm_jobs(slurm_slack: Slack) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "SLURM_JWT"}
+    env["SLURM_CONF"] = need_service("SLURM_CONF")
+    out = subprocess.run(
+        ["sbatch", "--parsable", "-N", "1", "-J", "home-tab-job", "--wrap", "sleep 60"],
+        capture_output=True, text=True, check=True, env=env,
+    ).stdout.strip()  # fmt: skip
+    job_id = out.split(";")[0]
+    try:
+        emu = slurm_slack.emulator
+        # ana@example.org maps to the cluster user "ana", who has no jobs; map her to root.
+        slurm_slack.bot.deps.users.mapping["U0ADMIN"] = "root"
+        event = {"type": "app_home_opened", "user": "U0ADMIN", "channel": "D0A", "tab": "home"}
+        await slurm_slack.event(emu.event_payload(event))
+        call = await emu.wait_for_call("views.publish", timeout=15)
+        assert call.ok, call
+        text = json.dumps(call.args["view"])
+        assert job_id in text and "home-tab-job" in text
+        # Bob has an email but no cluster jobs: his tab says so rather than showing root's.
+        event = {"type": "app_home_opened", "user": "U0USER", "channel": "D0U", "tab": "home"}
+        await slurm_slack.event(emu.event_payload(event))
+        call = await emu.wait_for_call("views.publish", count=2, timeout=15)
+        assert "No running jobs of `bob`" in json.dumps(emu.calls_to("views.publish")[-1].args)
+    finally:
+        subprocess.run(["scancel", job_id], env=env, check=False)

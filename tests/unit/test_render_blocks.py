@@ -501,8 +501,11 @@ def test_error_success_working_and_usage() -> None:
     placeholder = working("Looking at gpu-a17…")
     check_message(placeholder)
     assert placeholder.blocks[0]["type"] == "context"
-    helped = usage("/node-health", ["`/node-health gpu-0042`: one node", "`/node-health help`"],
-                   "Is this node fit to run work?")
+    helped = usage(
+        "/node-health",
+        ["`/node-health gpu-0042`: one node", "`/node-health help`"],
+        "Is this node fit to run work?",
+    )
     check_message(helped)
     assert "/node-health" in helped.text
     listed = helped.blocks[1]["text"]["text"]  # usage lines are mrkdwn, one bullet each
@@ -596,7 +599,12 @@ def test_hand_made_menus_are_clamped_to_their_own_limits() -> None:
     assert elements[1]["initial_option"]["value"] == "0"
     check_message(built)
     many = [{"text": {"type": "plain_text", "text": "x"}, "value": str(i)} for i in range(300)]
-    big = {"type": "static_select", "action_id": "big", "options": many,
-           "initial_option": many[250], "placeholder": {"type": "plain_text", "text": "p"}}
+    big = {
+        "type": "static_select",
+        "action_id": "big",
+        "options": many,
+        "initial_option": many[250],
+        "placeholder": {"type": "plain_text", "text": "p"},
+    }
     element = Message("big").actions(big).build().blocks[0]["elements"][0]
     assert len(element["options"]) == 100 and "initial_option" not in element

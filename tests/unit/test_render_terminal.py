@@ -25,8 +25,11 @@ NUMBERED = re.compile(r"\[(\d+): ([^\]]*?)(?: ▾| ↗)?\]")
 def cells(line: str) -> int:
     plain = ANSI.sub("", line)
     return sum(
-        0 if unicodedata.combining(c) or c in "\u200d\ufe0f"
-        else 2 if unicodedata.east_asian_width(c) in ("W", "F") else 1
+        0
+        if unicodedata.combining(c) or c in "\u200d\ufe0f"
+        else 2
+        if unicodedata.east_asian_width(c) in ("W", "F")
+        else 1
         for c in plain
     )
 
@@ -61,7 +64,7 @@ def test_no_escape_bytes_without_colour_and_some_with() -> None:
     assert "\x1b" not in plain
     coloured = render_terminal(blocks, color=True)
     assert "\x1b[1m" in coloured and "\x1b[2m" in coloured
-    assert ANSI.sub("", coloured).replace("\n", "") .replace(" ", "") != ""
+    assert ANSI.sub("", coloured).replace("\n", "").replace(" ", "") != ""
 
 
 def test_escape_bytes_hidden_in_text_never_reach_the_terminal() -> None:
@@ -108,9 +111,14 @@ def test_fields_are_aligned_rows() -> None:
     rows = [line for line in lines if line.startswith(("Node  ", "State ", "Reachable since "))]
     assert rows == ["Node             gpu-a17", "State            drain", "Reachable since  2 h"]
     coloured = render_terminal(node_report(), color=True).splitlines()
-    value_columns = {ANSI.sub("", line).index(value) for line, value in zip(
-        [c for c in coloured if ANSI.sub("", c).startswith(("Node  ", "State ", "Reachable"))],
-        ["gpu-a17", "drain", "2 h"], strict=True)}
+    value_columns = {
+        ANSI.sub("", line).index(value)
+        for line, value in zip(
+            [c for c in coloured if ANSI.sub("", c).startswith(("Node  ", "State ", "Reachable"))],
+            ["gpu-a17", "drain", "2 h"],
+            strict=True,
+        )
+    }
     assert value_columns == {17}
 
 

@@ -145,10 +145,8 @@ async def test_node_health_one_node_and_hostlist_and_unknown() -> None:
     assert summary.counts[VerdictLevel.HEALTHY] == 31
     unknown = await service.node_health(triage, "gpu-0100")
     assert (
-        (isinstance(unknown, UserError)
-        and "`gpu-0010`" in unknown.sentence)
-        or "Did you mean" in unknown.sentence
-    )  # type: ignore[union-attr]
+        isinstance(unknown, UserError) and "`gpu-0010`" in unknown.sentence
+    ) or "Did you mean" in unknown.sentence  # type: ignore[union-attr]
 
 
 async def test_hw_faults_groups_a_leaf_switch_outage_into_one() -> None:
