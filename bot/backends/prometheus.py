@@ -26,6 +26,7 @@ from bot.triage.table import VERSION_LABELS, Column, MetricRequest, Reading, Tab
 BACKEND = "Prometheus"
 NODE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 METRIC_NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+KEEP_RE = re.compile(r"^(>|<|>=|<=|==|!=) -?[0-9]+(\.[0-9]+)?$")
 # Regex metacharacters RE2 knows; node names only ever hold '.' and '-' of them.
 _RE2_META = re.compile(r"([.\-+*?()\[\]{}|^$\\])")
 
@@ -72,11 +73,18 @@ def query_for(
 ) -> str:
     sel = selector(request.name, nodes, node_label)
     if request.reading is Reading.VALUE:
-        return sel
-    window = f"{max(1, int(window_s))}s"
-    fn = "increase" if request.reading is Reading.INCREASE else "changes"
-    # A range function applies to each alternative of the `or` on its own.
-    return " or ".join(f"{fn}({part}[{window}])" for part in sel.split(" or "))
+        query = sel
+    else:
+        window = f"{max(1, int(window_s))}s"
+        fn = "increase" if request.reading is Reading.INCREASE else "changes"
+        # A range function applies to each alternative of the `or` on its own.
+        query = " or ".join(f"{fn}({part}[{window}])" for part in sel.split(" or "))
+    if request.keep:
+        if not KEEP_RE.fullmatch(request.keep):
+            raise ValueError(f"{request.keep!r} is not a comparison with a number")
+        # Only the series that may be faults come back: healthy GPUs stay in Prometheus.
+        query = f"({query}) {request.keep}"
+    return query
 
 
 class PrometheusMetrics:
@@ -133,6 +141,13 @@ class PrometheusMetrics:
         result = data.get("result") or []
         return [r for r in result if isinstance(r, dict)]
 
+    async def _present(self, names: Sequence[str], deadline: Deadline) -> set[str]:
+        """Which of the metrics have any series at all, in one aggregation."""
+        alternation = "|".join(re.escape(n) for n in names if METRIC_NAME_RE.fullmatch(n))
+        query = f'count by (__name__) ({{__name__=~"{alternation}"}})'
+        rows = await self.query(query, at=None, deadline=deadline)
+        return {str((r.get("metric") or {}).get("__name__")) for r in rows}
+
     async def read(
         self,
         requests: Sequence[MetricRequest],
@@ -147,14 +162,17 @@ class PrometheusMetrics:
         queries = [query_for(r, nodes, window_s, self.node_label) for r in requests]
         results = await asyncio.gather(*(self.query(q, at=at, deadline=deadline) for q in queries))
         fleet_versions = await _version_counts(self, timeout_s) if nodes is not None else {}
+        # A filtered answer may be empty because all is well: ask once which metrics exist.
+        filtered = [r.name for r in requests if r.keep]
+        present = await self._present(filtered, deadline) if filtered else set()
         columns: dict[str, Column] = {}
         absent: set[str] = set()
         for request, result in zip(requests, results, strict=True):
             column = _column(request.name, result, self.node_label)
-            if len(column) == 0:
-                absent.add(request.name)
-            else:
+            if len(column) or request.name in present:
                 columns[request.name] = column
+            else:
+                absent.add(request.name)
         return Table(
             at=at or datetime.now(UTC),
             window_s=window_s,

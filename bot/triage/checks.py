@@ -143,6 +143,7 @@ def _threshold_check(
     per_gpu: bool = True,
     floor: Callable[[HealthConfig], float] | None = lambda c: 0.0,
     ceiling: Callable[[HealthConfig], float] | None = None,
+    keep: str = "> 0",
 ) -> Check:
     def run(table: Table, cfg: HealthConfig) -> Findings:
         col = table.get(metric)
@@ -167,21 +168,43 @@ def _threshold_check(
         ]
         return Findings(faults=faults)
 
-    return Check(name, description, (MetricRequest(metric, reading),), run)
+    return Check(name, description, (MetricRequest(metric, reading, keep),), run)
 
 
 # --- the checks ------------------------------------------------------------------------------
 
 
 def _xid(table: Table, cfg: HealthConfig) -> Findings:
-    col = table.get(m.DCGM_FI_DEV_XID_ERRORS)
-    if col is None:
+    """Xids per code from DCGM_EXP_XID_ERRORS_COUNT where enabled (how many in the window: a
+    repeat shows), and the last Xid of DCGM_FI_DEV_XID_ERRORS for GPUs it does not cover."""
+    counts = table.get(m.DCGM_EXP_XID_ERRORS_COUNT)
+    last = table.get(m.DCGM_FI_DEV_XID_ERRORS)
+    if counts is None and last is None:
         return Findings(missing=[m.DCGM_FI_DEV_XID_ERRORS])
-    faults = []
-    for i in _above(col.values, 0.0):
-        info = describe(int(col.values[i]))
-        summary = f"Xid {info.code}: {info.meaning} (now {info.immediate}, if it recurs {info.investigatory})"
+    faults: list[Fault] = []
+    seen: set[tuple[str, int | None, int]] = set()
+
+    def add(col: Column, i: int, code: int, times: int | None) -> None:
+        gpu = _gpu(col.labels(i))
+        if code <= 0 or (col.node(i), gpu, code) in seen:
+            return
+        seen.add((col.node(i), gpu, code))
+        info = describe(code)
+        again = f", {times} times in the window" if times and times > 1 else ""
+        summary = (
+            f"Xid {info.code}: {info.meaning}{again} "
+            f"(now {info.immediate}, if it recurs {info.investigatory})"
+        )
         faults.append(_fault(table, col, i, FaultKind.XID, info.severity, info.action, summary))
+
+    if counts is not None:
+        for i in _above(counts.values, 0.0):
+            code = counts.labels(i).get(m.LABEL_XID, "")
+            if code.isdigit():
+                add(counts, i, int(code), round(counts.values[i]))
+    if last is not None:
+        for i in _above(last.values, 0.0):
+            add(last, i, int(last.values[i]), None)
     return Findings(faults=faults)
 
 
@@ -299,7 +322,11 @@ def _drift(kind: FaultKind, what: str, metric: str, label: str) -> Check:
 
 
 CHECKS: tuple[Check, ...] = (
-    Check("xid", "GPU Xid errors, by NVIDIA's catalog", (MetricRequest(m.DCGM_FI_DEV_XID_ERRORS, V),), _xid),
+    Check(
+        "xid", "GPU Xid errors, by NVIDIA's catalog",
+        (MetricRequest(m.DCGM_FI_DEV_XID_ERRORS, V, "> 0"), MetricRequest(m.DCGM_EXP_XID_ERRORS_COUNT, INC, "> 0")),
+        _xid,
+    ),
     _threshold_check(
         "ecc_dbe", FaultKind.ECC_DBE, m.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, V, lambda v, c: v > 0,
         Severity.CRITICAL, Action.DRAIN, lambda v, c: f"{int(v)} double-bit ECC errors: reset the GPU",
@@ -318,14 +345,15 @@ CHECKS: tuple[Check, ...] = (
     ),
     Check(
         "throttle", "clock-event (throttle) reasons",
-        (MetricRequest(m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS, V), MetricRequest(m.DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, V)),
+        # Above 1: bit 0x1 alone is an idle GPU.
+        (MetricRequest(m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS, V, "> 1"), MetricRequest(m.DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, V, "> 1")),
         _throttle,
     ),
     _threshold_check(
         "temperature", FaultKind.HIGH_TEMPERATURE, m.DCGM_FI_DEV_GPU_TEMP, V,
         lambda v, c: v > c.max_gpu_temp_c, Severity.WARNING, Action.WATCH,
         lambda v, c: f"GPU at {v:.0f} °C (limit {c.max_gpu_temp_c:.0f} °C): check cooling",
-        "GPU temperature",
+        "GPU temperature", keep="",  # read whole: the GPU count and versions need every row
     ),
     _threshold_check(
         "nvlink_crc", FaultKind.NVLINK_CRC, m.DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, INC,
@@ -347,14 +375,16 @@ CHECKS: tuple[Check, ...] = (
         lambda v, c: 0 < v < c.expected_pcie_width, Severity.WARNING, Action.DRAIN,
         lambda v, c: f"PCIe link trained at x{v:.0f}, expected x{c.expected_pcie_width}",
         "PCIe link width", ceiling=lambda c: float(c.expected_pcie_width),
+        keep="< {expected_pcie_width}",
     ),
     _threshold_check(
         "pcie_gen", FaultKind.PCIE_DOWNTRAINED, m.DCGM_FI_DEV_PCIE_LINK_GEN, V,
         lambda v, c: 0 < v < c.expected_pcie_gen, Severity.WARNING, Action.DRAIN,
         lambda v, c: f"PCIe link at gen {v:.0f}, expected gen {c.expected_pcie_gen}",
         "PCIe link generation", ceiling=lambda c: float(c.expected_pcie_gen),
+        keep="< {expected_pcie_gen}",
     ),
-    Check("ib_link", "InfiniBand port state", (MetricRequest(m.NODE_INFINIBAND_STATE_ID, V),), _ib_link_down),
+    Check("ib_link", "InfiniBand port state", (MetricRequest(m.NODE_INFINIBAND_STATE_ID, V, "!= 4"),), _ib_link_down),
     _threshold_check(
         "ib_flapping", FaultKind.IB_FLAPPING, m.NODE_INFINIBAND_LINK_DOWNED_TOTAL, INC,
         lambda v, c: v >= c.ib_flaps_per_window, Severity.WARNING, Action.DRAIN,
@@ -396,9 +426,17 @@ def enabled_checks(cfg: HealthConfig) -> list[Check]:
     return [c for c in CHECKS if c.name not in cfg.disabled]
 
 
-def requests_for(checks: Sequence[Check]) -> list[MetricRequest]:
+def requests_for(checks: Sequence[Check], cfg: HealthConfig | None = None) -> list[MetricRequest]:
     """Each metric once, whichever checks need it: the whole read is this many queries."""
-    return list(dict.fromkeys(r for c in checks for r in c.needs))
+    values = (cfg or HealthConfig()).model_dump()
+    out: dict[str, MetricRequest] = {}
+    for check in checks:
+        for r in check.needs:
+            request = MetricRequest(r.name, r.reading, r.keep.format(**values))
+            if out.setdefault(r.name, request) != request:
+                # One column per metric: two checks may share it only if they read it alike.
+                raise ValueError(f"{r.name} is requested two ways: {out[r.name]} and {request}")
+    return list(out.values())
 
 
 @dataclass(frozen=True)

@@ -115,7 +115,7 @@ class UserError:
 async def _run(triage: Triage, nodes: Sequence[str] | None, window_s: float) -> HealthRun:
     cfg = triage.config
     checks = enabled_checks(cfg)
-    table = await triage.metrics.read(requests_for(checks), nodes=nodes, window_s=window_s)
+    table = await triage.metrics.read(requests_for(checks, cfg), nodes=nodes, window_s=window_s)
     return run_checks(table, cfg, checks)
 
 

@@ -29,6 +29,11 @@ class Reading(StrEnum):
 class MetricRequest:
     name: str
     reading: Reading = Reading.VALUE
+    # A PromQL comparison the backend may apply before answering ("> 0", "!= 4"), so that a
+    # fleet of healthy GPUs is not shipped over the wire to be judged healthy here. Checks
+    # apply their exact test again, so a backend that ignores it (the simulation) stays right.
+    # `{field}` names a HealthConfig field, filled in by `requests_for`.
+    keep: str = ""
 
 
 @dataclass(frozen=True)
@@ -49,7 +54,8 @@ class Column:
 
 @dataclass(frozen=True)
 class Table:
-    """The metrics of one read: present columns, and the names that were absent."""
+    """The metrics of one read: the present metrics' columns (empty when the backend's `keep`
+    left no row: present and healthy), and the names that were absent."""
 
     at: datetime
     window_s: float
@@ -63,8 +69,8 @@ class Table:
         """The first present of several names (a metric renamed between exporter versions)."""
         for name in names:
             col = self.columns.get(name)
-            if col is not None and len(col) > 0:
-                return col
+            if col is not None:
+                return col  # present, though maybe with no row left after the backend's filter
         return None
 
 

@@ -31,7 +31,9 @@ def fault_level(fault: Fault) -> VerdictLevel:
 def short_cause(fault: Fault) -> str:
     """`xid79`, `ecc_dbe`, `ib_link_down`: the cause as Slurm's reason shows it."""
     if fault.kind is FaultKind.XID and fault.evidence:
-        return f"xid{int(fault.evidence[0].value)}"
+        ev = fault.evidence[0]
+        code = ev.labels.get("xid")  # per-code counter: the value is a count, not the code
+        return f"xid{code if code and code.isdigit() else int(ev.value)}"
     return fault.kind.value
 
 

@@ -195,10 +195,11 @@ async def test_query_count_does_not_grow_with_the_node_count(
     two = ["gpu-0002", "gpu-0058"]  # an Xid on each, one `Hostname`, one `hostname`
     table_two, queries_two = await _read(prom_url, two)
     table_all, queries_all = await _read(prom_url, list(whole.fleet.nodes))
-    # A selection adds one fleet-wide aggregation per version label (drift is judged against
-    # the whole fleet), whatever its size: the count is fixed either way.
-    assert whole.queries == len(REQUESTS)
-    assert queries_two == queries_all == len(REQUESTS) + len(VERSION_LABELS)
+    # One query a metric, one asking which filtered metrics exist at all, and for a selection
+    # one fleet-wide aggregation per version label (drift is judged against the whole fleet):
+    # fixed whatever the number of nodes.
+    assert whole.queries == len(REQUESTS) + 1
+    assert queries_two == queries_all == len(REQUESTS) + 1 + len(VERSION_LABELS)
     # The node selection is real: two nodes' rows only, their faults found, both spellings.
     temps = table_two.columns[m.DCGM_FI_DEV_GPU_TEMP]
     assert {temps.node(i) for i in range(len(temps))} == set(two)

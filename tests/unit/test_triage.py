@@ -212,3 +212,30 @@ async def test_node_report_marks_drift_and_links_the_dashboard() -> None:
     text = str(blocks)
     assert "driver" in text and "differs from the fleet" in text
     assert "https://dash.example.org/d?node=gpu-0011" in text
+
+
+def test_xid_per_code_counter_is_used_and_shows_repeats() -> None:
+    # Only the per-code counter exported: the checks use what is present.
+    fleet = SimFleet(
+        16, seed=13, now=NOW, fault_rate=0.0, disabled_metrics=["DCGM_FI_DEV_XID_ERRORS"]
+    )
+    fleet.inject(FaultKind.XID, "gpu-0003", 5, NOW - timedelta(minutes=50), xid=79)
+    fleet.inject(FaultKind.XID, "gpu-0003", 5, NOW - timedelta(minutes=10), xid=79)
+    cfg = HealthConfig()
+    table = SimMetrics(fleet).read_now(requests_for(enabled_checks(cfg)), nodes=None, window_s=3600)
+    run = run_checks(table, cfg)
+    xids = [f for f in run.faults if f.kind is FaultKind.XID]
+    assert [(f.node, f.gpu) for f in xids] == [("gpu-0003", 5)]
+    assert "2 times in the window" in xids[0].summary
+    assert verdicts(["gpu-0003"], xids)["gpu-0003"].drain_reason == "meowbot: xid79 gpu5"
+    assert "xid" not in run.not_run
+
+
+def test_backend_side_filters_are_comparisons_only() -> None:
+    requests = {r.name: r for r in requests_for(CHECKS, HealthConfig(expected_pcie_width=8))}
+    assert requests["DCGM_FI_DEV_PCIE_LINK_WIDTH"].keep == "< 8"
+    assert requests["DCGM_FI_DEV_GPU_TEMP"].keep == ""  # read whole: counts and versions
+    q = query_for(requests["node_infiniband_state_id"], None, 3600, "node")
+    assert q == "(node_infiniband_state_id) != 4"
+    with pytest.raises(ValueError):
+        query_for(MetricRequest("up", Reading.VALUE, "> 0 or vector(1)"), None, 60, "node")

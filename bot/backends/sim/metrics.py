@@ -15,7 +15,7 @@ from bot.backends.sim.exposition import FAMILY_BY_NAME
 from bot.backends.sim.fleet import SimFleet
 from bot.backends.sim.snapshot import FleetSnapshot
 from bot.models import Node
-from bot.triage.table import VERSION_LABELS, Column, MetricRequest, Reading, Table
+from bot.triage.table import VERSION_LABELS, Column, MetricRequest, Reading, Table, node_name
 
 
 class SimMetrics:
@@ -57,7 +57,16 @@ class SimMetrics:
         absent: set[str] = set()
         for request in requests:
             self.queries += 1
-            values = now.values(request.name) if request.name in FAMILY_BY_NAME else None
+            family = FAMILY_BY_NAME.get(request.name)
+            if family is not None and family.entity == "xid":
+                # Sparse (a row per GPU and code seen): read as rows, as Prometheus would.
+                sparse = _sparse_column(self.fleet, request, now, at, window_s, scope)
+                if sparse is None:
+                    absent.add(request.name)
+                else:
+                    columns[request.name] = sparse
+                continue
+            values = now.values(request.name) if family is not None else None
             if values is None:
                 absent.add(request.name)
                 continue
@@ -98,6 +107,32 @@ class SimMetrics:
 
     async def close(self) -> None:
         return None
+
+
+def _sparse_column(
+    fleet: SimFleet,
+    request: MetricRequest,
+    now: FleetSnapshot,
+    at: datetime,
+    window_s: float,
+    scope: Sequence[str] | None,
+) -> Column | None:
+    family = FAMILY_BY_NAME[request.name]
+    if family.name not in fleet.exported:
+        return None
+    rows = list(now.rows(family))
+    if request.reading is Reading.INCREASE:
+        before = fleet.snapshot(at - timedelta(seconds=window_s), scope)
+        old = dict(before.rows(family))
+        rows = [(labels, value - old.get(labels, 0.0)) for labels, value in rows]
+    label_maps = [dict(labels) for labels, _ in rows]
+    nodes = [node_name(lm) or "" for lm in label_maps]
+    return Column(
+        name=request.name,
+        values=[value for _, value in rows],
+        node=nodes.__getitem__,
+        labels=label_maps.__getitem__,
+    )
 
 
 def _column(snap: FleetSnapshot, name: str, values: list[float]) -> Column:
