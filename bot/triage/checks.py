@@ -294,7 +294,7 @@ def _drift(kind: FaultKind, what: str, metric: str, label: str) -> Check:
             node = col.node(i)
             if node in version_of:
                 continue  # one row a node tells its version; labels are the costly part
-            value = col.labels(i).get(label)
+            value = col.label(i, label)
             if value:
                 version_of[node] = (value, i)
         fleet = table.fleet_versions.get(label)

@@ -47,9 +47,16 @@ class Column:
     # Where known, one row per node (the first of each): per-node facts such as versions
     # then cost one label lookup a node instead of one a series.
     node_rows: Sequence[int] | None = None
+    # Where known, one label of a row without building all its labels (the versions).
+    label_of: Callable[[int, str], str | None] | None = None
 
     def __len__(self) -> int:
         return len(self.values)
+
+    def label(self, i: int, key: str) -> str | None:
+        if self.label_of is not None:
+            return self.label_of(i, key)
+        return self.labels(i).get(key)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
+from bot import metric_names as m
 from bot.backends.sim.exposition import FAMILY_BY_NAME
 from bot.backends.sim.fleet import SimFleet
 from bot.backends.sim.snapshot import FleetSnapshot
@@ -99,7 +100,7 @@ class SimMetrics:
             column = _column(snap, metric, values)
             counts: Counter[str] = Counter()
             for i in column.node_rows or ():
-                version = column.labels(i).get(label)
+                version = column.label(i, label)
                 if version:
                     counts[version] += 1
             out[label] = dict(counts)
@@ -155,9 +156,24 @@ def _column(snap: FleetSnapshot, name: str, values: list[float]) -> Column:
             found = cache[i] = snap.labels_at(name, i)
         return found
 
+    def label_of(i: int, key: str) -> str | None:
+        slot = _VERSION_SLOT.get(key)
+        if slot is None:
+            return labels(i).get(key)
+        return snap.versions(i // mult)[slot]
+
     return Column(
-        name=name, values=values, node=node, labels=labels, node_rows=range(0, len(values), mult)
+        name=name,
+        values=values,
+        node=node,
+        labels=labels,
+        node_rows=range(0, len(values), mult),
+        label_of=label_of,
     )
+
+
+# Where each version label sits in FleetSnapshot.versions(): (driver, kernel, firmware).
+_VERSION_SLOT = {m.LABEL_DRIVER_VERSION: 0, m.LABEL_RELEASE: 1, m.LABEL_VBIOS_VERSION: 2}
 
 
 class SimInventory:
