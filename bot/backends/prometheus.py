@@ -76,9 +76,18 @@ def query_for(
         query = sel
     else:
         window = f"{max(1, int(window_s))}s"
-        fn = "increase" if request.reading is Reading.INCREASE else "changes"
-        # A range function applies to each alternative of the `or` on its own.
-        query = " or ".join(f"{fn}({part}[{window}])" for part in sel.split(" or "))
+        parts = sel.split(" or ")  # each alternative of the `or` on its own
+        if request.reading is Reading.INCREASE:
+            # The difference of two instants reads 2 samples a series where increase() reads
+            # every sample of the window (24 h of 32k series per metric is most of the cost);
+            # increase() stays for series younger than the window. A counter reset inside the
+            # window (a reboot, which its own check flags) is not added up.
+            query = " or ".join(
+                f"clamp_min({p} - {p} offset {window}, 0) or increase({p}[{window}])"
+                for p in parts
+            )
+        else:
+            query = " or ".join(f"({p} != bool {p} offset {window})" for p in parts)
     if request.keep:
         if not KEEP_RE.fullmatch(request.keep):
             raise ValueError(f"{request.keep!r} is not a comparison with a number")
