@@ -61,6 +61,7 @@ from bot.triage.checks import HealthConfig, enabled_checks, requests_for
 from bot.triage.service import FaultsReport, Triage
 from bot.triage.table import Reading
 from scripts.testsvc.common import free_port, stop, wait_port
+from scripts.testsvc.prometheus import prometheus_command
 from tests.integration.prom_scenario import floor_minute
 from tests.integration.sim_exporter import CONTENT_TYPE
 
@@ -443,11 +444,8 @@ def run(args: argparse.Namespace) -> None:
             cfg.write_text(config(exporter_port))
             with prom_log.open("wb") as err:
                 prom = subprocess.Popen(
-                    ["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={data}",
-                     f"--web.listen-address=127.0.0.1:{port}",
-                     "--storage.tsdb.retention.time=30d", "--log.level=warn"],
-                    stdout=subprocess.DEVNULL, stderr=err,
-                )  # fmt: skip
+                    prometheus_command(cfg, data, port), stdout=subprocess.DEVNULL, stderr=err
+                )
             procs.append(prom)
             url = f"http://127.0.0.1:{port}"
             wait_port(port, 60, prom, "prometheus")

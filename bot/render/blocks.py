@@ -67,7 +67,7 @@ _NOTICE_RESERVE = 200
 _PER_BLOCK_TEXT_BUDGET = limits.MSG_BLOCKS_TEXT_BUDGET - _NOTICE_RESERVE
 
 _ID_SUFFIX = re.compile(r"#\d+$")
-_SELECT_TYPES = frozenset(
+SELECT_TYPES = frozenset(
     {
         "static_select",
         "multi_static_select",
@@ -81,7 +81,7 @@ _SELECT_TYPES = frozenset(
         "multi_channels_select",
     }
 )
-_INTERACTIVE_TYPES = _SELECT_TYPES | {
+_INTERACTIVE_TYPES = SELECT_TYPES | {
     "button",
     "overflow",
     "datepicker",
@@ -96,7 +96,7 @@ _MAX_OPTIONS_BY_TYPE = {
     "checkboxes": limits.MAX_CHOICE_OPTIONS,
     "radio_buttons": limits.MAX_CHOICE_OPTIONS,
 }
-_INPUT_TYPES = _SELECT_TYPES | {
+_INPUT_TYPES = SELECT_TYPES | {
     "plain_text_input",
     "number_input",
     "email_text_input",

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.render.blocks import SlackMessage
+from bot.render.blocks import SELECT_TYPES, SlackMessage
 
 __all__ = [
     "DEFAULT_WIDTH",
@@ -40,22 +40,7 @@ _CODE_INDENT = "    "
 _QUOTE_PREFIX = "│ "
 
 # The element types a number is given for: the shell can "press" them.
-_NUMBERED_TYPES = frozenset(
-    {
-        "button",
-        "overflow",
-        "static_select",
-        "multi_static_select",
-        "external_select",
-        "multi_external_select",
-        "users_select",
-        "multi_users_select",
-        "conversations_select",
-        "multi_conversations_select",
-        "channels_select",
-        "multi_channels_select",
-    }
-)
+_NUMBERED_TYPES = SELECT_TYPES | {"button", "overflow"}
 
 _SGR = {
     "bold": "1",

@@ -613,6 +613,21 @@ def _fmt_ts(us: int) -> str:
     return f"{us // 1_000_000}.{us % 1_000_000:06d}"
 
 
+def _time_window(args: dict[str, Any]) -> Callable[[int], bool]:
+    """`oldest`, `latest` and `inclusive` of conversations.history/replies, as a test on a ts."""
+    inclusive = _truthy(args.get("inclusive"))
+    oldest = _bound_us(args.get("oldest") or 0, "oldest")
+    latest_raw = args.get("latest")
+    latest = _bound_us(latest_raw, "latest") if latest_raw else None
+
+    def inside(us: int) -> bool:
+        if (us < oldest) if inclusive else (us <= oldest):
+            return False
+        return latest is None or ((us <= latest) if inclusive else (us < latest))
+
+    return inside
+
+
 def _truthy(value: Any) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in ("1", "true", "yes")
@@ -1698,19 +1713,12 @@ class SlackEmulator:
     def _conversations_history(self, args: dict[str, Any]) -> dict[str, Any]:
         ch = self._readable(args.get("channel"))
         limit = self._limit(args, 100, 999)
-        inclusive = _truthy(args.get("inclusive"))
-        oldest = _bound_us(args.get("oldest") or 0, "oldest")
-        latest_raw = args.get("latest")
-        latest = _bound_us(latest_raw, "latest") if latest_raw else None
+        in_window = _time_window(args)
         cursor = args.get("cursor")
         before = _ts_us(_decode_cursor(str(cursor), "next_ts")) if cursor else None
 
         def in_range(us: int) -> bool:
-            if (us < oldest) if inclusive else (us <= oldest):
-                return False
-            if latest is not None and ((us > latest) if inclusive else (us >= latest)):
-                return False
-            return before is None or us <= before
+            return in_window(us) and (before is None or us <= before)
 
         top_level = [
             m
@@ -1741,19 +1749,12 @@ class SlackEmulator:
         except SlackError:
             raise SlackError("thread_not_found") from None
         limit = self._limit(args, 1000, 1000)
-        inclusive = _truthy(args.get("inclusive"))
-        oldest = _bound_us(args.get("oldest") or 0, "oldest")
-        latest_raw = args.get("latest")
-        latest = _bound_us(latest_raw, "latest") if latest_raw else None
+        in_window = _time_window(args)
         cursor = args.get("cursor")
         after = _ts_us(_decode_cursor(str(cursor), "next_ts")) if cursor else None
 
         def in_range(us: int) -> bool:
-            if (us < oldest) if inclusive else (us <= oldest):
-                return False
-            if latest is not None and ((us > latest) if inclusive else (us >= latest)):
-                return False
-            return after is None or us >= after
+            return in_window(us) and (after is None or us >= after)
 
         replies = [
             m

@@ -53,6 +53,15 @@ def _fail(msg: str, logs: Sequence[Path] = ()) -> NoReturn:
     sys.exit(f"testenv: prometheus: {msg}")
 
 
+def prometheus_command(config: Path, data: Path, port: int) -> list[str]:
+    """Prometheus on loopback over a backfilled data folder (retention past the history)."""
+    return [
+        "prometheus", f"--config.file={config}", f"--storage.tsdb.path={data}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--storage.tsdb.retention.time=30d", "--log.level=warn",
+    ]  # fmt: skip
+
+
 def _config(exporter_port: int) -> str:
     # JSON is YAML: no YAML writer needed.
     return json.dumps(
@@ -147,11 +156,8 @@ def start(tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
         config.write_text(_config(exporter_port))
         with prom_log.open("wb") as err:
             prom = subprocess.Popen(
-                ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={data}",
-                 f"--web.listen-address=127.0.0.1:{port}",
-                 "--storage.tsdb.retention.time=30d", "--log.level=warn"],
-                stdout=subprocess.DEVNULL, stderr=err,
-            )  # fmt: skip
+                prometheus_command(config, data, port), stdout=subprocess.DEVNULL, stderr=err
+            )
         procs.append(prom)
         url = f"http://127.0.0.1:{port}"
         wait_port(port, 20, prom, "prometheus")

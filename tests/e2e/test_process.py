@@ -9,6 +9,7 @@ import signal
 import socket
 import sys
 import time
+from asyncio.subprocess import Process
 
 import aiohttp
 
@@ -21,6 +22,15 @@ def clean_env() -> dict[str, str]:
     """The environment without Slack tokens or the test services' backends."""
     drop = ("SLACK_", "PROMETHEUS_", "SLURM_", "ALERTMANAGER_", "MEOWBOT_", "REDIS_")
     return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+
+
+async def meowbot(*args: str, env: dict[str, str], stdin: bool = False) -> Process:
+    """`python -m bot ARGS` with its output piped (and its input, if asked)."""
+    pipe = asyncio.subprocess.PIPE
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", *args, env=env, stdin=pipe if stdin else None,
+        stdout=pipe, stderr=pipe,
+    )  # fmt: skip
 
 
 def _free_port() -> int:
@@ -41,15 +51,7 @@ async def test_http_mode_logs_json_and_stops_on_sigterm(
         "REDIS_URL": redis_url,
         "PORT": str(port),
     }
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot",
-        "run",
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    proc = await meowbot("run", env=env)
     try:
         deadline = time.monotonic() + 20
         async with aiohttp.ClientSession() as http:
@@ -78,19 +80,7 @@ async def test_http_mode_logs_json_and_stops_on_sigterm(
 
 async def test_shell_json_prints_valid_block_kit() -> None:
     env = clean_env()
-    env.pop("REDIS_URL", None)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot",
-        "shell",
-        "-c",
-        "/node-health help",
-        "--json",
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    proc = await meowbot("shell", "-c", "/node-health help", "--json", env=env)
     out, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 0, err.decode()
     records = [json.loads(line) for line in out.decode().splitlines()]
@@ -103,18 +93,8 @@ async def test_shell_json_prints_valid_block_kit() -> None:
 
 async def test_run_without_tokens_opens_the_shell_and_says_so() -> None:
     env = clean_env()
-    env.pop("REDIS_URL", None)
     env["MEOWBOT_HISTORY"] = os.devnull
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot",
-        "run",
-        env=env,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    proc = await meowbot("run", env=env, stdin=True)
     out, err = await asyncio.wait_for(proc.communicate(b"/hw-faults help\nquit\n"), 30)
     assert proc.returncode == 0, err.decode()
     text = out.decode()
@@ -125,15 +105,7 @@ async def test_run_without_tokens_opens_the_shell_and_says_so() -> None:
 
 async def test_a_wrong_setting_stops_start_up_with_one_sentence() -> None:
     env = {**clean_env(), "PORT": "eighty"}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot",
-        "run",
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    proc = await meowbot("run", env=env)
     _, err = await asyncio.wait_for(proc.communicate(), 20)
     assert proc.returncode == 2
     assert err.decode().strip() == (
