@@ -8,6 +8,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
 
 
 def free_port() -> int:
@@ -35,3 +38,16 @@ def stop(proc: subprocess.Popen[bytes], timeout_s: float = 10) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def say(service: str, msg: str) -> None:
+    print(f"testenv: {service}: {msg}", file=sys.stderr, flush=True)
+
+
+def fail(service: str, msg: str, logs: Sequence[Path] = ()) -> NoReturn:
+    """Stops the test run with the reason and the end of each log that explains it."""
+    for log in logs:
+        if log.exists():
+            tail = log.read_text(errors="replace").splitlines()[-15:]
+            print(f"--- {log} (last lines)\n" + "\n".join(tail), file=sys.stderr)
+    sys.exit(f"testenv: {service}: {msg}")

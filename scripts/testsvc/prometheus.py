@@ -29,7 +29,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from .common import free_port, stop, wait_port
+from .common import fail, free_port, say, stop, wait_port
 
 PACKAGES = {"prometheus": "prometheus"}  # promtool ships in the same package
 
@@ -42,15 +42,11 @@ SCRAPE_TIMEOUT_S = 20.0
 
 
 def _say(msg: str) -> None:
-    print(f"testenv: prometheus: {msg}", file=sys.stderr, flush=True)
+    say("prometheus", msg)
 
 
 def _fail(msg: str, logs: Sequence[Path] = ()) -> NoReturn:
-    for log in logs:
-        if log.exists():
-            tail = log.read_text(errors="replace").splitlines()[-15:]
-            print(f"--- {log} (last lines)\n" + "\n".join(tail), file=sys.stderr)
-    sys.exit(f"testenv: prometheus: {msg}")
+    fail("prometheus", msg, logs)
 
 
 def prometheus_command(config: Path, data: Path, port: int) -> list[str]:

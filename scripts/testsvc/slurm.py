@@ -24,7 +24,6 @@ import shutil
 import socket
 import stat
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.error
@@ -33,7 +32,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from .common import free_port, stop, wait_port
+from .common import fail, free_port, say, stop, wait_port
 
 PACKAGES = {
     "slurmctld": "slurmctld",
@@ -59,15 +58,11 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,62}$")
 
 
 def _say(msg: str) -> None:
-    print(f"testenv: slurm: {msg}", file=sys.stderr, flush=True)
+    say("slurm", msg)
 
 
 def _fail(msg: str, logs: Sequence[Path] = ()) -> NoReturn:
-    for log in logs:
-        if log.exists():
-            tail = log.read_text(errors="replace").splitlines()[-15:]
-            print(f"--- {log} (last lines)\n" + "\n".join(tail), file=sys.stderr)
-    sys.exit(f"testenv: slurm: {msg}")
+    fail("slurm", msg, logs)
 
 
 def _local_node_name() -> str:
