@@ -53,7 +53,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.backends.prometheus import PrometheusInventory, PrometheusMetrics
+from bot.backends.http import Deadline
+from bot.backends.prometheus import PrometheusInventory, PrometheusMetrics, query_for
 from bot.backends.sim.fleet import SimFleet
 from bot.backends.sim.metrics import SimInventory, SimMetrics
 from bot.triage import service
@@ -317,8 +318,25 @@ def reference(fleet: SimFleet) -> dict[str, int]:
     return {k.value: c for k, c in report.counts.items()}
 
 
+async def profile_queries(metrics: PrometheusMetrics) -> None:
+    """Each query of a fleet-wide call alone, one after another: where the time goes."""
+    deadline = Deadline(120)
+    print("each query alone (ms, rows):")
+    for request in requests_for(enabled_checks(HealthConfig()), HealthConfig()):
+        promql = query_for(request, None, 86400.0, metrics.node_label)
+        started = time.perf_counter()
+        rows = await metrics.query(promql, at=None, deadline=deadline)
+        took = (time.perf_counter() - started) * 1000
+        print(f"  {took:7.0f} ms {len(rows):7d} rows  {request.name} ({request.reading.value})")
+
+
 async def bench(
-    url: str, runs: int, hostlist: str, expected_nodes: int, expected: dict[str, int]
+    url: str,
+    runs: int,
+    hostlist: str,
+    expected_nodes: int,
+    expected: dict[str, int],
+    profile: bool = False,
 ) -> float:
     metrics = PrometheusMetrics(url, timeout_s=30)
     try:
@@ -351,6 +369,8 @@ async def bench(
         small_queries = metrics.queries - before
         if not isinstance(small, FaultsReport):
             raise RuntimeError(f"/hw-faults {hostlist} answered an error: {small.sentence}")
+        if profile:
+            await profile_queries(metrics)
     finally:
         await metrics.close()
 
@@ -464,7 +484,9 @@ def run(args: argparse.Namespace) -> None:
             )
 
             started = time.perf_counter()
-            asyncio.run(bench(url, args.runs, args.hostlist, args.nodes, expected_faults))
+            asyncio.run(
+                bench(url, args.runs, args.hostlist, args.nodes, expected_faults, args.profile)
+            )
             say(f"benchmark: {time.perf_counter() - started:.1f} s")
             say(f"prometheus RSS at the end {rss_mb(prom.pid):.0f} MB")
         except BaseException:
@@ -491,6 +513,9 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--hours", type=float, default=2.0, help="history to backfill")
     parser.add_argument("--step", type=int, default=60, help="history step, seconds")
     parser.add_argument("--hostlist", default="gpu-[0001-0002]")
+    parser.add_argument(
+        "--profile", action="store_true", help="time each query alone after the runs"
+    )
     parser.add_argument("--serve", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--now", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -68,6 +68,42 @@ def selector(metric: str, nodes: Sequence[str] | None, node_label: str) -> str:
     return " or ".join(parts)
 
 
+SHORTEST_OFFSET_S = 3600
+"""The shortest window a counter's growth is measured over by difference; below it, increase()."""
+
+
+def _offsets(window_s: int) -> list[int]:
+    """The window, then halves of it down to an hour: where a young series is measured from."""
+    out = [window_s]
+    while out[-1] // 2 >= SHORTEST_OFFSET_S:
+        out.append(out[-1] // 2)
+    return out
+
+
+def _grown(part: str, reading: Reading, window_s: int) -> str:
+    """How much `part` grew (INCREASE) or whether it moved (CHANGES) over the window.
+
+    The difference of two instants reads two samples a series, where increase() reads every
+    sample of the window (24 h of 32k series per metric is most of the cost). A series younger
+    than the window has no sample at its start: it is measured from the oldest of the window's
+    halves it has (12 h, 6 h, ... an hour), and below an hour with increase() over that hour,
+    which is cheap. `or` keeps the first answer a series gets. A counter reset inside the
+    window (a reboot, which its own check flags) is not added up.
+    """
+    terms = []
+    for offset in _offsets(window_s):
+        if reading is Reading.INCREASE:
+            terms.append(f"clamp_min({part} - {part} offset {offset}s, 0)")
+        else:
+            terms.append(f"({part} != bool {part} offset {offset}s)")
+    last = min(window_s, SHORTEST_OFFSET_S)
+    if reading is Reading.INCREASE:
+        terms.append(f"increase({part}[{last}s])")
+    else:
+        terms.append(f"(changes({part}[{last}s]) > bool 0)")
+    return " or ".join(terms)
+
+
 def query_for(
     request: MetricRequest, nodes: Sequence[str] | None, window_s: float, node_label: str
 ) -> str:
@@ -75,19 +111,24 @@ def query_for(
     if request.reading is Reading.VALUE:
         query = sel
     else:
-        window = f"{max(1, int(window_s))}s"
-        parts = sel.split(" or ")  # each alternative of the `or` on its own
-        if request.reading is Reading.INCREASE:
-            # The difference of two instants reads 2 samples a series where increase() reads
-            # every sample of the window (24 h of 32k series per metric is most of the cost);
-            # increase() stays for series younger than the window. A counter reset inside the
-            # window (a reboot, which its own check flags) is not added up.
-            query = " or ".join(
-                f"clamp_min({p} - {p} offset {window}, 0) or increase({p}[{window}])"
-                for p in parts
-            )
-        else:
-            query = " or ".join(f"({p} != bool {p} offset {window})" for p in parts)
+        # Each alternative of the selector's `or` on its own: offsets apply to selectors.
+        parts = sel.split(" or ")
+        query = " or ".join(_grown(p, request.reading, max(1, int(window_s))) for p in parts)
+    host = ", ".join(dict.fromkeys([*m.HOST_LABELS, m.LABEL_INSTANCE, node_label]))
+    if request.per_node:
+        for label in request.by:
+            if not METRIC_NAME_RE.fullmatch(label):
+                raise ValueError(f"{label!r} is not a label name")
+        by = ", ".join(dict.fromkeys([*m.HOST_LABELS, m.LABEL_INSTANCE, node_label, *request.by]))
+        query = f"count by ({by}) ({query})"
+    if request.fewer_per_node:
+        if not request.fewer_per_node.isdigit():
+            raise ValueError(f"{request.fewer_per_node!r} is not a count")
+        # The series of the nodes that show fewer than expected, and no others.
+        query = (
+            f"({query}) and on ({host}) "
+            f"(count by ({host}) ({query}) < {int(request.fewer_per_node)})"
+        )
     if request.keep:
         if not KEEP_RE.fullmatch(request.keep):
             raise ValueError(f"{request.keep!r} is not a comparison with a number")
@@ -178,14 +219,14 @@ class PrometheusMetrics:
         results = await asyncio.gather(*(self.query(q, at=at, deadline=deadline) for q in queries))
         fleet_versions = await _version_counts(self, timeout_s) if nodes is not None else {}
         # A filtered answer may be empty because all is well: ask once which metrics exist.
-        filtered = [r.name for r in requests if r.keep]
+        filtered = [r.name for r in requests if r.keep or r.fewer_per_node]
         present = await self._present(filtered, deadline) if filtered else set()
         columns: dict[str, Column] = {}
         absent: set[str] = set()
         for request, result in zip(requests, results, strict=True):
             column = _column(request.name, result, self.node_label)
             if len(column) or request.name in present:
-                columns[request.name] = column
+                columns[request.key] = column
             else:
                 absent.add(request.name)
         return Table(
@@ -254,7 +295,10 @@ class PrometheusInventory:
         if time.monotonic() - self._loaded_at < self.REFRESH_S:
             return
         table = await self.metrics.read(
-            [MetricRequest(m.DCGM_FI_DEV_GPU_TEMP), MetricRequest(m.NODE_UNAME_INFO)],
+            [
+                MetricRequest(m.DCGM_FI_DEV_GPU_TEMP, per_node=True),
+                MetricRequest(m.NODE_UNAME_INFO, per_node=True),
+            ],
             nodes=None,
             window_s=60,
         )

@@ -12,14 +12,14 @@ from __future__ import annotations
 import itertools
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
 
 from bot import metric_names as m
 from bot.models import Action, Evidence, Fault, FaultKind, Severity
-from bot.triage.table import Column, MetricRequest, Reading, Table
+from bot.triage.table import VERSION_LABELS, Column, MetricRequest, Reading, Table
 from bot.triage.xid import describe
 
 V, INC, CHG = Reading.VALUE, Reading.INCREASE, Reading.CHANGES
@@ -224,9 +224,13 @@ def _throttle(table: Table, cfg: HealthConfig) -> Findings:
     return Findings(faults=faults)
 
 
+# Any always-present per-GPU gauge counts the GPUs a node still shows (NaN: not there); the
+# backend may leave out the nodes that show them all.
+GPU_COUNT_REQUEST = MetricRequest(m.DCGM_FI_DEV_GPU_TEMP, V, fewer_per_node="{expected_gpus}")
+
+
 def _gpu_count(table: Table, cfg: HealthConfig) -> Findings:
-    # Any always-present per-GPU gauge counts the GPUs a node still shows (NaN: not there).
-    col = table.get(m.DCGM_FI_DEV_GPU_TEMP)
+    col = table.get(GPU_COUNT_REQUEST.key)
     if col is None:
         return Findings(missing=[m.DCGM_FI_DEV_GPU_TEMP])
     rows: dict[str, list[int]] = defaultdict(list)
@@ -285,8 +289,12 @@ def _ib_link_down(table: Table, cfg: HealthConfig) -> Findings:
 
 
 def _drift(kind: FaultKind, what: str, metric: str, label: str) -> Check:
+    # One row a node tells its version: the backend may answer one a node.
+    labels = tuple(lb for mt, lb in VERSION_LABELS if mt == metric)
+    request = MetricRequest(metric, V, per_node=True, by=labels)
+
     def run(table: Table, cfg: HealthConfig) -> Findings:
-        col = table.get(metric)
+        col = table.get(request.key)
         if col is None:
             return Findings(missing=[metric])
         version_of: dict[str, tuple[str, int]] = {}
@@ -316,9 +324,7 @@ def _drift(kind: FaultKind, what: str, metric: str, label: str) -> Check:
         ]  # fmt: skip
         return Findings(faults=faults)
 
-    return Check(
-        kind.value, f"{what} differs from the fleet majority", (MetricRequest(metric, V),), run
-    )
+    return Check(kind.value, f"{what} differs from the fleet majority", (request,), run)
 
 
 CHECKS: tuple[Check, ...] = (
@@ -353,7 +359,7 @@ CHECKS: tuple[Check, ...] = (
         "temperature", FaultKind.HIGH_TEMPERATURE, m.DCGM_FI_DEV_GPU_TEMP, V,
         lambda v, c: v > c.max_gpu_temp_c, Severity.WARNING, Action.WATCH,
         lambda v, c: f"GPU at {v:.0f} °C (limit {c.max_gpu_temp_c:.0f} °C): check cooling",
-        "GPU temperature", keep="",  # read whole: the GPU count and versions need every row
+        "GPU temperature", keep="> {max_gpu_temp_c}",
     ),
     _threshold_check(
         "nvlink_crc", FaultKind.NVLINK_CRC, m.DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, INC,
@@ -413,7 +419,7 @@ CHECKS: tuple[Check, ...] = (
         lambda v, c: "the node rebooted in the window (boot time moved)", "unexpected reboot",
         per_gpu=False,
     ),
-    Check("gpu_count", "GPUs visible against the expected count", (MetricRequest(m.DCGM_FI_DEV_GPU_TEMP, V),), _gpu_count),
+    Check("gpu_count", "GPUs visible against the expected count", (GPU_COUNT_REQUEST,), _gpu_count),
     _drift(FaultKind.DRIVER_DRIFT, "driver", m.DCGM_FI_DEV_GPU_TEMP, m.LABEL_DRIVER_VERSION),
     _drift(FaultKind.KERNEL_DRIFT, "kernel", m.NODE_UNAME_INFO, "release"),
     _drift(FaultKind.FIRMWARE_DRIFT, "firmware (VBIOS)", m.DCGM_FI_DEV_GPU_TEMP, m.LABEL_VBIOS_VERSION),
@@ -432,10 +438,14 @@ def requests_for(checks: Sequence[Check], cfg: HealthConfig | None = None) -> li
     out: dict[str, MetricRequest] = {}
     for check in checks:
         for r in check.needs:
-            request = MetricRequest(r.name, r.reading, r.keep.format(**values))
-            if out.setdefault(r.name, request) != request:
-                # One column per metric: two checks may share it only if they read it alike.
-                raise ValueError(f"{r.name} is requested two ways: {out[r.name]} and {request}")
+            request = replace(
+                r, keep=r.keep.format(**values), fewer_per_node=r.fewer_per_node.format(**values)
+            )
+            if out.setdefault(request.key, request) != request:
+                # One column per key: two checks may share it only if they read it alike.
+                raise ValueError(
+                    f"{request.key} is requested two ways: {out[request.key]} and {request}"
+                )
     return list(out.values())
 
 

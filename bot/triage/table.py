@@ -34,6 +34,22 @@ class MetricRequest:
     # apply their exact test again, so a backend that ignores it (the simulation) stays right.
     # `{field}` names a HealthConfig field, filled in by `requests_for`.
     keep: str = ""
+    # The backend may answer one row per node (and per value of `by`) instead of a row per
+    # series: what version a node runs needs one row a node, not eight.
+    per_node: bool = False
+    by: tuple[str, ...] = ()
+    # The backend may answer only the series of nodes with fewer series than this (`{field}`
+    # allowed, as for `keep`): the GPU count needs the rows of short nodes only.
+    fewer_per_node: str = ""
+
+    @property
+    def key(self) -> str:
+        """The column's name in the `Table`: a metric read two ways gives two columns."""
+        if self.per_node:
+            return f"{self.name} per node" + (f" by {','.join(self.by)}" if self.by else "")
+        if self.fewer_per_node:
+            return f"{self.name} on short nodes"  # the count is config: not in the key
+        return self.name
 
 
 @dataclass(frozen=True)
@@ -61,8 +77,8 @@ class Column:
 
 @dataclass(frozen=True)
 class Table:
-    """The metrics of one read: the present metrics' columns (empty when the backend's `keep`
-    left no row: present and healthy), and the names that were absent."""
+    """The metrics of one read: the present metrics' columns by request key (empty when the
+    backend's `keep` left no row: present and healthy), and the metric names that were absent."""
 
     at: datetime
     window_s: float

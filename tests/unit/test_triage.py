@@ -199,7 +199,40 @@ def test_promql_is_escaped_and_query_count_is_constant() -> None:
     m_ = "node_infiniband_link_downed_total"
     assert inc == f"clamp_min({m_} - {m_} offset 3600s, 0) or increase({m_}[3600s])"
     requests = requests_for(CHECKS)
-    assert len(requests) == len({r.name for r in requests})  # each metric read once
+    assert len(requests) == len({r.key for r in requests})  # each column read once
+
+
+def test_counters_over_a_day_read_a_few_instants_not_every_sample() -> None:
+    m_ = "node_infiniband_link_downed_total"
+    q = query_for(MetricRequest(m_, Reading.INCREASE), None, 86400, "node")
+    offsets = ["86400s", "43200s", "21600s", "10800s", "5400s"]
+    assert q == " or ".join(
+        [f"clamp_min({m_} - {m_} offset {o}, 0)" for o in offsets] + [f"increase({m_}[3600s])"]
+    )
+    boot = query_for(MetricRequest("node_boot_time_seconds", Reading.CHANGES), None, 7200, "node")
+    b = "node_boot_time_seconds"
+    assert boot == (
+        f"({b} != bool {b} offset 7200s) or ({b} != bool {b} offset 3600s) "
+        f"or (changes({b}[3600s]) > bool 0)"
+    )
+
+
+def test_per_node_and_short_node_reads_aggregate_in_prometheus() -> None:
+    t = "DCGM_FI_DEV_GPU_TEMP"
+    host = "Hostname, hostname, instance, node"
+    per_node = MetricRequest(t, per_node=True, by=("DCGM_FI_DRIVER_VERSION",))
+    assert query_for(per_node, None, 60, "node") == (
+        f"count by ({host}, DCGM_FI_DRIVER_VERSION) ({t})"
+    )
+    short = MetricRequest(t, fewer_per_node="8")
+    assert query_for(short, None, 60, "node") == (
+        f"({t}) and on ({host}) (count by ({host}) ({t}) < 8)"
+    )
+    assert per_node.key != short.key != t
+    with pytest.raises(ValueError):
+        query_for(MetricRequest(t, per_node=True, by=('x"} or vector(1)',)), None, 60, "node")
+    with pytest.raises(ValueError):
+        query_for(MetricRequest(t, fewer_per_node="8 or vector(1)"), None, 60, "node")
 
 
 async def test_node_report_marks_drift_and_links_the_dashboard() -> None:
