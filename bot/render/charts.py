@@ -1,0 +1,261 @@
+"""The PNG chart for `/job-slow`: step time over 48 h, and the lagging metric per node.
+
+`job_chart(...)` returns PNG bytes and does nothing else (no files, no Slack), so the caller
+can run it in `asyncio.to_thread` and upload the bytes with `files_upload_v2`.
+
+Why `Figure` + `FigureCanvasAgg` and never `pyplot`: pyplot keeps a global registry of
+figures and a "current figure", which is not thread safe and leaks figures unless closed.
+A bare `Figure` is an ordinary object that is garbage collected like any other.
+
+Why an opaque light background: a transparent PNG puts dark text on Slack's dark theme, or
+light text on the light one, depending on who looks. A neutral light-grey card with dark text
+reads on both (contrast ratio >= 4.5, WCAG AA); it is a little softer than pure white on the
+dark theme. The data colours come from the Okabe-Ito palette, which stays distinguishable
+for the common colour-vision deficiencies.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Final
+
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, MultipleLocator
+
+__all__ = ["MAX_BYTES", "NodeValue", "job_chart"]
+
+MAX_BYTES: Final = 1_000_000  # our budget per upload; the thread stays quick to load
+WIDTH_IN, HEIGHT_IN, DPI = 12.0, 8.0, 100  # 1200 x 800 px
+FALLBACK_DPIS: Final = (80, 64, 50)  # tried in turn only while the PNG is over MAX_BYTES
+
+BACKGROUND: Final = "#F2F2F2"  # figure and axes; opaque, see the module docstring
+TEXT: Final = "#1A1A1A"  # all text, ticks and spines; 15.6:1 on BACKGROUND
+GRID: Final = "#D0D0D0"
+# Okabe-Ito.
+PACE_COLOUR: Final = "#0072B2"  # blue
+YESTERDAY_COLOUR: Final = "#CC79A7"  # reddish purple, dashed
+NODE_COLOUR: Final = "#0072B2"  # blue
+STRAGGLER_COLOUR: Final = "#D55E00"  # vermillion, used for nothing else
+MEDIAN_COLOUR: Final = "#009E73"  # bluish green
+
+MAX_ANNOTATIONS: Final = 10
+MAX_NODE_TICKS: Final = 32  # up to this many nodes, name each one on the x axis
+
+
+@dataclass(frozen=True)
+class NodeValue:
+    node: str
+    value: float
+
+
+def job_chart(
+    *,
+    title: str,
+    pace: Sequence[tuple[datetime, float]],
+    yesterday: Sequence[tuple[datetime, float]],
+    since: datetime | None,
+    metric_label: str,
+    per_node: Sequence[NodeValue],
+    stragglers: Collection[str],
+    median: float | None,
+) -> bytes:
+    """Two stacked panels as PNG bytes, under MAX_BYTES; the same input gives the same bytes."""
+    fig = _figure(
+        title=title,
+        pace=pace,
+        yesterday=yesterday,
+        since=since,
+        metric_label=metric_label,
+        per_node=per_node,
+        stragglers=stragglers,
+        median=median,
+    )
+    png = b""
+    for dpi in (DPI, *FALLBACK_DPIS):
+        buf = io.BytesIO()
+        # No "Software" text chunk and no timestamp: identical input, identical bytes.
+        fig.savefig(buf, format="png", dpi=dpi, facecolor=BACKGROUND, metadata={"Software": None})
+        png = buf.getvalue()
+        if len(png) < MAX_BYTES:
+            break
+    return png
+
+
+def _figure(
+    *,
+    title: str,
+    pace: Sequence[tuple[datetime, float]],
+    yesterday: Sequence[tuple[datetime, float]],
+    since: datetime | None,
+    metric_label: str,
+    per_node: Sequence[NodeValue],
+    stragglers: Collection[str],
+    median: float | None,
+) -> Figure:
+    """The figure before rendering (the tests read its texts)."""
+    fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN), facecolor=BACKGROUND, layout="constrained")
+    FigureCanvasAgg(fig)
+    fig.suptitle(title, color=TEXT, fontsize=14)
+    top, bottom = fig.subplots(2, 1)
+    for ax in (top, bottom):
+        _style(ax)
+    _pace_panel(top, pace, yesterday, since)
+    _node_panel(bottom, metric_label, per_node, set(stragglers), median)
+    fig.align_ylabels()
+    return fig
+
+
+def _style(ax: Axes) -> None:
+    ax.set_facecolor(BACKGROUND)
+    ax.tick_params(colors=TEXT, labelcolor=TEXT)
+    for spine in ax.spines.values():
+        spine.set_color(TEXT)
+    ax.grid(True, color=GRID, linewidth=0.6)
+    ax.set_axisbelow(True)
+
+
+def _legend(ax: Axes) -> None:
+    # One row above the panel: inside it would hide data or straggler names.
+    ax.legend(
+        loc="lower left", bbox_to_anchor=(0.0, 1.0), ncols=4, frameon=False, labelcolor=TEXT,
+        borderaxespad=0.2, fontsize=9,
+    )  # fmt: skip
+
+
+def _empty(ax: Axes, message: str) -> None:
+    ax.text(0.5, 0.5, message, transform=ax.transAxes, ha="center", va="center", color=TEXT)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _utc(x: float) -> datetime:
+    return datetime.fromtimestamp(x, UTC)
+
+
+def _hhmm(x: float, _pos: int | None = None) -> str:
+    """HH:MM, with the date under it at midnight, where the day changes."""
+    t = _utc(x)
+    return f"{t:%H:%M}\n{t:%d %b}" if (t.hour, t.minute) == (0, 0) else f"{t:%H:%M}"
+
+
+def _pace_panel(
+    ax: Axes,
+    pace: Sequence[tuple[datetime, float]],
+    yesterday: Sequence[tuple[datetime, float]],
+    since: datetime | None,
+) -> None:
+    if not pace:
+        _empty(ax, "no step-time series")
+        return
+    xs = [t.timestamp() for t, _ in pace]  # POSIX seconds: plain floats, UTC by definition
+    ax.plot(xs, [v for _, v in pace], color=PACE_COLOUR, linewidth=1.4, label="step time")
+    if yesterday:
+        ax.plot(
+            [t.timestamp() for t, _ in yesterday],
+            [v for _, v in yesterday],
+            color=YESTERDAY_COLOUR,
+            linewidth=1.2,
+            linestyle="--",
+            label="24 h earlier",
+        )
+    first, last = min(xs), max(xs)
+    if since is not None:
+        label = f"slow since {since.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+        if first <= since.timestamp() <= last:  # outside, a line would only stretch the axis
+            ax.axvline(since.timestamp(), color=TEXT, linestyle=":", linewidth=1.2, label=label)
+        else:
+            ax.plot([], [], " ", label=label)  # the legend still says when it began
+    # One point alone would let matplotlib pad the axis by +-5 % of the epoch (years), and
+    # the hourly locator below would then make tens of thousands of ticks.
+    lo, hi = (first, last) if last > first else (first - 1800, first + 1800)
+    ax.set_xlim(lo, hi)
+    # Ticks on round UTC times (multiples of the step from the epoch), about 12 at most.
+    minutes = (hi - lo) / 60
+    steps = (5, 10, 15, 30, 60, 120, 180, 240, 360, 720)
+    step = next((m for m in steps if minutes / m <= 12), 1440 * math.ceil(minutes / 17280))
+    ax.xaxis.set_major_locator(MultipleLocator(step * 60))
+    ax.xaxis.set_major_formatter(FuncFormatter(_hhmm))
+    ax.set_xlabel(
+        f"time (UTC), {_utc(first):%Y-%m-%d %H:%M} to {_utc(last):%Y-%m-%d %H:%M}", color=TEXT
+    )
+    ax.set_ylabel("step time (s)", color=TEXT)
+    _legend(ax)
+
+
+def _node_panel(
+    ax: Axes,
+    metric_label: str,
+    per_node: Sequence[NodeValue],
+    stragglers: set[str],
+    median: float | None,
+) -> None:
+    ax.set_ylabel(metric_label, color=TEXT)
+    if not per_node:
+        _empty(ax, "no per-node values")
+        return
+    n = len(per_node)
+    marker_size = 4.0 if n <= 256 else 2.0  # thin markers: 4,096 nodes stay a readable cloud
+    ax.plot(
+        range(n),
+        [p.value for p in per_node],
+        linestyle="none",
+        marker="o",
+        markersize=marker_size,
+        color=NODE_COLOUR,
+        label=f"node ({n})",
+    )
+    if median is not None and math.isfinite(median):
+        ax.axhline(median, color=MEDIAN_COLOUR, linewidth=1.4, label=f"median {median:.4g}")
+    marked = [(i, p) for i, p in enumerate(per_node) if p.node in stragglers]
+    if marked:
+        ax.plot(
+            [i for i, _ in marked],
+            [p.value for _, p in marked],
+            linestyle="none",
+            marker="D",
+            markersize=7,
+            color=STRAGGLER_COLOUR,
+            label=f"straggler ({len(marked)})",
+        )
+        centre = median if median is not None and math.isfinite(median) else 0.0
+
+        # Name the ones farthest from the median (NaN last); ties keep job order: stable output.
+        def distance(ip: tuple[int, NodeValue]) -> float:
+            d = abs(ip[1].value - centre)
+            return d if math.isfinite(d) else -1.0
+
+        named = sorted(marked, key=lambda ip: -distance(ip))[:MAX_ANNOTATIONS]
+        for k, (i, p) in enumerate(sorted(named, key=lambda ip: ip[0])):
+            up = p.value >= centre
+            # Names sit on three fixed rows in the headroom, cycling along x, so neighbours
+            # do not overlap each other or the cloud of nodes.
+            row = 0.97 - 0.055 * (k % 3) if up else 0.03 + 0.055 * (k % 3)
+            ax.annotate(
+                p.node,
+                (i, p.value),
+                xytext=(i, row),
+                textcoords=("data", "axes fraction"),
+                ha="center",
+                va="top" if up else "bottom",
+                fontsize=8,
+                color=TEXT,
+                arrowprops={"arrowstyle": "-", "color": TEXT, "linewidth": 0.5, "shrinkB": 5},
+            )
+        if len(marked) > len(named):  # above the panel, at the right end of the legend row
+            ax.text(
+                1.0, 1.01, f"+{len(marked) - len(named)} more", transform=ax.transAxes,
+                ha="right", va="bottom", color=TEXT, fontsize=9,
+            )  # fmt: skip
+    ax.margins(x=0.01, y=0.35)  # headroom for the rows of names
+    if n <= MAX_NODE_TICKS:
+        ax.set_xticks(range(n), [p.node for p in per_node], rotation=90, fontsize=7)
+        ax.set_xlabel("node", color=TEXT)
+    else:
+        ax.set_xlabel("node rank (job order)", color=TEXT)
+    _legend(ax)

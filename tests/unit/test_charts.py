@@ -1,0 +1,215 @@
+"""The /job-slow chart: a valid, opaque, deterministic PNG under 1 MB that shows the stragglers."""
+
+from __future__ import annotations
+
+import io
+import math
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+from matplotlib import colors as mcolors
+from matplotlib import image as mimage
+
+from bot.render import charts
+from bot.render.charts import MAX_BYTES, NodeValue, job_chart
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+NOW = datetime(2024, 5, 2, 12, 0, tzinfo=UTC)
+
+
+def series(points: int, start: datetime, base: float) -> list[tuple[datetime, float]]:
+    return [
+        (start + timedelta(minutes=i), base + 0.2 * math.sin(i / 37.0) + (i > points // 2))
+        for i in range(points)
+    ]
+
+
+def nodes(n: int) -> list[NodeValue]:
+    return [NodeValue(f"gpu-{i:04d}", 1.0 + 0.01 * ((i * 7919) % 13)) for i in range(n)]
+
+
+def inputs(
+    n_nodes: int = 64,
+    points: int = 2880,
+    stragglers: tuple[str, ...] = ("gpu-0003", "gpu-0040"),
+    **over: Any,
+) -> dict[str, Any]:
+    start = NOW - timedelta(minutes=points)
+    per_node = [
+        NodeValue(p.node, p.value * 1.6) if p.node in stragglers else p for p in nodes(n_nodes)
+    ]
+    kwargs: dict[str, Any] = {
+        "title": "job 4100123 llama3-70b-pretrain-003",
+        "pace": series(points, start, 1.0),
+        "yesterday": series(points, start, 0.9),
+        "since": start + timedelta(minutes=points // 2),
+        "metric_label": "step time per node (s)",
+        "per_node": per_node,
+        "stragglers": set(stragglers),
+        "median": 1.06,
+    }
+    kwargs.update(over)
+    return kwargs
+
+
+def render(**over: Any) -> bytes:
+    return job_chart(**inputs(**over))
+
+
+def decode(png: bytes) -> np.ndarray[Any, Any]:
+    assert png.startswith(PNG_SIGNATURE)
+    return np.asarray(mimage.imread(io.BytesIO(png), format="png"))
+
+
+def luminance(colour: str) -> float:
+    def channel(c: float) -> float:
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (channel(c) for c in mcolors.to_rgb(colour))
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(a: str, b: str) -> float:
+    la, lb = sorted((luminance(a), luminance(b)), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
+
+
+def count_close(img: np.ndarray[Any, Any], colour: str, tol: float = 0.04) -> int:
+    target = np.array(mcolors.to_rgb(colour))
+    return int(np.sum(np.all(np.abs(img[..., :3] - target) < tol, axis=-1)))
+
+
+def test_contrast_helper_matches_known_values() -> None:
+    assert contrast("#000000", "#FFFFFF") == pytest.approx(21.0)
+    assert contrast("#777777", "#FFFFFF") == pytest.approx(4.48, abs=0.01)
+
+
+def test_text_on_background_meets_wcag_aa() -> None:
+    assert contrast(charts.TEXT, charts.BACKGROUND) >= 4.5
+
+
+def test_large_job_is_a_png_under_the_budget_at_full_size() -> None:
+    png = render(
+        n_nodes=4096, points=2880, stragglers=tuple(f"gpu-{i:04d}" for i in range(0, 4096, 200))
+    )
+    assert len(png) < MAX_BYTES == 1_000_000
+    img = decode(png)
+    assert img.shape == (800, 1200, 4)
+
+
+def test_background_is_opaque_and_the_chosen_colour() -> None:
+    img = decode(render())
+    for y, x in ((0, 0), (0, -1), (-1, 0), (-1, -1)):
+        assert img[y, x, 3] == 1.0
+        assert np.allclose(img[y, x, :3], mcolors.to_rgb(charts.BACKGROUND), atol=1 / 255)
+
+
+@pytest.mark.parametrize(
+    "over",
+    [
+        {"pace": [], "yesterday": []},
+        {"pace": [], "since": None},
+        {"yesterday": [], "since": None},
+        {"per_node": [], "stragglers": set(), "median": None},
+        {"pace": [], "yesterday": [], "per_node": [], "stragglers": set(), "median": None},
+        {"median": float("nan")},
+        {"since": NOW - timedelta(days=5)},  # before the window: legend only
+        {"pace": [(NOW, 1.0)], "yesterday": [(NOW, 0.9)], "since": NOW},  # a single point
+        {"points": 90},  # 90 minutes: hourly ticks
+        {"per_node": [NodeValue("gpu-0003", float("nan")), NodeValue("gpu-0004", math.inf)]},
+    ],
+)
+def test_sparse_inputs_still_give_a_full_size_png(over: dict[str, Any]) -> None:
+    img = decode(render(**over))
+    assert img.shape == (800, 1200, 4)
+    assert img[0, 0, 3] == 1.0
+
+
+def test_empty_series_differs_from_a_full_one() -> None:
+    assert render(pace=[], yesterday=[]) != render()
+
+
+def test_same_input_same_bytes() -> None:
+    assert render(n_nodes=512) == render(n_nodes=512)
+
+
+def test_stragglers_are_drawn_in_their_colour() -> None:
+    marked = decode(render(stragglers=("gpu-0003", "gpu-0040")))
+    plain = decode(render(stragglers=()))
+    assert count_close(plain, charts.STRAGGLER_COLOUR) == 0
+    assert count_close(marked, charts.STRAGGLER_COLOUR) > 40
+
+
+def texts_of(**over: Any) -> list[list[str]]:
+    """The texts drawn in each panel (annotations included), top panel first."""
+    fig = charts._figure(**inputs(**over))
+    return [[t.get_text() for t in ax.texts] for ax in fig.axes]
+
+
+def legend_of(panel: int, **over: Any) -> list[str]:
+    legend = charts._figure(**inputs(**over)).axes[panel].get_legend()
+    assert legend is not None
+    return [t.get_text() for t in legend.get_texts()]
+
+
+def test_stragglers_are_named_up_to_the_cap_then_counted() -> None:
+    few = ("gpu-0003", "gpu-0040")
+    assert texts_of(stragglers=few)[1] == ["gpu-0003", "gpu-0040"]
+    many = tuple(f"gpu-{i:04d}" for i in range(0, 64, 4))  # 16 stragglers
+    top, bottom = texts_of(stragglers=many)
+    assert top == []
+    names = [t for t in bottom if t.startswith("gpu-")]
+    assert len(names) == charts.MAX_ANNOTATIONS
+    assert set(names) <= set(many)
+    assert f"+{len(many) - charts.MAX_ANNOTATIONS} more" in bottom
+    assert "straggler (16)" in legend_of(1, stragglers=many)
+
+
+def test_unknown_straggler_names_are_ignored() -> None:
+    assert texts_of(stragglers=("gpu-0003", "not-in-job"))[1] == ["gpu-0003"]
+
+
+def test_empty_panels_say_so() -> None:
+    top, bottom = texts_of(pace=[], per_node=[], stragglers=set())
+    assert top == ["no step-time series"]
+    assert bottom == ["no per-node values"]
+
+
+def test_legends_name_the_overlay_the_slowdown_and_the_median() -> None:
+    top = legend_of(0)
+    assert top[:2] == ["step time", "24 h earlier"]
+    assert top[2] == "slow since 2024-05-01 12:00 UTC"
+    assert "median 1.06" in legend_of(1)
+    assert "24 h earlier" not in legend_of(0, yesterday=[])
+
+
+def test_few_nodes_are_named_on_the_axis_many_are_not() -> None:
+    def ticks(n: int) -> list[str]:
+        fig = charts._figure(**inputs(n_nodes=n, stragglers=()))
+        return [t.get_text() for t in fig.axes[1].get_xticklabels()]
+
+    assert ticks(8) == [f"gpu-{i:04d}" for i in range(8)]
+    assert not any(t.startswith("gpu-") for t in ticks(4096))
+
+
+def test_over_budget_lowers_the_dpi(monkeypatch: pytest.MonkeyPatch) -> None:
+    full = render()
+    monkeypatch.setattr(charts, "MAX_BYTES", len(full) // 2)
+    smaller = render()
+    assert len(smaller) < len(full)
+    assert decode(smaller).shape[1] < 1200
+
+
+@pytest.mark.parametrize(
+    "over",
+    [{}, {"points": 90}, {"points": 20_000}, {"pace": [(NOW, 1.0)], "since": NOW}],
+)
+def test_time_axis_has_a_dozen_ticks_or_so(over: dict[str, Any]) -> None:
+    top = charts._figure(**inputs(**over)).axes[0]
+    lo, hi = top.get_xlim()
+    visible = [x for x in top.get_xticks() if lo <= x <= hi]
+    assert 2 <= len(visible) <= 14
+    labels = [charts._hhmm(x) for x in visible]
+    assert all(len(label.split("\n")[0]) == 5 and label[2] == ":" for label in labels)
