@@ -485,6 +485,11 @@ def run(args: argparse.Namespace) -> None:
                 f"RSS {rss_mb(prom.pid):.0f} MB"
             )
 
+            if args.hold:
+                say(f"holding: prometheus on {url} until interrupted")
+                with contextlib.suppress(KeyboardInterrupt):
+                    while True:
+                        time.sleep(60)
             started = time.perf_counter()
             asyncio.run(
                 bench(url, args.runs, args.hostlist, args.nodes, expected_faults, args.profile)
@@ -519,6 +524,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument(
         "--profile", action="store_true", help="time each query alone after the runs"
     )
+    parser.add_argument("--hold", action="store_true", help="keep Prometheus up to query it")
     parser.add_argument("--serve", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--now", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -55,13 +55,17 @@ CAPABILITIES: dict[str, Capability] = {
 NEEDS_ARGUMENT = {"/node-health"}
 
 
+def is_help(text: str) -> bool:
+    words = text.split()
+    return bool(words) and words[0].lower() in HELP_WORDS
+
+
 async def answer(command: str, text: str, triage: Triage) -> SlackMessage:
     cmd = BY_NAME.get(command)
     if cmd is None:
         known = ", ".join(sorted(BY_NAME))
         return error_message(f"I don't know {command}; I answer {known}.")
-    words = text.split()
-    if (words and words[0].lower() in HELP_WORDS) or (not words and command in NEEDS_ARGUMENT):
+    if is_help(text) or (not text.split() and command in NEEDS_ARGUMENT):
         return command_usage(cmd)
     capability = CAPABILITIES.get(command)
     if capability is None:

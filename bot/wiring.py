@@ -12,6 +12,7 @@ from bot.config import ConfigError, Settings
 from bot.scheduler import Scheduler
 from bot.triage.checks import HealthConfig
 from bot.triage.service import Triage
+from bot.triage.stragglers import StragglerConfig
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +26,18 @@ def health_config(settings: Settings) -> HealthConfig:
         where = ".".join(str(p) for p in err["loc"])
         raise ConfigError(
             f"MEOWBOT_CONFIG's health.{where} is wrong: {err['msg'].lower()}."
+        ) from None
+
+
+def straggler_config(settings: Settings) -> StragglerConfig:
+    raw: Any = settings.extra.get("job_slow", {})
+    try:
+        return StragglerConfig.model_validate(raw or {})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise ConfigError(
+            f"MEOWBOT_CONFIG's job_slow.{where} is wrong: {err['msg'].lower()}."
         ) from None
 
 
@@ -42,12 +55,16 @@ def make_triage(settings: Settings) -> Triage:
     scheduler = make_scheduler(settings)
     if settings.prometheus_url:
         metrics = PrometheusMetrics(settings.prometheus_url, node_label=cfg.node_label)
-        return Triage(metrics, PrometheusInventory(metrics), scheduler, cfg)
+        return Triage(
+            metrics, PrometheusInventory(metrics), scheduler, cfg, straggler_config(settings)
+        )
     from bot.backends.sim.fleet import SimFleet
     from bot.backends.sim.metrics import SimInventory, SimMetrics
 
     fleet = SimFleet(settings.sim_nodes or 512, seed=settings.seed)
-    return Triage(SimMetrics(fleet), SimInventory(fleet), scheduler, cfg)
+    return Triage(
+        SimMetrics(fleet), SimInventory(fleet), scheduler, cfg, straggler_config(settings)
+    )
 
 
 def user_mapping(settings: Settings) -> dict[str, str]:

@@ -4,20 +4,40 @@ from __future__ import annotations
 
 from typing import Any
 
+from slack_sdk.web.async_client import AsyncWebClient
+
 from bot import router
 from bot.commands import COMMANDS
 from bot.deps import Deps
+from bot.render.blocks import SlackMessage
+from handlers import jobslow
 from handlers.registry import Registry
 from handlers.reply import respond_message
 
 
 def register(reg: Registry, deps: Deps) -> None:
-    async def on_command(ack: Any, command: dict[str, Any], respond: Any) -> None:
+    async def on_command(
+        ack: Any, command: dict[str, Any], respond: Any, client: AsyncWebClient
+    ) -> None:
         # Ack before anything else: Slack gives up after 3 s.
         await ack()
         name = str(command.get("command", ""))
+        text = str(command.get("text", ""))
         deps.telemetry.commands.labels(command=name).inc()
-        message = await router.answer(name, str(command.get("text", "")), deps.triage)
-        await respond_message(respond, message)
+        if name == jobslow.COMMAND and not router.is_help(text):
+
+            async def private(message: SlackMessage) -> None:
+                await respond_message(respond, message)
+
+            await jobslow.run(
+                deps,
+                client,
+                text=text,
+                user_id=str(command.get("user_id", "")),
+                channel=str(command.get("channel_id", "")),
+                private=private,
+            )
+            return
+        await respond_message(respond, await router.answer(name, text, deps.triage))
 
     reg.commands((cmd.name for cmd in COMMANDS), on_command)

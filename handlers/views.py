@@ -8,7 +8,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import router
 from bot.deps import Deps
+from bot.render.blocks import SlackMessage
 from bot.render.palette import PALETTE_CALLBACK, parse_palette
+from handlers import jobslow
 from handlers.registry import Registry
 from handlers.reply import post_message
 
@@ -26,6 +28,16 @@ def register(reg: Registry, deps: Deps) -> None:
         name, text = parsed
         deps.telemetry.commands.labels(command=name).inc()
         # A modal has no channel: the answer goes to the person's DM with the bot.
-        await post_message(client, body["user"]["id"], await router.answer(name, text, deps.triage))
+        user_id = str(body["user"]["id"])
+        if name == jobslow.COMMAND and not router.is_help(text):
+
+            async def private(message: SlackMessage) -> None:
+                await post_message(client, user_id, message)
+
+            await jobslow.run(
+                deps, client, text=text, user_id=user_id, channel=user_id, private=private
+            )
+            return
+        await post_message(client, user_id, await router.answer(name, text, deps.triage))
 
     reg.view(PALETTE_CALLBACK, on_palette)

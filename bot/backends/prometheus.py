@@ -21,6 +21,7 @@ import aiohttp
 from bot import metric_names as m
 from bot.backends.errors import BackendError
 from bot.backends.http import Deadline, request_json
+from bot.triage.stragglers import PacePoint, RankTime, StragglerConfig
 from bot.triage.table import VERSION_LABELS, Column, MetricRequest, Reading, Table, node_name
 
 BACKEND = "Prometheus"
@@ -137,6 +138,20 @@ def query_for(
     return query
 
 
+JOB_ID_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_.+-]{0,63}$")
+
+
+def step_selector(job_id: str, cfg: StragglerConfig) -> str:
+    """The job's step-time series. The id is checked and escaped: it comes from the user."""
+    if not JOB_ID_RE.fullmatch(job_id):
+        raise ValueError(f"{job_id!r} is not a job id")
+    if not METRIC_NAME_RE.fullmatch(cfg.step_metric):
+        raise ValueError(f"{cfg.step_metric!r} is not a metric name")
+    if not METRIC_NAME_RE.fullmatch(cfg.job_label):
+        raise ValueError(f"{cfg.job_label!r} is not a label name")
+    return f"{cfg.step_metric}{{{cfg.job_label}={promql_string(job_id)}}}"
+
+
 class PrometheusMetrics:
     name = BACKEND
 
@@ -190,6 +205,96 @@ class PrometheusMetrics:
             raise BackendError(BACKEND, f"answered a {data.get('resultType')}, not a vector.")
         result = data.get("result") or []
         return [r for r in result if isinstance(r, dict)]
+
+    async def query_range(
+        self, promql: str, *, start: datetime, end: datetime, step_s: int, deadline: Deadline
+    ) -> list[dict[str, Any]]:
+        """A range query; the result matrix."""
+        form = {
+            "query": promql,
+            "start": f"{start.timestamp():.3f}",
+            "end": f"{end.timestamp():.3f}",
+            "step": str(max(1, step_s)),
+        }
+        self.queries += 1
+        _, body = await request_json(
+            self._http(),
+            "POST",
+            f"{self.base_url}/api/v1/query_range",
+            backend=BACKEND,
+            deadline=deadline,
+            data=form,
+            ok_statuses=frozenset({200}),
+        )
+        if not isinstance(body, dict) or body.get("status") != "success":
+            error = body.get("error") if isinstance(body, dict) else None
+            raise BackendError(BACKEND, f"refused the query: {error or 'no reason given'}.")
+        result = (body.get("data") or {}).get("result") or []
+        return [r for r in result if isinstance(r, dict)]
+
+    async def step_times(
+        self,
+        job_id: str,
+        cfg: StragglerConfig,
+        *,
+        at: datetime | None = None,
+        timeout_s: float | None = None,
+    ) -> list[RankTime]:
+        """Each rank's step time of the job, averaged over `cfg.average_s`: one query."""
+        sel = step_selector(job_id, cfg)
+        rows = await self.query(
+            f"avg_over_time({sel}[{cfg.average_s}s])",
+            at=at,
+            deadline=Deadline(timeout_s or self.timeout_s),
+        )
+        out = []
+        for row in rows:
+            labels = row.get("metric") or {}
+            node = labels.get(cfg.node_label) or node_name(labels, node_label=self.node_label)
+            try:
+                seconds = float(row["value"][1])
+                rank = int(labels.get(cfg.rank_label, "-1"))
+            except (KeyError, IndexError, TypeError, ValueError):
+                continue
+            stage = labels.get(cfg.stage_label, "")
+            if node and seconds == seconds:
+                out.append(RankTime(node, rank, int(stage) if stage.isdigit() else None, seconds))
+        return out
+
+    async def pace(
+        self,
+        job_id: str,
+        cfg: StragglerConfig,
+        *,
+        start: datetime,
+        end: datetime,
+        step_s: int,
+        timeout_s: float | None = None,
+    ) -> list[PacePoint]:
+        """The job's slowest and median rank over time: two range queries, any job size."""
+        sel = step_selector(job_id, cfg)
+        deadline = Deadline(timeout_s or self.timeout_s)
+        slowest, median = await asyncio.gather(
+            *(
+                self.query_range(q, start=start, end=end, step_s=step_s, deadline=deadline)
+                for q in (f"max({sel})", f"quantile(0.5, {sel})")
+            )
+        )
+
+        def points(result: list[dict[str, Any]]) -> dict[float, float]:
+            values = result[0].get("values") if result else None
+            out = {}
+            for t, v in values or ():
+                value = float(v)
+                if value == value:
+                    out[float(t)] = value
+            return out
+
+        top, mid = points(slowest), points(median)
+        return [
+            PacePoint(datetime.fromtimestamp(t, UTC), top[t], mid[t])
+            for t in sorted(top.keys() & mid.keys())
+        ]
 
     async def _present(self, names: Sequence[str], deadline: Deadline) -> set[str]:
         """Which of the metrics exist, from the label index (no series are read)."""

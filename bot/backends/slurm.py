@@ -558,6 +558,10 @@ class SlurmRest:
                 out.append(job)
         return out
 
+    async def previous_run(self, job: Job) -> Job | None:
+        # Only through the id the job carries: finding a run by name needs slurmdbd.
+        return await self.job(job.prev_job_id) if job.prev_job_id else None
+
     async def job(self, job_id: str) -> Job | None:
         jid = check_job_id(job_id)
         deadline = Deadline(self.timeout_s)

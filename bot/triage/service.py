@@ -18,6 +18,7 @@ from bot.backends.errors import BackendError
 from bot.models import Fault, FaultKind, Job, Node, Severity, Verdict, VerdictLevel
 from bot.scheduler import Scheduler, SchedulerNode
 from bot.triage.checks import HealthConfig, HealthRun, enabled_checks, requests_for, run_checks
+from bot.triage.stragglers import PacePoint, RankTime, StragglerConfig
 from bot.triage.table import MetricRequest, Table
 from bot.triage.targets import BadInput, expand_nodes, parse_duration, parse_kinds
 from bot.triage.verdict import fault_level, verdicts
@@ -38,6 +39,30 @@ class Metrics(Protocol):
         at: datetime | None = None,
         timeout_s: float | None = None,
     ) -> Table: ...
+
+    async def step_times(
+        self,
+        job_id: str,
+        cfg: StragglerConfig,
+        *,
+        at: datetime | None = None,
+        timeout_s: float | None = None,
+    ) -> list[RankTime]:
+        """Each rank's step time of a job (empty when it exports none)."""
+        ...
+
+    async def pace(
+        self,
+        job_id: str,
+        cfg: StragglerConfig,
+        *,
+        start: datetime,
+        end: datetime,
+        step_s: int,
+        timeout_s: float | None = None,
+    ) -> list[PacePoint]:
+        """A job's slowest and median rank over time."""
+        ...
 
 
 class Inventory(Protocol):
@@ -60,6 +85,7 @@ class Triage:
     inventory: Inventory
     scheduler: Scheduler | None = None
     config: HealthConfig = field(default_factory=HealthConfig)
+    stragglers: StragglerConfig = field(default_factory=StragglerConfig)
 
 
 @dataclass(frozen=True)

@@ -29,11 +29,11 @@ async def test_slash_command_acks_then_answers_through_response_url(slack: Slack
 
 
 async def test_unbuilt_command_says_so_plainly(slack: Slack) -> None:
-    status, _, _ = await slack.command("/job-slow", "123456")
+    status, _, _ = await slack.command("/playground", "hello")
     assert status == 200
     await slack.emulator.wait_for_responses(1)
     answer = slack.emulator.responses[0][1]
-    assert "not built yet" in answer["text"] and "#4" in answer["text"]
+    assert "not built yet" in answer["text"] and "#6" in answer["text"]
 
 
 async def test_forged_stale_and_missing_signatures_get_401_and_run_nothing(slack: Slack) -> None:

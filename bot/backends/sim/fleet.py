@@ -182,6 +182,10 @@ class SimFleet:
     def job(self, job_id: str) -> Job:
         return self.job_specs[self._job_index[job_id]].job
 
+    def job_position(self, job_id: str) -> int | None:
+        """Where the job sits in ``job_specs`` (snapshots take it), None when unknown."""
+        return self._job_index.get(job_id)
+
     def job_spec(self, job_id: str) -> JobSpec:
         """The simulator's view of a job: base step time, pipeline stages, checkpoint cadence."""
         return self.job_specs[self._job_index[job_id]]

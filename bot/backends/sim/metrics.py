@@ -7,6 +7,7 @@ from the bus is NaN, as a missing series would be), so 400,000 GPUs cost a list 
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -16,7 +17,11 @@ from bot.backends.sim.exposition import FAMILY_BY_NAME
 from bot.backends.sim.fleet import SimFleet
 from bot.backends.sim.snapshot import FleetSnapshot
 from bot.models import Node
+from bot.triage.stragglers import PacePoint, RankTime, StragglerConfig
 from bot.triage.table import VERSION_LABELS, Column, MetricRequest, Reading, Table, node_name
+
+PACE_BUDGET = 1_500_000
+"""Rank values a pace series may cost the simulation; a larger job gets a coarser step."""
 
 
 class SimMetrics:
@@ -107,6 +112,70 @@ class SimMetrics:
                     counts[version] += 1
             out[label] = dict(counts)
         return out
+
+    async def step_times(
+        self,
+        job_id: str,
+        cfg: StragglerConfig,
+        *,
+        at: datetime | None = None,
+        timeout_s: float | None = None,
+    ) -> list[RankTime]:
+        """Each rank's step time averaged over three instants of `cfg.average_s`."""
+        self.queries += 1
+        index = self._job_index(job_id)
+        if index is None:
+            return []
+        at = at or self.fleet.now
+        spec = self.fleet.job_specs[index]
+        names = [self.fleet.topology.names[n] for n in spec.nodes]
+        sums: dict[tuple[int, int], list[float]] = {}
+        stages: dict[int, int] = {}
+        for k in range(3):
+            t = at - timedelta(seconds=cfg.average_s * k / 2)
+            snap = self.fleet.snapshot(t, names)
+            for _, n, rank, stage, value in snap.step_times(index):
+                sums.setdefault((n, rank), []).append(value)
+                stages[rank] = stage
+        topo = self.fleet.topology.names
+        staged = spec.pipeline_stages > 1
+        return [
+            RankTime(topo[n], rank, stages[rank] if staged else None, sum(v) / len(v))
+            for (n, rank), v in sorted(sums.items(), key=lambda kv: kv[0][1])
+        ]
+
+    async def pace(
+        self,
+        job_id: str,
+        cfg: StragglerConfig,
+        *,
+        start: datetime,
+        end: datetime,
+        step_s: int,
+        timeout_s: float | None = None,
+    ) -> list[PacePoint]:
+        """The job's slowest and median rank over time. The step is widened so that a huge
+        job costs at most ~1.5M rank values (Prometheus does this server-side)."""
+        self.queries += 2
+        index = self._job_index(job_id)
+        if index is None:
+            return []
+        spec = self.fleet.job_specs[index]
+        ranks = max(1, len(spec.nodes) * self.fleet.gpus_per_node)
+        span = max(0.0, (end - start).total_seconds())
+        step = max(step_s, 60, int(span * ranks / PACE_BUDGET) // 60 * 60)
+        names = [self.fleet.topology.names[n] for n in spec.nodes]
+        out = []
+        t = start
+        while t <= end:
+            values = [v for *_, v in self.fleet.snapshot(t, names).step_times(index)]
+            if values:
+                out.append(PacePoint(t, max(values), statistics.median(values)))
+            t += timedelta(seconds=step)
+        return out
+
+    def _job_index(self, job_id: str) -> int | None:
+        return self.fleet.job_position(job_id)
 
     async def close(self) -> None:
         return None

@@ -1,0 +1,169 @@
+"""Block Kit for /job-slow: the answer in the channel, the detail in its thread."""
+
+from __future__ import annotations
+
+from bot.models import Job
+from bot.render.blocks import Message, SlackMessage, button
+from bot.render.mrkdwn import code, escape
+from bot.render.triage import DRAIN_ACTION
+from bot.triage.jobs import SlowJobReport
+from bot.triage.service import UserJobs
+from bot.triage.stragglers import Diagnosis, Straggler
+from bot.triage.targets import compress
+
+PICK_ACTION = "meowbot_job_slow_pick"
+MAX_STRAGGLER_LINES = 10
+MAX_DRAIN_BUTTONS = 3
+MAX_PICK_BUTTONS = 10
+
+
+def _job_title(job: Job) -> str:
+    return f"job {job.job_id} {job.name} ({job.user}) on {len(job.nodes):,} nodes"
+
+
+def render_progress(job: Job) -> SlackMessage:
+    msg = Message(f"Looking at job {job.job_id} on {len(job.nodes):,} nodes…")
+    msg.section(
+        f":hourglass_flowing_sand: Looking at {code(job.job_id)} {escape(job.name)} on "
+        f"{len(job.nodes):,} nodes…"
+    )
+    return msg.build()
+
+
+def pace_line(d: Diagnosis) -> str:
+    """ "step time 1.38 s, 24 h earlier 1.27 s: 8.7% slower since 03:10"."""
+    c = d.comparison
+    what = "step time" if d.mode == "step time" else "median step"
+    if c is None:
+        if d.mode != "step time":
+            return "The job exports no step time: judged from its nodes' SM clocks."
+        return f"{what} {d.median_s:.2f} s; no baseline (younger than a day, no previous run)."
+    change = c.change
+    if abs(change) <= 0.005:
+        trend = "the same pace"
+    else:
+        trend = f"{abs(change):.1%} {'slower' if change > 0 else 'faster'}"
+    since = f" since {c.since:%H:%M} UTC" if c.since is not None and change > 0 else ""
+    return f"step time {c.now_s:.2f} s, {c.baseline} {c.before_s:.2f} s: {trend}{since}"
+
+
+def _straggler_line(s: Straggler, d: Diagnosis) -> str:
+    unit = "s" if d.mode == "step time" else "x"
+    why = f"*{s.cause.kind.value}*: {escape(s.cause.evidence)}" if s.cause else "no cause found"
+    return (
+        f"{code(s.node)} {s.seconds:.3f} {unit} against the job's {d.median_s:.3f} "
+        f"({s.excess:+.1%}, {s.z:.0f} MADs) — {why}"
+    )
+
+
+def drain_reason(job: Job, s: Straggler) -> str:
+    cause = s.cause.kind.value if s.cause else "straggler"
+    return f"meowbot: slows job {job.job_id} ({cause})"[:120]
+
+
+def verdict_line(d: Diagnosis) -> str:
+    n = len(d.job.nodes)
+    if d.stragglers:
+        names = ", ".join(code(s.node) for s in d.stragglers[:3])
+        more = f" and {len(d.stragglers) - 3} more" if len(d.stragglers) > 3 else ""
+        count = len(d.stragglers)
+        holds = "holds" if count == 1 else "hold"
+        first = d.stragglers[0]
+        why = f": {first.cause.kind.value}" if first.cause else ""
+        nodes = "node" if count == 1 else "nodes"
+        line = f"*{count} {nodes} of {n:,} {holds} the job back*{why} — {names}{more}."
+        if d.gpu_hours_per_day >= 0.5:
+            them = "it" if count == 1 else "them"
+            line += (
+                f" Draining {them} and restarting from the last checkpoint recovers about "
+                f"*{d.gpu_hours_per_day:,.0f} GPU-hours a day*."
+            )
+        return line
+    if d.job_cause is not None:
+        return (
+            f"*No node holds it back* ({d.job_cause.kind.value}): {escape(d.job_cause.evidence)}."
+        )
+    return f"*No straggler*: the {n:,} nodes keep the same pace (within ordinary jitter)."
+
+
+def render_answer(r: SlowJobReport, *, can_act: bool = True) -> SlackMessage:
+    d = r.diagnosis
+    job = d.job
+    msg = Message(f"Job {job.job_id}: {pace_line(d)}")
+    msg.header(f"Job {job.job_id} on {len(job.nodes):,} nodes")
+    owner = f" — {escape(r.owner_note)}" if r.owner_note else ""
+    msg.context(f"{escape(job.name)} ({escape(job.user)}){owner}")
+    msg.section(escape(pace_line(d)))
+    msg.section(verdict_line(d))
+    buttons = []
+    if can_act:
+        for s in d.stragglers[:MAX_DRAIN_BUTTONS]:
+            value = f"{s.node}|{drain_reason(job, s)}"
+            buttons.append(button(f"Drain {s.node}", DRAIN_ACTION, value, style="danger"))
+    if buttons:
+        msg.actions(*buttons)
+    if d.stragglers:
+        msg.context(
+            "Details in the thread; "
+            + ", ".join(f"`/node-health {s.node}`" for s in d.stragglers[:3])
+            + " for the node's whole story."
+        )
+    if d.missing:
+        msg.context(
+            f"No {'step time' if d.mode == 'step time' else 'SM clock'} from "
+            f"{len(d.missing)} node(s) ({code(compress(d.missing))}): judged without them."
+        )
+    msg.context(f"Checked {r.at:%Y-%m-%d %H:%M} UTC")
+    return msg.build()
+
+
+def render_detail(r: SlowJobReport) -> SlackMessage:
+    """The thread: every straggler with its evidence, and what was not checked."""
+    d = r.diagnosis
+    msg = Message(f"Detail of job {d.job.job_id}")
+    msg.section(
+        f"*How I judged*: {d.mode} across {len(d.per_node):,} nodes; a straggler sits over "
+        f"the median ({d.median_s:.3f}) by more than the z-score threshold in MADs and more "
+        "than ordinary jitter."
+    )
+    if d.stragglers:
+        lines = [_straggler_line(s, d) for s in d.stragglers]
+        msg.lines(lines, max_items=MAX_STRAGGLER_LINES, more_hint="the chart marks them all")
+    if d.job_cause is not None:
+        msg.section(f"*{d.job_cause.kind.value}*: {escape(d.job_cause.evidence)}")
+    if d.stall is not None and (d.job_cause is None or d.stragglers):
+        msg.context(f"Also: {d.stall.minutes} stalls of every rank in the last 2 h.")
+    if r.not_run:
+        missing = sorted({mt for ms in r.not_run.values() for mt in ms})
+        msg.context("Not checked (metric absent): " + ", ".join(code(x) for x in missing))
+    return msg.build()
+
+
+def render_error_in_place(job: Job, sentence: str) -> SlackMessage:
+    msg = Message(f"Job {job.job_id}: {sentence}")
+    msg.section(f":warning: {escape(sentence)}")
+    return msg.build()
+
+
+def render_pick(u: UserJobs) -> SlackMessage:
+    """`/job-slow` alone: the caller's running jobs to pick from."""
+    msg = Message("Which job?")
+    if u.note:
+        msg.section(f"Give a job id: `/job-slow 4100123`. ({escape(u.note)})")
+        return msg.build()
+    running = [j for j in u.jobs if j.nodes]
+    if not running:
+        msg.section(
+            f"No running jobs of `{escape(u.user or '')}`. Give a job id: `/job-slow 4100123`."
+        )
+        return msg.build()
+    msg.section(f"Running jobs of `{escape(u.user or '')}`: pick one, or `/job-slow <job-id>`.")
+    for j in running[:MAX_PICK_BUTTONS]:
+        msg.section(
+            f"{code(j.job_id)} {escape(j.name)} on {len(j.nodes):,} nodes since "
+            f"{j.start:%Y-%m-%d %H:%M} UTC",
+            accessory=button("Why slow?", PICK_ACTION, j.job_id),
+        )
+    if len(running) > MAX_PICK_BUTTONS:
+        msg.context(f"…and {len(running) - MAX_PICK_BUTTONS} more.")
+    return msg.build()

@@ -1,0 +1,197 @@
+"""The service behind /job-slow: find the job, read what it shows, diagnose (see stragglers.py).
+
+Two steps, so that the bot can answer bad input privately before it posts anything: `find_job`
+checks the id against the scheduler (quick), `slow_job` reads the metrics and diagnoses. Each
+reads with a fixed number of queries whatever the job's size: the step times (one), the pace
+over 48 h (two), the health checks over the job's nodes, and the proxies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from bot.backends.errors import BackendError
+from bot.models import FaultKind, Job, JobState
+from bot.triage.checks import CHECKS_BY_NAME, enabled_checks, requests_for, run_checks
+from bot.triage.service import Triage, UserError
+from bot.triage.stragglers import (
+    DRIFT,
+    Comparison,
+    Diagnosis,
+    NodeEvidence,
+    PacePoint,
+    StragglerConfig,
+    compare,
+    diagnose,
+    job_versions,
+    node_paces,
+    proxy_requests,
+)
+
+JOB_ID_RE = re.compile(r"^[0-9]+(_[0-9]+)?$")  # Slurm: 123456, or an array task 123456_7
+HISTORY = timedelta(hours=48)
+DAY = timedelta(hours=24)
+PACE_STEP_S = 60  # a minute: stalls of a minute show; 2,880 points over 48 h
+SM_CLOCK_LABEL = "SM clock, lowest GPU (MHz)"
+
+# Where each drift kind's version is read: the health checks' per-node version columns.
+_VERSION_KEYS = {
+    FaultKind.DRIVER_DRIFT: "driver_drift",
+    FaultKind.KERNEL_DRIFT: "kernel_drift",
+    FaultKind.FIRMWARE_DRIFT: "firmware_drift",
+}
+
+
+@dataclass(frozen=True)
+class SlowJobReport:
+    diagnosis: Diagnosis
+    owner_note: str | None  # "a job of alice's", when the viewer is someone else
+    pace: list[PacePoint]  # the last 48 h
+    yesterday: list[PacePoint]  # the same 24 h earlier, moved forward a day to overlay
+    lagging_label: str  # what `diagnosis.per_node` measures
+    not_run: dict[str, list[str]]
+    at: datetime
+
+
+def parse_job_id(text: str) -> str | UserError:
+    words = text.split()
+    if len(words) != 1 or not JOB_ID_RE.fullmatch(words[0]):
+        shown = text.strip()[:40] or "nothing"
+        return UserError(
+            f"`{shown}` is not a job id: give the number Slurm shows, e.g. `/job-slow 4100123`."
+        )
+    return words[0]
+
+
+async def find_job(triage: Triage, text: str, cfg: StragglerConfig) -> Job | UserError:
+    """The running job `text` names, or a sentence saying why not."""
+    job_id = parse_job_id(text)
+    if isinstance(job_id, UserError):
+        return job_id
+    if triage.scheduler is None:
+        return UserError(
+            "No scheduler is configured (set SLURM_REST_URL): I need it for the job's nodes."
+        )
+    try:
+        job = await triage.scheduler.job(job_id)
+    except BackendError as exc:
+        return UserError(f"I could not look the job up: {exc.user_text()}")
+    if job is None:
+        return UserError(
+            f"{triage.scheduler.name} knows no job {job_id} (finished jobs are forgotten "
+            "after a while)."
+        )
+    if job.state is not JobState.RUNNING:
+        ended = f" since {job.end:%Y-%m-%d %H:%M} UTC" if job.end else ""
+        return UserError(
+            f"Job {job_id} ({job.name}) is {job.state.value}{ended}: /job-slow looks at "
+            "running jobs."
+        )
+    if len(job.nodes) > cfg.max_nodes:
+        return UserError(
+            f"Job {job_id} runs on {len(job.nodes):,} nodes, more than the {cfg.max_nodes:,} "
+            "I read at once (`job_slow.max_nodes`)."
+        )
+    return job
+
+
+def _window(points: Sequence[PacePoint], start: datetime, end: datetime) -> list[PacePoint]:
+    return [p for p in points if start <= p.at <= end]
+
+
+async def slow_job(
+    triage: Triage,
+    job: Job,
+    cfg: StragglerConfig,
+    *,
+    viewer: str | None = None,
+    now: datetime | None = None,
+) -> SlowJobReport | UserError:
+    """Read the job's step times, pace, health and proxies; diagnose."""
+    metrics = triage.metrics
+    health = triage.config
+    checks = enabled_checks(health)
+    at = now or datetime.now(UTC)
+    try:
+        ranks, pace, health_table, proxies = await asyncio.gather(
+            metrics.step_times(job.job_id, cfg, at=at),
+            metrics.pace(job.job_id, cfg, start=at - HISTORY, end=at, step_s=PACE_STEP_S),
+            metrics.read(
+                requests_for(checks, health), nodes=job.nodes, window_s=health.window_s, at=at
+            ),
+            metrics.read(proxy_requests(cfg), nodes=job.nodes, window_s=cfg.average_s, at=at),
+        )
+        comparison, yesterday = await _compare(triage, job, pace, cfg, at)
+    except BackendError as exc:
+        return UserError(f"I could not read job {job.job_id}'s metrics: {exc.user_text()}")
+    run = run_checks(health_table, health, checks)
+    keys = {
+        kind: (CHECKS_BY_NAME[name].needs[0].key, DRIFT[kind][1])
+        for kind, name in _VERSION_KEYS.items()
+    }
+    versions = job_versions(health_table, keys)
+    evidence = NodeEvidence.from_reads(proxies, versions, run.faults, cfg.average_s)
+    job_nodes = set(job.nodes)
+    if ranks:
+        ranks = [r for r in ranks if r.node in job_nodes]
+        per_node = node_paces(ranks)
+        mode, label = "step time", "step time per node (s)"
+    else:
+        # No per-rank step time: a node's slowness is how far its lowest SM clock sits under
+        # the job's median (a throttled or clocked-down GPU holds every rank back).
+        clocks = {n: c for n, c in evidence.sm_clock.items() if n in job_nodes and c > 0}
+        median = statistics.median(clocks.values()) if clocks else 0.0
+        per_node = {n: median / c for n, c in clocks.items()}
+        mode, label = "proxies", "SM clock shortfall (job median / node's lowest GPU)"
+    diagnosis = diagnose(
+        job,
+        per_node,
+        evidence,
+        cfg,
+        ranks=ranks,
+        mode=mode,
+        comparison=comparison,
+        minutes=_window(pace, at - timedelta(hours=2), at),
+    )
+    owner = None if viewer is None or viewer == job.user else f"a job of {job.user}'s"
+    return SlowJobReport(
+        diagnosis=diagnosis,
+        owner_note=owner,
+        pace=pace,
+        yesterday=yesterday,
+        lagging_label=label,
+        not_run=run.not_run,
+        at=at,
+    )
+
+
+async def _compare(
+    triage: Triage, job: Job, pace: list[PacePoint], cfg: StragglerConfig, at: datetime
+) -> tuple[Comparison | None, list[PacePoint]]:
+    """Against the same job a day earlier, or its previous run when it is younger than that."""
+    recent = _window(pace, at - DAY, at)
+    if job.start <= at - DAY - timedelta(seconds=cfg.average_s):
+        half = timedelta(seconds=cfg.average_s)
+        before = _window(pace, at - DAY - half, at - DAY + half)
+        shifted = [
+            PacePoint(p.at + DAY, p.slowest, p.median)
+            for p in _window(pace, at - HISTORY, at - DAY)
+        ]
+        return compare(recent, before, cfg, "24 h earlier"), shifted
+    scheduler = triage.scheduler
+    previous = await scheduler.previous_run(job) if scheduler is not None else None
+    if previous is None or previous.end is None:
+        return None, []
+    old = await triage.metrics.pace(
+        previous.job_id,
+        cfg,
+        start=previous.end - timedelta(hours=2),
+        end=previous.end,
+        step_s=PACE_STEP_S * 5,
+    )
+    return compare(recent, old, cfg, f"its previous run (job {previous.job_id})"), []

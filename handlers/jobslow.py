@@ -1,0 +1,143 @@
+"""/job-slow: check privately, post "looking at…", then edit it into the answer.
+
+Bad input (no such job, a finished one, a malformed id) is answered privately before anything
+is posted, so it changes nothing. A real job gets a message in the channel that is edited as
+the answer forms; the detail and the chart go to its thread. Where the bot may not post (not
+in the channel), the whole answer comes privately instead, and says why there is no chart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.deps import Deps
+from bot.render.blocks import SlackMessage
+from bot.render.blocks import error as error_message
+from bot.render.charts import NodeValue, job_chart
+from bot.render.jobslow import (
+    PICK_ACTION,
+    render_answer,
+    render_detail,
+    render_error_in_place,
+    render_pick,
+    render_progress,
+)
+from bot.triage.jobs import SlowJobReport, find_job, slow_job
+from bot.triage.service import UserError, user_jobs
+from handlers.registry import Registry
+from handlers.reply import post_message
+
+log = logging.getLogger(__name__)
+
+COMMAND = "/job-slow"
+Private = Callable[[SlackMessage], Awaitable[None]]
+
+
+def chart_png(report: SlowJobReport) -> bytes:
+    d = report.diagnosis
+    return job_chart(
+        title=f"job {d.job.job_id} {d.job.name}",
+        pace=[(p.at, p.slowest) for p in report.pace],
+        yesterday=[(p.at, p.slowest) for p in report.yesterday],
+        since=d.comparison.since if d.comparison else None,
+        metric_label=report.lagging_label,
+        per_node=[NodeValue(n, d.per_node[n]) for n in d.job.nodes if n in d.per_node],
+        stragglers={s.node for s in d.stragglers},
+        median=d.median_s or None,
+    )
+
+
+async def run(
+    deps: Deps,
+    client: AsyncWebClient,
+    *,
+    text: str,
+    user_id: str,
+    channel: str,
+    private: Private,
+) -> None:
+    triage = deps.triage
+    cfg = triage.stragglers
+    viewer = await deps.users.cluster_user(user_id, client)
+    if not text.strip():
+        await private(render_pick(await user_jobs(triage, viewer)))
+        return
+    job = await find_job(triage, text, cfg)
+    if isinstance(job, UserError):
+        await private(error_message(job.sentence))
+        return
+    progress = render_progress(job)
+    ts: str | None = None
+    try:
+        posted = await client.chat_postMessage(
+            channel=channel, text=progress.text, blocks=progress.blocks
+        )
+        ts, channel = str(posted["ts"]), str(posted.get("channel") or channel)
+    except SlackApiError as exc:
+        code = exc.response.get("error", "unknown")
+        await private(
+            error_message(
+                f"I cannot post in this channel ({code}): invite me for the chart and the "
+                "thread. The answer follows here."
+            )
+        )
+    report = await slow_job(triage, job, cfg, viewer=viewer)
+    if isinstance(report, UserError):
+        failed = render_error_in_place(job, report.sentence)
+        if ts is None:
+            await private(failed)
+        else:
+            await client.chat_update(channel=channel, ts=ts, text=failed.text, blocks=failed.blocks)
+        return
+    answer, detail = render_answer(report), render_detail(report)
+    if ts is None:
+        await private(answer)
+        await private(detail)
+        return
+    await client.chat_update(channel=channel, ts=ts, text=answer.text, blocks=answer.blocks)
+    for chunk in answer.overflow:
+        await client.chat_postMessage(channel=channel, text=answer.text, blocks=chunk, thread_ts=ts)
+    await post_message(client, channel, detail, thread_ts=ts)
+    png = await asyncio.to_thread(chart_png, report)
+    try:
+        await client.files_upload_v2(
+            channel=channel,
+            thread_ts=ts,
+            content=png,
+            filename=f"job-{job.job_id}.png",
+            title=f"Job {job.job_id}: step time over 48 h and per node",
+        )
+    except SlackApiError as exc:
+        log.warning("chart upload failed", extra={"error": exc.response.get("error")})
+        await client.chat_postMessage(
+            channel=channel,
+            thread_ts=ts,
+            text=f"The chart could not be uploaded ({exc.response.get('error', 'unknown')}).",
+        )
+
+
+def register(reg: Registry, deps: Deps) -> None:
+    async def on_pick(ack: Any, body: dict[str, Any], respond: Any, client: AsyncWebClient) -> None:
+        await ack()
+        job_id = str(body["actions"][0].get("value", ""))
+        channel = str((body.get("channel") or {}).get("id") or body["user"]["id"])
+
+        async def private(message: SlackMessage) -> None:
+            await respond(
+                text=message.text,
+                blocks=message.blocks,
+                response_type="ephemeral",
+                replace_original=False,
+            )
+
+        await run(
+            deps, client, text=job_id, user_id=body["user"]["id"], channel=channel, private=private
+        )
+
+    reg.action(PICK_ACTION, on_pick)
