@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from bot.backends.prometheus import PrometheusInventory, PrometheusMetrics
 from bot.config import ConfigError, Settings
@@ -15,30 +15,28 @@ from bot.triage.service import Triage
 from bot.triage.stragglers import StragglerConfig
 
 log = logging.getLogger(__name__)
+M = TypeVar("M", bound=BaseModel)
+
+
+def _section(settings: Settings, key: str, model: type[M]) -> M:
+    """One section of MEOWBOT_CONFIG, validated, with its first error in a sentence."""
+    raw: Any = settings.extra.get(key, {})
+    try:
+        return model.model_validate(raw or {})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise ConfigError(
+            f"MEOWBOT_CONFIG's {key}.{where} is wrong: {err['msg'].lower()}."
+        ) from None
 
 
 def health_config(settings: Settings) -> HealthConfig:
-    raw: Any = settings.extra.get("health", {})
-    try:
-        return HealthConfig.model_validate(raw or {})
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise ConfigError(
-            f"MEOWBOT_CONFIG's health.{where} is wrong: {err['msg'].lower()}."
-        ) from None
+    return _section(settings, "health", HealthConfig)
 
 
 def straggler_config(settings: Settings) -> StragglerConfig:
-    raw: Any = settings.extra.get("job_slow", {})
-    try:
-        return StragglerConfig.model_validate(raw or {})
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise ConfigError(
-            f"MEOWBOT_CONFIG's job_slow.{where} is wrong: {err['msg'].lower()}."
-        ) from None
+    return _section(settings, "job_slow", StragglerConfig)
 
 
 def make_scheduler(settings: Settings) -> Scheduler | None:

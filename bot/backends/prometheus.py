@@ -180,18 +180,13 @@ class PrometheusMetrics:
         if self._own_session and self._session is not None:
             await self._session.close()
 
-    async def query(
-        self, promql: str, *, at: datetime | None, deadline: Deadline
-    ) -> list[dict[str, Any]]:
-        """An instant query; the result vector. POST, so that long node regexes fit."""
-        form = {"query": promql}
-        if at is not None:
-            form["time"] = f"{at.timestamp():.3f}"
+    async def _api(self, path: str, form: dict[str, str], deadline: Deadline) -> dict[str, Any]:
+        """POST to the query API (long node regexes fit); the `data` of a successful answer."""
         self.queries += 1
         _, body = await request_json(
             self._http(),
             "POST",
-            f"{self.base_url}/api/v1/query",
+            f"{self.base_url}/api/v1/{path}",
             backend=BACKEND,
             deadline=deadline,
             data=form,
@@ -201,6 +196,16 @@ class PrometheusMetrics:
             error = body.get("error") if isinstance(body, dict) else None
             raise BackendError(BACKEND, f"refused the query: {error or 'no reason given'}.")
         data = body.get("data") or {}
+        return data if isinstance(data, dict) else {}
+
+    async def query(
+        self, promql: str, *, at: datetime | None, deadline: Deadline
+    ) -> list[dict[str, Any]]:
+        """An instant query; the result vector."""
+        form = {"query": promql}
+        if at is not None:
+            form["time"] = f"{at.timestamp():.3f}"
+        data = await self._api("query", form, deadline)
         if data.get("resultType") != "vector":
             raise BackendError(BACKEND, f"answered a {data.get('resultType')}, not a vector.")
         result = data.get("result") or []
@@ -216,20 +221,7 @@ class PrometheusMetrics:
             "end": f"{end.timestamp():.3f}",
             "step": str(max(1, step_s)),
         }
-        self.queries += 1
-        _, body = await request_json(
-            self._http(),
-            "POST",
-            f"{self.base_url}/api/v1/query_range",
-            backend=BACKEND,
-            deadline=deadline,
-            data=form,
-            ok_statuses=frozenset({200}),
-        )
-        if not isinstance(body, dict) or body.get("status") != "success":
-            error = body.get("error") if isinstance(body, dict) else None
-            raise BackendError(BACKEND, f"refused the query: {error or 'no reason given'}.")
-        result = (body.get("data") or {}).get("result") or []
+        result = (await self._api("query_range", form, deadline)).get("result") or []
         return [r for r in result if isinstance(r, dict)]
 
     async def step_times(
