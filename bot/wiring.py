@@ -58,10 +58,16 @@ def make_triage(settings: Settings) -> Triage:
         )
     from bot.backends.sim.fleet import SimFleet
     from bot.backends.sim.metrics import SimInventory, SimMetrics
+    from bot.backends.sim.scheduler import SimScheduler
 
     fleet = SimFleet(settings.sim_nodes or 512, seed=settings.seed)
+    # The simulated fleet's own jobs, unless a real Slurm is named: /job-slow needs a scheduler.
     return Triage(
-        SimMetrics(fleet), SimInventory(fleet), scheduler, cfg, straggler_config(settings)
+        SimMetrics(fleet),
+        SimInventory(fleet),
+        scheduler or SimScheduler(fleet),
+        cfg,
+        straggler_config(settings),
     )
 
 

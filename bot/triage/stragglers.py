@@ -160,8 +160,9 @@ _SLOWING_FAULTS: tuple[FaultKind, ...] = (
     FaultKind.NVLINK_CRC,
     FaultKind.NVLINK_REPLAY,
     FaultKind.PCIE_REPLAY,
-    FaultKind.IB_LINK_DOWN,
+    # A flapping port is often down at the instant read too: the flapping is the diagnosis.
     FaultKind.IB_FLAPPING,
+    FaultKind.IB_LINK_DOWN,
     FaultKind.IB_SYMBOL_ERRORS,
     FaultKind.NIC_ERRORS,
     FaultKind.GPU_MISSING,

@@ -1,0 +1,62 @@
+"""A scheduler over the simulated fleet's jobs, for the demo and tests without Slurm.
+
+It answers the scheduler port from `SimFleet`'s job table (the same jobs the simulated metrics
+show step times for) and keeps drains in memory, so the shell and the sim-backed bot can run
+/job-slow and the Drain button end to end. With SLURM_REST_URL set, the real adapter is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from bot.backends.sim.fleet import SimFleet
+from bot.models import Job, JobState
+from bot.scheduler import SchedulerNode
+
+
+class SimScheduler:
+    name = "the simulated scheduler"
+
+    def __init__(self, fleet: SimFleet) -> None:
+        self.fleet = fleet
+        self._drained: dict[str, str] = {}
+
+    async def nodes(self, names: Sequence[str] | None = None) -> dict[str, SchedulerNode]:
+        known = self.fleet.topology.names
+        wanted = known if names is None else [n for n in names if self.fleet.topology.has(n)]
+        out: dict[str, SchedulerNode] = {}
+        for name in wanted:
+            busy = self.fleet.running_job(name) is not None
+            reason = self._drained.get(name)
+            out[name] = SchedulerNode(
+                name=name,
+                state="allocated" if busy else "idle",
+                flags=("DRAIN",) if reason else (),
+                reason=reason,
+                reason_set_by="meowbot" if reason else None,
+                reason_changed_at=datetime.now(UTC) if reason else None,
+            )
+        return out
+
+    async def jobs(self, *, user: str | None = None) -> list[Job]:
+        live = {JobState.RUNNING, JobState.PENDING}
+        return [j for j in self.fleet.jobs if j.state in live and (user is None or j.user == user)]
+
+    async def job(self, job_id: str) -> Job | None:
+        if self.fleet.job_position(job_id) is None:
+            return None
+        return self.fleet.job(job_id)
+
+    async def previous_run(self, job: Job) -> Job | None:
+        return await self.job(job.prev_job_id) if job.prev_job_id else None
+
+    async def drain(self, node: str, reason: str) -> None:
+        self.fleet.topology.index(node)  # unknown nodes raise, as Slurm refuses them
+        self._drained[node] = reason
+
+    async def resume(self, node: str) -> None:
+        self._drained.pop(node, None)
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,149 @@
+"""/job-slow's service against the simulated fleet: every straggler cause is named on its node,
+ordinary jitter is not a culprit, and job-level slowdowns get the "not the nodes" answer."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from bot.backends.sim.fleet import STRAGGLER_NODE_KINDS, SimFleet
+from bot.backends.sim.metrics import SimInventory, SimMetrics
+from bot.backends.sim.scheduler import SimScheduler
+from bot.models import FaultKind, Job, JobState
+from bot.triage.checks import HealthConfig
+from bot.triage.jobs import SlowJobReport, find_job, parse_job_id, slow_job
+from bot.triage.service import Triage, UserError
+from bot.triage.stragglers import StragglerConfig, outliers, spread
+
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+JOB_NODES = [f"gpu-{i:04d}" for i in range(1, 17)]
+SLOW_NODE = "gpu-0009"
+CFG = StragglerConfig()
+
+
+def _fleet(**job: object) -> tuple[SimFleet, Job]:
+    fleet = SimFleet(32, seed=3, now=NOW, fault_rate=0.0)
+    return fleet, fleet.add_job(JOB_NODES, user="alice", **job)  # type: ignore[arg-type]
+
+
+def _triage(fleet: SimFleet) -> Triage:
+    return Triage(SimMetrics(fleet), SimInventory(fleet), SimScheduler(fleet), HealthConfig(), CFG)
+
+
+async def _diagnose(fleet: SimFleet, job: Job, viewer: str | None = None) -> SlowJobReport:
+    triage = _triage(fleet)
+    found = await find_job(triage, job.job_id, CFG)
+    assert isinstance(found, Job)
+    report = await slow_job(triage, found, CFG, viewer=viewer, now=NOW)
+    assert isinstance(report, SlowJobReport)
+    return report
+
+
+@pytest.mark.parametrize("cause", STRAGGLER_NODE_KINDS, ids=str)
+async def test_each_node_cause_is_named_on_its_node(cause: FaultKind) -> None:
+    fleet, job = _fleet()
+    fleet.inject_straggler(job.job_id, cause, node=SLOW_NODE, since=NOW - timedelta(hours=3))
+    d = (await _diagnose(fleet, job)).diagnosis
+    assert [s.node for s in d.stragglers] == [SLOW_NODE]
+    straggler = d.stragglers[0]
+    assert straggler.cause is not None and straggler.cause.kind is cause
+    assert straggler.excess > CFG.min_excess
+    assert d.gpu_hours_per_day > 0
+    assert d.report().causes == {SLOW_NODE: cause}
+    # The slowdown started 3 h ago: against a day earlier the job is slower now.
+    assert d.comparison is not None and d.comparison.change > CFG.slower_threshold
+
+
+async def test_a_healthy_job_with_ordinary_jitter_has_no_culprit() -> None:
+    fleet, job = _fleet()
+    report = await _diagnose(fleet, job)
+    d = report.diagnosis
+    assert d.stragglers == [] and d.job_cause is None and not d.not_the_nodes
+    assert d.comparison is not None and abs(d.comparison.change) < CFG.slower_threshold
+    assert d.missing == []
+    assert len(report.pace) > 1000  # 48 h of minutes for the chart
+
+
+@pytest.mark.parametrize(
+    ("cause", "stages"),
+    [(FaultKind.JOB_SLOWDOWN, 1), (FaultKind.GC_STALLS, 1), (FaultKind.PIPELINE_IMBALANCE, 4)],
+    ids=str,
+)
+async def test_job_level_causes_are_not_blamed_on_a_node(cause: FaultKind, stages: int) -> None:
+    fleet, job = _fleet(pipeline_stages=stages)
+    fleet.inject_straggler(job.job_id, cause, since=NOW - timedelta(hours=3))
+    d = (await _diagnose(fleet, job)).diagnosis
+    assert d.stragglers == []
+    assert d.job_cause is not None and d.job_cause.kind is cause
+    assert d.not_the_nodes
+    assert d.gpu_hours_per_day == 0
+
+
+async def test_without_step_times_the_sm_clock_finds_a_throttled_node() -> None:
+    fleet, job = _fleet(exports_step_time=False)
+    fleet.inject(FaultKind.THROTTLE_HW_SLOWDOWN, SLOW_NODE, since=NOW - timedelta(hours=3))
+    d = (await _diagnose(fleet, job)).diagnosis
+    assert d.mode == "proxies"
+    assert [s.node for s in d.stragglers] == [SLOW_NODE]
+    assert d.stragglers[0].cause is not None
+    assert d.stragglers[0].cause.kind is FaultKind.THROTTLE_HW_SLOWDOWN
+
+
+async def test_without_step_times_a_healthy_job_has_no_culprit() -> None:
+    fleet, job = _fleet(exports_step_time=False)
+    d = (await _diagnose(fleet, job)).diagnosis
+    assert d.mode == "proxies" and d.stragglers == [] and d.job_cause is None
+
+
+async def test_another_users_job_is_readable_and_says_whose() -> None:
+    fleet, job = _fleet()
+    assert (await _diagnose(fleet, job, viewer="bob")).owner_note == "a job of alice's"
+    assert (await _diagnose(fleet, job, viewer="alice")).owner_note is None
+
+
+@pytest.mark.parametrize(
+    "text", ["", "abc", "123 456", '1"} or vector(1)', "4100001;rm", "12_", "-5"]
+)
+def test_bad_job_ids_are_refused_with_a_sentence(text: str) -> None:
+    answer = parse_job_id(text)
+    assert isinstance(answer, UserError) and "not a job id" in answer.sentence
+
+
+async def test_unknown_finished_huge_jobs_and_no_scheduler_are_sentences() -> None:
+    fleet, job = _fleet()
+    triage = _triage(fleet)
+    unknown = await find_job(triage, "99999999", CFG)
+    assert isinstance(unknown, UserError) and "knows no job 99999999" in unknown.sentence
+    finished = next(j for j in fleet.jobs if j.state is not JobState.RUNNING)
+    done = await find_job(triage, finished.job_id, CFG)
+    assert isinstance(done, UserError) and "looks at running jobs" in done.sentence
+    small = Triage(triage.metrics, triage.inventory, triage.scheduler, stragglers=CFG)
+    capped = await find_job(small, job.job_id, StragglerConfig(max_nodes=8))
+    assert isinstance(capped, UserError) and "more than the 8" in capped.sentence
+    none = await find_job(Triage(triage.metrics, triage.inventory, None), job.job_id, CFG)
+    assert isinstance(none, UserError) and "No scheduler" in none.sentence
+
+
+async def test_a_young_requeue_is_compared_with_its_previous_run() -> None:
+    fleet = SimFleet(512, seed=2, now=NOW, fault_rate=0.0)
+    young = next(
+        j
+        for j in fleet.jobs
+        if j.state is JobState.RUNNING
+        and j.prev_job_id
+        and j.start > NOW - timedelta(hours=20)
+        and fleet.job_spec(j.job_id).exports_step_time
+    )
+    d = (await _diagnose(fleet, young)).diagnosis
+    assert d.comparison is not None
+    assert d.comparison.baseline == f"its previous run (job {young.prev_job_id})"
+
+
+def test_one_wild_node_does_not_hide_a_second_straggler() -> None:
+    # Mean and standard deviation would let the 10x node hide the 8 % one; the MAD does not.
+    times = {f"n{i}": 1.0 + 0.005 * (i % 5) for i in range(200)}
+    times["n7"], times["n8"] = 10.0, 1.08
+    found = [o.node for o in outliers(times, CFG)[1]]
+    assert found == ["n7", "n8"]
+    assert spread(times.values()).median == pytest.approx(1.01)
