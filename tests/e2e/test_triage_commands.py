@@ -152,3 +152,34 @@ async def test_home_tab_lists_the_viewers_slurm_jobs(slurm_slack: Slack) -> None
         assert "No running jobs of `bob`" in json.dumps(emu.calls_to("views.publish")[-1].args)
     finally:
         subprocess.run(["scancel", job_id], env=env, check=False)
+
+
+async def test_job_slow_posts_progress_then_the_answer_detail_and_chart(slack: Slack) -> None:
+    fleet = slack.bot.deps.triage.inventory.fleet  # type: ignore[attr-defined]
+    job = fleet.add_job([f"gpu-{i:04d}" for i in range(481, 497)], user="alice")
+    fault = fleet.inject_straggler(job.job_id, FaultKind.THROTTLE_HW_THERMAL, node="gpu-0490")
+    status, _, _ = await slack.command("/job-slow", job.job_id)
+    assert status == 200
+    upload = await slack.emulator.wait_for_call("files.completeUploadExternal", timeout=30)
+    assert upload.ok
+    posted = slack.emulator.calls_to("chat.postMessage")[0]
+    assert f"job {job.job_id}" in posted.args["text"].lower()
+    update = slack.emulator.calls_to("chat.update")[0]
+    assert update.ok and validate_blocks(update.args["blocks"]) == []
+    answer = json.dumps(update.args["blocks"])
+    assert fault.node in answer and DRAIN_ACTION in answer and "throttl" in answer.lower()
+    replies = [m for m in slack.emulator.messages("C0GENERAL") if m.get("thread_ts")]
+    assert replies, "the detail goes in the thread"
+    png = next(iter(slack.emulator.uploads.values()))
+    assert png.startswith(b"\x89PNG") and len(png) < 1_000_000
+
+
+async def test_job_slow_bad_and_unknown_ids_are_private_and_post_nothing(slack: Slack) -> None:
+    await slack.command("/job-slow", '1"} or vector(1)')
+    await slack.command("/job-slow", "99999999")
+    await slack.emulator.wait_for_responses(2)
+    texts = sorted(r[1]["text"] for r in slack.emulator.responses)
+    assert any("not a job id" in t for t in texts)
+    assert any("knows no job 99999999" in t for t in texts)
+    assert all(r[1]["response_type"] == "ephemeral" for r in slack.emulator.responses)
+    assert slack.emulator.calls_to("chat.postMessage") == []
