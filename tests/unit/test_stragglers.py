@@ -118,8 +118,7 @@ async def test_unknown_finished_huge_jobs_and_no_scheduler_are_sentences() -> No
     finished = next(j for j in fleet.jobs if j.state is not JobState.RUNNING)
     done = await find_job(triage, finished.job_id, CFG)
     assert isinstance(done, UserError) and "looks at running jobs" in done.sentence
-    small = Triage(triage.metrics, triage.inventory, triage.scheduler, stragglers=CFG)
-    capped = await find_job(small, job.job_id, StragglerConfig(max_nodes=8))
+    capped = await find_job(triage, job.job_id, StragglerConfig(max_nodes=8))
     assert isinstance(capped, UserError) and "more than the 8" in capped.sentence
     none = await find_job(Triage(triage.metrics, triage.inventory, None), job.job_id, CFG)
     assert isinstance(none, UserError) and "No scheduler" in none.sentence

@@ -20,7 +20,7 @@ class SimScheduler:
 
     def __init__(self, fleet: SimFleet) -> None:
         self.fleet = fleet
-        self._drained: dict[str, str] = {}
+        self._drained: dict[str, tuple[str, datetime]] = {}  # node -> (reason, when set)
 
     async def nodes(self, names: Sequence[str] | None = None) -> dict[str, SchedulerNode]:
         known = self.fleet.topology.names
@@ -28,14 +28,14 @@ class SimScheduler:
         out: dict[str, SchedulerNode] = {}
         for name in wanted:
             busy = self.fleet.running_job(name) is not None
-            reason = self._drained.get(name)
+            reason, changed = self._drained.get(name, (None, None))
             out[name] = SchedulerNode(
                 name=name,
                 state="allocated" if busy else "idle",
                 flags=("DRAIN",) if reason else (),
                 reason=reason,
                 reason_set_by="meowbot" if reason else None,
-                reason_changed_at=datetime.now(UTC) if reason else None,
+                reason_changed_at=changed,
             )
         return out
 
@@ -53,7 +53,7 @@ class SimScheduler:
 
     async def drain(self, node: str, reason: str) -> None:
         self.fleet.topology.index(node)  # unknown nodes raise, as Slurm refuses them
-        self._drained[node] = reason
+        self._drained[node] = (reason, datetime.now(UTC))
 
     async def resume(self, node: str) -> None:
         self._drained.pop(node, None)
