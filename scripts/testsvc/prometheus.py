@@ -1,6 +1,6 @@
 """A real Prometheus on loopback, fed by the simulated fleet of tests/integration/prom_scenario.py.
 
-1. ``now`` is the wall clock floored to the minute; the fleet (64 nodes, seed 7, one fault of
+1. ``now`` is the wall clock floored to the minute; the fleet (128 nodes, seed 7, one fault of
    every node kind) is built around it.
 2. Three hours of history of the metrics read as counters (increase/changes) are written as
    OpenMetrics by the project's Python and backfilled with
@@ -8,9 +8,10 @@
 3. ``tests.integration.sim_exporter`` serves the fleet's live exposition on a free port.
 4. Prometheus starts on that data folder and scrapes the exporter every second
    (``honor_labels``: the series carry their own instance and job), and we wait until a
-   live-only metric shows all 64 nodes.
+   live-only metric shows all 128 nodes.
 
-Yields PROMETHEUS_URL and MEOWBOT_TEST_SIM_NOW (the epoch the tests rebuild the fleet from).
+Yields PROMETHEUS_URL, MEOWBOT_TEST_SIM_NOW (the epoch the tests rebuild the fleet from) and
+MEOWBOT_TEST_JOB_ALIASES (the exporter's job id aliases file: see sim_exporter.py).
 The fleet's data comes from ``sys.executable``: testenv runs under the venv's Python, which
 can import ``bot``. Standard library only here.
 """
@@ -34,10 +35,10 @@ from .common import fail, free_port, say, stop, wait_port
 PACKAGES = {"prometheus": "prometheus"}  # promtool ships in the same package
 
 ROOT = Path(__file__).resolve().parents[2]
-N_NODES = 64  # tests/integration/prom_scenario.py: N_NODES
+N_NODES = 128  # tests/integration/prom_scenario.py: N_NODES
 READY_METRIC = "DCGM_FI_DEV_GPU_TEMP"  # not backfilled: only the live scrape brings it
-HISTORY_TIMEOUT_S = 60.0
-BACKFILL_TIMEOUT_S = 60.0
+HISTORY_TIMEOUT_S = 180.0  # 128 nodes on 2 busy cores: about 45 s seen
+BACKFILL_TIMEOUT_S = 180.0
 SCRAPE_TIMEOUT_S = 20.0
 
 
@@ -132,6 +133,7 @@ def start(tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
     data.mkdir(exist_ok=True)
     exporter_port = free_port()
     exporter_log = tmp / "exporter.log"
+    aliases = tmp / "job-aliases.json"  # written by tests, read by the exporter at each scrape
     prom_log = tmp / "prometheus.log"
     procs: list[subprocess.Popen[bytes]] = []
     try:
@@ -139,7 +141,7 @@ def start(tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
         with exporter_log.open("wb") as err:
             exporter = subprocess.Popen(
                 [sys.executable, "-m", "tests.integration.sim_exporter",
-                 "--now", str(now_s), "--port", str(exporter_port)],
+                 "--now", str(now_s), "--port", str(exporter_port), "--aliases", str(aliases)],
                 cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err,
             )  # fmt: skip
         procs.append(exporter)
@@ -162,7 +164,11 @@ def start(tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
             f"up in {time.monotonic() - started:.1f} s "
             f"(history and backfill {backfilled - started:.1f} s), fleet now={now_s}"
         )
-        yield {"PROMETHEUS_URL": url, "MEOWBOT_TEST_SIM_NOW": str(now_s)}
+        yield {
+            "PROMETHEUS_URL": url,
+            "MEOWBOT_TEST_SIM_NOW": str(now_s),
+            "MEOWBOT_TEST_JOB_ALIASES": str(aliases),
+        }
     finally:
         # Newest first: Prometheus before the target it scrapes; each waited for.
         for proc in reversed(procs):

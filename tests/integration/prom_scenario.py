@@ -6,7 +6,8 @@ what the health checks find through Prometheus with ``fleet.injected``.
 
 One fault of every node kind (every ``FaultKind`` that is not job-level), each on its own node,
 with its parameters fixed so that the checks' default thresholds are crossed without doubt
-within the tests' window. ``host_label="mixed"``: the fourth rack (gpu-0049..gpu-0064) runs the
+within the tests' window. ``host_label="mixed"``: every fourth rack (gpu-0049..gpu-0064 and
+gpu-0113..gpu-0128) runs the
 newer dcgm-exporter with a lower-case ``hostname`` label, and the plan puts faults on both.
 """
 
@@ -18,12 +19,13 @@ from typing import Any
 
 from bot import metric_names as m
 from bot.backends.sim.faults import DetailValue
-from bot.backends.sim.fleet import NODE_KINDS, SimFleet
+from bot.backends.sim.fleet import NODE_KINDS, STRAGGLER_NODE_KINDS, SimFleet
 from bot.models import FaultKind
 from bot.triage.checks import CHECKS, requests_for
 from bot.triage.table import Reading
 
-N_NODES = 64
+N_NODES = 128
+"""The faults sit on the first 64; the rest are the clean nodes of the training jobs."""
 SEED = 7
 HISTORY_HOURS = 3
 HISTORY_STEP_S = 60
@@ -43,7 +45,8 @@ class Planned:
     detail: dict[str, DetailValue] = field(default_factory=dict)
 
 
-# Nodes gpu-0049..gpu-0064 carry `hostname`, the others `Hostname` (SimFleet's "mixed").
+# Nodes gpu-0049..gpu-0064 (and gpu-0113..gpu-0128) carry `hostname`, the others `Hostname`
+# (SimFleet's "mixed").
 PLAN: tuple[Planned, ...] = (
     Planned(K.XID, "gpu-0002", 3, detail={"xid": 79}),
     Planned(K.ECC_DBE, "gpu-0004", 1, detail={"count": 2}),
@@ -78,17 +81,63 @@ PLAN: tuple[Planned, ...] = (
     Planned(K.GPU_MISSING, "gpu-0064", 2),
 )
 
-NEWER_EXPORTER_NODES = frozenset(f"gpu-{i:04d}" for i in range(49, 65))
+NEWER_EXPORTER_NODES = frozenset(f"gpu-{i:04d}" for i in (*range(49, 65), *range(113, 129)))
 
 # Straggler causes (issue 4) that no passive health check names: /job-slow finds them.
 STRAGGLER_ONLY_KINDS = frozenset({K.LOW_SM_CLOCK, K.CPU_CONTENTION, K.NUMA_MISPLACEMENT})
+
+
+@dataclass(frozen=True)
+class PlannedJob:
+    """A training job of the scenario (issue 4), exporting per-rank step times."""
+
+    job_id: str
+    name: str
+    nodes: tuple[str, ...]
+    slowdown: float = 0.0
+    """Every rank slower together by this share (JOB_SLOWDOWN) since ``SLOWDOWN_AGO_S``."""
+
+
+def _gpu(*numbers: int) -> tuple[str, ...]:
+    return tuple(f"gpu-{i:04d}" for i in numbers)
+
+
+STRAGGLER_NODES = {p.node: p.kind for p in PLAN if p.kind in STRAGGLER_NODE_KINDS}
+"""The planned faults that slow a job: the nodes /job-slow must name, with these causes."""
+_PLANNED = {p.node for p in PLAN}
+_CLEAN = [n for n in _gpu(*range(1, N_NODES + 1)) if n not in _PLANNED]
+SLOWDOWN_AGO_S = 2 * 3600
+
+# Slurm's test cluster has gpu-0001..gpu-0016 (scripts/testsvc/slurm.py): the two jobs that are
+# also submitted there live on those nodes; the others use the rest of the fleet.
+SLURM_STRAGGLERS = PlannedJob("900002", "train-one-throttled", _gpu(9, 11, 12, 13, 15, 16))
+SLURM_HEALTHY = PlannedJob("900003", "train-healthy", _gpu(1, 3, 5, 7))
+_POOL = [n for n in _CLEAN if n > "gpu-0016"]
+SLOW_EVERYWHERE = PlannedJob("900004", "train-slow-everywhere", tuple(_POOL[:5]), slowdown=0.09)
+CAUSE_JOB_SIZE = 5
+# One job per remaining slowing fault, that node and four clean ones: stragglers are a small
+# share of a job, as on a real cluster (a job of half stragglers has no "normal" pace to test).
+CAUSE_JOBS = tuple(
+    PlannedJob(
+        str(900010 + i),
+        f"train-{STRAGGLER_NODES[node].value.replace('_', '-')}",
+        tuple(sorted([node, *_POOL[5 + 4 * i : 9 + 4 * i]])),
+    )
+    for i, node in enumerate(n for n in sorted(STRAGGLER_NODES) if n not in SLURM_STRAGGLERS.nodes)
+)
+assert all(len(j.nodes) == CAUSE_JOB_SIZE for j in CAUSE_JOBS), "the fleet ran out of clean nodes"
+JOBS = (SLURM_STRAGGLERS, SLURM_HEALTHY, SLOW_EVERYWHERE, *CAUSE_JOBS)
+STEP_HISTORY_HOURS = 26  # a day and a bit: "24 h earlier" is there for every job
+STEP_HISTORY_STEP_S = 300
 
 # Counters (and the boot-time gauge) need history for increase()/changes() over the window;
 # every other metric is read at `now`, from the live scrape. Backfilling only these keeps the
 # start-up short (see scripts/testsvc/prometheus.py).
 HISTORY_METRICS: tuple[str, ...] = (
     *(r.name for r in requests_for(CHECKS) if r.reading is not Reading.VALUE),
+    # /job-slow's proxies that are counters (its CPU-contention and NUMA evidence).
     m.NODE_MEMORY_NUMA_NUMA_MISS_TOTAL,
+    m.NODE_PRESSURE_CPU_WAITING_SECONDS_TOTAL,
 )
 
 assert {p.kind for p in PLAN} == set(NODE_KINDS), "the plan must cover every node fault kind"
@@ -105,6 +154,11 @@ def make_fleet(now: datetime) -> SimFleet:
     for p in PLAN:
         detail: dict[str, Any] = dict(p.detail)  # keyword detail, never `until` or `job_id`
         fleet.inject(p.kind, p.node, p.gpu, since=now - timedelta(seconds=p.ago_s), **detail)
+    for job in JOBS:
+        fleet.add_job(job.nodes, name=job.name, job_id=job.job_id, user="alice")
+        if job.slowdown:
+            since = now - timedelta(seconds=SLOWDOWN_AGO_S)
+            fleet.inject(K.JOB_SLOWDOWN, job_id=job.job_id, since=since, slowdown=job.slowdown)
     return fleet
 
 

@@ -1,26 +1,34 @@
 """The test fleet as exporters: live exposition for Prometheus to scrape, or its history.
 
-    python -m tests.integration.sim_exporter --now EPOCH --port P       # serve /metrics
+    python -m tests.integration.sim_exporter --now EPOCH --port P [--aliases F]   # serve /metrics
     python -m tests.integration.sim_exporter --now EPOCH --history F    # write OpenMetrics, exit
 
 Both build the fleet of prom_scenario.make_fleet from the same ``--now``, so the scrape picks up
 exactly where the backfilled history ends. /metrics is the fleet at the wall-clock instant of
 the request: counters keep counting and faults stay on, as on a real cluster. The series carry
 their own ``instance`` and ``job`` labels, so Prometheus must scrape with ``honor_labels``.
+
+``--aliases F``: a JSON object {scenario job id: Slurm job id} that tests write once they have
+submitted a scenario job to the real Slurm (whose ids cannot be chosen); from then on the live
+step times of that job carry Slurm's id, as a real job's exporter would.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
+from bot import metric_names as m
 from bot.backends.sim.fleet import SimFleet
 from tests.integration.prom_scenario import (
     HISTORY_HOURS,
     HISTORY_METRICS,
     HISTORY_STEP_S,
+    STEP_HISTORY_HOURS,
+    STEP_HISTORY_STEP_S,
     from_epoch,
     make_fleet,
 )
@@ -28,25 +36,52 @@ from tests.integration.prom_scenario import (
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
+EOF_LINE = "# EOF\n"
+
+
 def write_history(fleet: SimFleet, path: str) -> None:
+    """The counters' last hours at the scrape's minute, then the step times over a day and a
+    bit at a coarser step (yesterday's pace), as one OpenMetrics file with one ``# EOF``."""
+    passes = (
+        (HISTORY_HOURS, HISTORY_STEP_S, list(HISTORY_METRICS)),
+        (STEP_HISTORY_HOURS, STEP_HISTORY_STEP_S, [m.TRAINING_STEP_TIME_SECONDS]),
+    )
     with open(path, "w", encoding="utf-8") as out:
-        for chunk in fleet.openmetrics_history(
-            hours=HISTORY_HOURS,
-            step_s=HISTORY_STEP_S,
-            metrics=list(HISTORY_METRICS),
-            end=fleet.now,
-            max_series=10_000,
-        ):
-            out.write(chunk)
+        for hours, step_s, metrics in passes:
+            text = "".join(
+                fleet.openmetrics_history(
+                    hours=hours, step_s=step_s, metrics=metrics, end=fleet.now, max_series=10_000
+                )
+            )
+            out.write(text.removesuffix(EOF_LINE))
+        out.write(EOF_LINE)
 
 
-def serve(fleet: SimFleet, port: int) -> None:
+def read_aliases(path: str | None) -> dict[str, str]:
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}  # not written yet (or half-written): no aliases this scrape
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def aliased(body: str, aliases: dict[str, str]) -> str:
+    for scenario_id, real_id in aliases.items():
+        body = body.replace(f'{m.LABEL_JOB_ID}="{scenario_id}"', f'{m.LABEL_JOB_ID}="{real_id}"')
+    return body
+
+
+def serve(fleet: SimFleet, port: int, aliases: str | None = None) -> None:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             if self.path.split("?", 1)[0] != "/metrics":
                 self.send_error(404)
                 return
-            body = fleet.exposition(at=datetime.now(UTC)).encode()
+            text = fleet.exposition(at=datetime.now(UTC))
+            body = aliased(text, read_aliases(aliases)).encode()
             self.send_response(200)
             self.send_header("Content-Type", CONTENT_TYPE)
             self.send_header("Content-Length", str(len(body)))
@@ -71,12 +106,13 @@ def main(argv: list[str]) -> int:
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--port", type=int, help="serve /metrics on 127.0.0.1:PORT")
     mode.add_argument("--history", help="write the OpenMetrics history to this file and exit")
+    parser.add_argument("--aliases", help="JSON file of job ids to rename in /metrics")
     args = parser.parse_args(argv)
     fleet = make_fleet(from_epoch(args.now))
     if args.history:
         write_history(fleet, args.history)
     else:
-        serve(fleet, args.port)
+        serve(fleet, args.port, args.aliases)
     return 0
 
 

@@ -116,7 +116,7 @@ def test_every_injected_fault_is_found_on_its_node_and_gpu(whole: FleetRead, ind
 
 
 def test_the_scenario_covers_every_node_fault_kind_on_both_host_labels(whole: FleetRead) -> None:
-    injected = whole.fleet.injected
+    injected = [f for f in whole.fleet.injected if f.node is not None]
     assert {f.kind for f in injected} == set(NODE_KINDS)
     spellings = {
         m.LABEL_HOSTNAME_NEW if f.node in scenario.NEWER_EXPORTER_NODES else m.LABEL_HOSTNAME
@@ -130,7 +130,7 @@ def test_every_check_ran_and_healthy_nodes_are_not_drained(whole: FleetRead) -> 
     assert whole.run.not_run == {}, "every metric the checks need is in Prometheus"
     # The fleet runs a current dcgm-exporter: only the clock-event bitmask's old name is absent.
     assert whole.table.absent == {m.DCGM_FI_DEV_CLOCK_THROTTLE_REASONS}
-    faulty = {f.node for f in whole.fleet.injected}
+    faulty = {f.node for f in whole.fleet.injected if f.node is not None}
     healthy = [n for n in whole.fleet.nodes if n not in faulty]
     assert len(healthy) == scenario.N_NODES - len(faulty) > 30
     by_node = verdicts(healthy, whole.run.faults)

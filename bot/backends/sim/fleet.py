@@ -711,12 +711,16 @@ class SimFleet:
         step_time_s: float = 1.27,
         pipeline_stages: int = 1,
         exports_step_time: bool = True,
+        job_id: str | None = None,
     ) -> Job:
         """Start a job on ``nodes`` (default start: three days before ``now``, so that
         yesterday's comparison is there). Jobs running there then are cancelled at its start,
-        as a preemption would."""
+        as a preemption would. ``job_id`` (default: the next free number) lets a test give the
+        job the id a real scheduler holds it under."""
         if not nodes:
             raise ValueError("a job needs nodes")
+        if job_id is not None and (not job_id.isdigit() or job_id in self._job_index):
+            raise ValueError(f"job id {job_id!r} is not a number or is taken")
         start = self.now - timedelta(days=3) if start is None else _aware(start, "start")
         start_s = float(_floor_minute(start.timestamp()))
         indices = tuple(dict.fromkeys(self.topology.index(n) for n in nodes))
@@ -731,7 +735,8 @@ class SimFleet:
                     }
                 )
                 self.job_specs[j] = replace(old, job=job, end_s=end_s)
-        job_id = str(max((int(s.job.job_id) for s in self.job_specs), default=0) + 1)
+        if job_id is None:
+            job_id = str(max((int(s.job.job_id) for s in self.job_specs), default=0) + 1)
         spec = make_spec(
             name=name or f"train-{job_id}",
             user=user,

@@ -1,0 +1,251 @@
+"""/job-slow's service against the real Prometheus fed by the simulated fleet, and the real Slurm.
+
+The scenario (prom_scenario.JOBS) runs training jobs on the test fleet, whose planned node
+faults are the ground truth:
+
+- one job per planned fault that slows a job (``CAUSE_JOBS``), that node and four clean ones:
+  the node must be named with its cause (the job's identity from the fleet's own scheduler: the
+  test Slurm has 16 nodes only);
+- ``train-one-throttled`` and ``train-healthy``: submitted to the real Slurm as well, whose job
+  ids the exporter then writes on their step times (sim_exporter ``--aliases``): a throttled node
+  named, and ordinary jitter given no culprit;
+- ``train-slow-everywhere``: 9 % slower on every node for two hours, against a day earlier:
+  the "not the nodes" answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from bot.backends.prometheus import PrometheusInventory, PrometheusMetrics
+from bot.backends.sim.fleet import STRAGGLER_NODE_KINDS, SimFleet
+from bot.backends.sim.scheduler import SimScheduler
+from bot.backends.slurm import SlurmRest
+from bot.models import FaultKind, Job, JobState
+from bot.scheduler import Scheduler
+from bot.triage.checks import HealthConfig
+from bot.triage.jobs import SlowJobReport, find_job, slow_job
+from bot.triage.service import Triage, UserError
+from bot.triage.stragglers import StragglerConfig
+from tests.conftest import need_service
+from tests.integration import prom_scenario as scenario
+
+HEALTH = HealthConfig(window_s=scenario.WINDOW_S)
+CFG = StragglerConfig()
+RANKS_PER_NODE = 8
+ALIAS_WAIT_S = 30.0
+
+
+@pytest.fixture(scope="module")
+def prom_url() -> str:
+    return need_service("PROMETHEUS_URL")
+
+
+@pytest.fixture(scope="module")
+def fleet() -> SimFleet:
+    return scenario.make_fleet(scenario.from_epoch(need_service("MEOWBOT_TEST_SIM_NOW")))
+
+
+async def _diagnose(prom_url: str, scheduler: Scheduler, job_id: str) -> tuple[SlowJobReport, int]:
+    """The job through find_job and slow_job, as /job-slow runs them; and the PromQL count."""
+    metrics = PrometheusMetrics(prom_url, timeout_s=10.0)
+    triage = Triage(metrics, PrometheusInventory(metrics), scheduler, HEALTH, CFG)
+    try:
+        job = await find_job(triage, job_id, CFG)
+        assert isinstance(job, Job), job
+        report = await slow_job(triage, job, CFG)
+    finally:
+        await metrics.close()
+    assert isinstance(report, SlowJobReport), report
+    return report, metrics.queries
+
+
+def _causes(report: SlowJobReport) -> dict[str, FaultKind | None]:
+    return {s.node: s.cause.kind if s.cause else None for s in report.diagnosis.stragglers}
+
+
+# ------------------------------------------------- the fleet's jobs, through real Prometheus
+@pytest.mark.parametrize("job", scenario.CAUSE_JOBS, ids=lambda j: j.name)
+async def test_each_slowing_fault_is_named_on_its_node_with_its_cause(
+    prom_url: str, fleet: SimFleet, job: scenario.PlannedJob
+) -> None:
+    report, _ = await _diagnose(prom_url, SimScheduler(fleet), job.job_id)
+    d = report.diagnosis
+    expected = {n: k for n, k in scenario.STRAGGLER_NODES.items() if n in job.nodes}
+    assert len(expected) == 1
+    assert _causes(report) == expected, d.per_node
+    assert d.mode == "step time" and d.missing == [] and d.job_cause is None
+    assert d.gpu_hours_per_day > 0
+    assert report.not_run == {}
+    # The fault began hours ago and the job has run three days: slower than a day earlier.
+    assert d.comparison is not None and d.comparison.baseline == "24 h earlier"
+    assert d.comparison.change > CFG.slower_threshold
+    assert len(report.pace) > 250 and report.yesterday  # the chart's 48 h and its overlay
+
+
+def test_the_jobs_cover_every_slowing_kind() -> None:
+    named = {scenario.STRAGGLER_NODES[n] for j in scenario.CAUSE_JOBS for n in j.nodes
+             if n in scenario.STRAGGLER_NODES}  # fmt: skip
+    throttles = {scenario.STRAGGLER_NODES[n] for n in scenario.SLURM_STRAGGLERS.nodes
+                 if n in scenario.STRAGGLER_NODES}  # fmt: skip
+    assert named | throttles == set(STRAGGLER_NODE_KINDS)
+
+
+async def test_the_query_count_does_not_grow_with_the_job(prom_url: str, fleet: SimFleet) -> None:
+    small = fleet.job(scenario.CAUSE_JOBS[0].job_id)
+    counts = []
+    for nodes in (small.nodes, tuple(fleet.nodes)):
+        metrics = PrometheusMetrics(prom_url, timeout_s=10.0)
+        triage = Triage(metrics, PrometheusInventory(metrics), SimScheduler(fleet), HEALTH, CFG)
+        try:
+            report = await slow_job(triage, small.model_copy(update={"nodes": tuple(nodes)}), CFG)
+        finally:
+            await metrics.close()
+        assert isinstance(report, SlowJobReport)
+        counts.append(metrics.queries)
+    assert counts[0] == counts[1] > 0, counts
+
+
+async def test_a_job_slow_on_every_node_together_is_not_the_nodes(
+    prom_url: str, fleet: SimFleet
+) -> None:
+    report, _ = await _diagnose(prom_url, SimScheduler(fleet), scenario.SLOW_EVERYWHERE.job_id)
+    d = report.diagnosis
+    assert d.stragglers == []
+    assert d.not_the_nodes and d.job_cause is not None
+    assert d.job_cause.kind is FaultKind.JOB_SLOWDOWN
+    assert d.comparison is not None
+    assert abs(d.comparison.change - scenario.SLOW_EVERYWHERE.slowdown) < 0.03
+    assert d.gpu_hours_per_day == 0
+
+
+# ------------------------------------------------------- jobs submitted to the real Slurm
+def _cli(conf: str, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "SLURM_JWT"}  # munge for the CLI
+    env["SLURM_CONF"] = conf
+    out = subprocess.run(list(args), env=env, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, f"{args}: {out.stderr}"
+    return out.stdout
+
+
+@pytest.fixture(scope="module")
+def slurm_jobs(prom_url: str) -> Iterator[dict[str, str]]:
+    """The two Slurm-range scenario jobs submitted to Slurm: scenario id -> Slurm id, with the
+    exporter told to write Slurm's ids on their step times, and Prometheus showing them."""
+    conf = need_service("SLURM_CONF")
+    aliases = need_service("MEOWBOT_TEST_JOB_ALIASES")
+    ids: dict[str, str] = {}
+    try:
+        for job in (scenario.SLURM_STRAGGLERS, scenario.SLURM_HEALTHY):
+            out = _cli(
+                conf, "sbatch", "--parsable", "-w", ",".join(job.nodes), "-N", str(len(job.nodes)),
+                "-J", job.name, "-o", "/dev/null", "--chdir", "/", "--wrap", "sleep 900",
+            )  # fmt: skip
+            ids[job.job_id] = out.strip().split(";")[0]
+        with open(aliases + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(ids, f)
+        os.replace(aliases + ".tmp", aliases)  # the exporter never reads half a file
+        asyncio.run(_wait_for_series(prom_url, ids, scenario.SLURM_STRAGGLERS.nodes))
+        yield ids
+    finally:
+        for slurm_id in ids.values():
+            subprocess.run(
+                ["scancel", slurm_id], env={**os.environ, "SLURM_CONF": conf}, timeout=30
+            )
+
+
+async def _wait_for_series(prom_url: str, ids: dict[str, str], nodes: tuple[str, ...]) -> None:
+    """Until every rank of both jobs is scraped under its Slurm id (the scrape is every second)."""
+    metrics = PrometheusMetrics(prom_url, timeout_s=5.0)
+    sizes = {
+        ids[scenario.SLURM_STRAGGLERS.job_id]: len(scenario.SLURM_STRAGGLERS.nodes),
+        ids[scenario.SLURM_HEALTHY.job_id]: len(scenario.SLURM_HEALTHY.nodes),
+    }
+    deadline = time.monotonic() + ALIAS_WAIT_S
+    seen: dict[str, int] = {}
+    try:
+        while time.monotonic() < deadline:
+            seen = {}
+            for slurm_id in sizes:
+                rows = await metrics.step_times(slurm_id, CFG)
+                seen[slurm_id] = len(rows)
+            if all(seen[i] == n * RANKS_PER_NODE for i, n in sizes.items()):
+                return
+            await asyncio.sleep(0.5)
+    finally:
+        await metrics.close()
+    raise AssertionError(f"step times under Slurm's ids not scraped in {ALIAS_WAIT_S} s: {seen}")
+
+
+@pytest.fixture
+async def slurm() -> AsyncIterator[SlurmRest]:
+    adapter = SlurmRest(
+        need_service("SLURM_REST_URL"),
+        token=need_service("SLURM_JWT"),
+        user=need_service("SLURM_USER"),
+        slurm_conf=need_service("SLURM_CONF"),
+        timeout_s=10,
+    )
+    yield adapter
+    await adapter.close()
+
+
+async def _running(slurm: SlurmRest, slurm_id: str, timeout_s: float = 30) -> Job:
+    deadline = time.monotonic() + timeout_s
+    job = None
+    while time.monotonic() < deadline:
+        job = await slurm.job(slurm_id)
+        if job is not None and job.state is JobState.RUNNING:
+            return job
+        await asyncio.sleep(0.3)
+    raise AssertionError(f"Slurm job {slurm_id} did not start in {timeout_s} s: {job}")
+
+
+async def test_a_slurm_job_with_a_throttled_node_names_it(
+    prom_url: str, slurm: SlurmRest, slurm_jobs: dict[str, str]
+) -> None:
+    job = scenario.SLURM_STRAGGLERS
+    slurm_id = slurm_jobs[job.job_id]
+    held = await _running(slurm, slurm_id)
+    assert sorted(held.nodes) == sorted(job.nodes)  # the nodes come from Slurm
+    report, _ = await _diagnose(prom_url, slurm, slurm_id)
+    d = report.diagnosis
+    assert d.job.job_id == slurm_id and d.job.name == job.name and d.job.user == "root"
+    expected = {n: k for n, k in scenario.STRAGGLER_NODES.items() if n in job.nodes}
+    assert expected == {"gpu-0012": FaultKind.THROTTLE_HW_SLOWDOWN}
+    assert _causes(report) == expected, d.per_node
+    assert d.missing == []
+    # Slurm started the job seconds ago and knows no previous run: nothing to compare with.
+    assert d.comparison is None
+
+
+async def test_a_healthy_slurm_job_with_ordinary_jitter_has_no_culprit(
+    prom_url: str, slurm: SlurmRest, slurm_jobs: dict[str, str]
+) -> None:
+    slurm_id = slurm_jobs[scenario.SLURM_HEALTHY.job_id]
+    await _running(slurm, slurm_id)
+    report, _ = await _diagnose(prom_url, slurm, slurm_id)
+    d = report.diagnosis
+    values = sorted(d.per_node.values())
+    assert len(values) == len(scenario.SLURM_HEALTHY.nodes)
+    assert values[-1] / values[0] - 1 > 0.001  # real jitter between the nodes, not one number
+    assert d.stragglers == [] and d.job_cause is None and not d.not_the_nodes
+    assert d.missing == []
+
+
+async def test_an_unknown_job_is_a_sentence_from_slurm(prom_url: str, slurm: SlurmRest) -> None:
+    metrics = PrometheusMetrics(prom_url, timeout_s=5.0)
+    triage = Triage(metrics, PrometheusInventory(metrics), slurm, HEALTH, CFG)
+    try:
+        answer = await find_job(triage, "98765432", CFG)
+    finally:
+        await metrics.close()
+    assert isinstance(answer, UserError)
+    assert "98765432" in answer.sentence and "Traceback" not in answer.sentence
