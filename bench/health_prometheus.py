@@ -52,7 +52,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -62,9 +62,12 @@ from bot.backends.http import Deadline
 from bot.backends.prometheus import PrometheusInventory, PrometheusMetrics, query_for
 from bot.backends.sim.fleet import SimFleet
 from bot.backends.sim.metrics import SimInventory, SimMetrics
+from bot.models import FaultKind, Job
 from bot.triage import service
 from bot.triage.checks import HealthConfig, enabled_checks, requests_for
+from bot.triage.jobs import SlowJobReport, slow_job
 from bot.triage.service import FaultsReport, Triage
+from bot.triage.stragglers import StragglerConfig, proxy_requests
 from bot.triage.table import Reading
 from scripts.testsvc.common import free_port, stop, wait_port
 from scripts.testsvc.prometheus import prometheus_command
@@ -97,10 +100,29 @@ def tail(path: Path, lines: int = 15) -> str:
 
 
 # --- the exporter (child process) --------------------------------------------------------------
-def serve(now_s: int, n_nodes: int, port: int) -> None:
+JOB_NAME = "train-big"
+JOB_CAUSE = FaultKind.THROTTLE_POWER
+JOB_SLOWDOWN = 0.05
+
+
+def build_fleet(now_s: int, n_nodes: int, job: bool) -> SimFleet:
+    """/hw-faults: the seeded scenario. /job-slow (``job``): a clean fleet running one training
+    job on every node, one node of it 5 % slow from a power cap since 3 h before ``now``."""
+    now = datetime.fromtimestamp(now_s, UTC)
+    if not job:
+        return SimFleet.scenario(seed=SEED, n_nodes=n_nodes, now=now)
+    fleet = SimFleet(n_nodes, seed=SEED, now=now, fault_rate=0.0)
+    big = fleet.add_job(fleet.nodes, name=JOB_NAME)
+    fleet.inject_straggler(
+        big.job_id, JOB_CAUSE, since=now - timedelta(hours=3), slowdown=JOB_SLOWDOWN
+    )
+    return fleet
+
+
+def serve(now_s: int, n_nodes: int, port: int, job: bool = False) -> None:
     """The fleet's exposition at ``now``, rendered once, served as the same bytes each scrape."""
     started = time.perf_counter()
-    fleet = SimFleet.scenario(seed=SEED, n_nodes=n_nodes, now=datetime.fromtimestamp(now_s, UTC))
+    fleet = build_fleet(now_s, n_nodes, job)
     body = fleet.exposition(at=fleet.now).encode()
     series = body.count(b"\n") - body.count(b"\n#") - body.startswith(b"#")
     del fleet  # only the bytes are served
@@ -201,14 +223,24 @@ def backfill_slice(s: Slice) -> SliceDone:
     return SliceDone(samples, size, generated - started, time.perf_counter() - generated)
 
 
-def backfill(fleet: SimFleet, hours: float, step_s: int, tmp: Path, data: Path) -> None:
+def counters() -> list[str]:
+    """The metrics read with increase()/changes(): the health checks' and /job-slow's proxies'."""
+    checks = enabled_checks(HealthConfig())
+    reads = [*requests_for(checks), *proxy_requests(StragglerConfig())]
+    return list(dict.fromkeys(r.name for r in reads if r.reading is not Reading.VALUE))
+
+
+def backfill(
+    fleet: SimFleet, hours: float, step_s: int, tmp: Path, data: Path, metrics: list[str]
+) -> None:
     global _FLEET
     _FLEET = fleet
-    checks = enabled_checks(HealthConfig())
-    _HISTORY[:] = [r.name for r in requests_for(checks) if r.reading is not Reading.VALUE]
+    _HISTORY[:] = metrics
+    tmp = tmp / f"pass-{step_s}"
+    tmp.mkdir(exist_ok=True)
     parts = slices(fleet.now_s, hours, step_s, tmp)
     say(
-        f"history: {len(_HISTORY)} metrics read with increase()/changes(), {hours:g} h every "
+        f"history: {len(_HISTORY)} metric(s), {hours:g} h every "
         f"{step_s} s, in {len(parts)} slice(s) cut at promtool's 2 h block edges"
     )
     started = time.perf_counter()
@@ -408,6 +440,55 @@ async def bench(
     return p95_s
 
 
+async def bench_job(url: str, runs: int, job: Job, straggler: str) -> float:
+    """/job-slow's service (slow_job: step times, 48 h pace, health and proxies over the job's
+    nodes) on the job, ``runs`` times; then on 16 of its nodes, for the query count."""
+    cfg = StragglerConfig()
+    metrics = PrometheusMetrics(url, timeout_s=60)
+    times: list[float] = []
+    per_call: list[int] = []
+    report: SlowJobReport | None = None
+    try:
+        for _ in range(runs + 1):
+            triage = Triage(metrics, PrometheusInventory(metrics))
+            before = metrics.queries
+            started = time.perf_counter()
+            answer = await slow_job(triage, job, cfg)
+            times.append(time.perf_counter() - started)
+            per_call.append(metrics.queries - before)
+            if not isinstance(answer, SlowJobReport):
+                raise RuntimeError(f"/job-slow answered an error: {answer.sentence}")
+            report = answer
+        small_job = job.model_copy(update={"nodes": job.nodes[:16]})
+        before = metrics.queries
+        await slow_job(Triage(metrics, PrometheusInventory(metrics)), small_job, cfg)
+        small_queries = metrics.queries - before
+    finally:
+        await metrics.close()
+    assert report is not None
+    first, times = times[0], times[1:]
+    d = report.diagnosis
+    named = [(s.node, s.cause.kind.value if s.cause else None) for s in d.stragglers]
+    p50, p95_s = statistics.median(times), p95(times)
+    print(f"runs (s): {' '.join(f'{t:.2f}' for t in times)} (first, not counted: {first:.2f})")
+    print(
+        f"/job-slow of a job on {len(job.nodes)} nodes x 8 ranks from Prometheus, {runs} runs: "
+        f"p50 {p50:.2f} s, p95 {p95_s:.2f} s, max {max(times):.2f} s"
+    )
+    print(
+        f"PromQL queries per call: {'/'.join(map(str, sorted(set(per_call))))}; "
+        f"on 16 of its nodes: {small_queries}"
+    )
+    print(
+        f"answer: mode {d.mode}, stragglers {named} (injected: {straggler} {JOB_CAUSE.value} "
+        f"+{JOB_SLOWDOWN:.0%}), {len(d.missing)} nodes without data, pace points "
+        f"{len(report.pace)}, comparison "
+        f"{f'{d.comparison.change:+.1%} against {d.comparison.baseline}' if d.comparison else None}"
+    )
+    print(f"ratio of p95 to the {TARGET_S:.0f} s target: {p95_s / TARGET_S:.2f}")
+    return p95_s
+
+
 def run(args: argparse.Namespace) -> None:
     now_s = int(floor_minute(datetime.now(UTC)).timestamp())
     expected = 0  # GPUs in the live exposition: 8 a node but for the GPU_MISSING faults
@@ -420,9 +501,7 @@ def run(args: argparse.Namespace) -> None:
         prom_log = tmp / "prometheus.log"
         try:
             started = time.perf_counter()
-            fleet = SimFleet.scenario(
-                seed=SEED, n_nodes=args.nodes, now=datetime.fromtimestamp(now_s, UTC)
-            )
+            fleet = build_fleet(now_s, args.nodes, args.job)
             say(
                 f"fleet: {args.nodes} nodes, seed {SEED}, now {fleet.now:%Y-%m-%d %H:%M} UTC, "
                 f"{len(fleet.injected)} injected faults, built in "
@@ -433,7 +512,8 @@ def run(args: argparse.Namespace) -> None:
             with exporter_log.open("wb") as err:
                 exporter = subprocess.Popen(
                     [sys.executable, __file__, "--serve", str(exporter_port),
-                     "--now", str(now_s), "--nodes", str(args.nodes)],
+                     "--now", str(now_s), "--nodes", str(args.nodes),
+                     *(["--job"] if args.job else [])],
                     cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err,
                 )  # fmt: skip
             procs.append(exporter)
@@ -444,13 +524,24 @@ def run(args: argparse.Namespace) -> None:
                 f"fleet: {expected} of {8 * args.nodes} GPUs exported "
                 f"({8 * args.nodes - expected} injected missing): the count to wait for"
             )
-            backfill(fleet, args.hours, args.step, tmp, data)
-            started = time.perf_counter()
-            expected_faults = reference(fleet)
-            say(
-                f"reference: in-process SimMetrics finds {sum(expected_faults.values())} faults "
-                f"in {time.perf_counter() - started:.1f} s"
-            )
+            backfill(fleet, args.hours, args.step, tmp, data, counters())
+            job: Job | None = None
+            straggler = ""
+            if args.job:
+                # The pace is read over 48 h every minute: its history at a step inside the
+                # 5 min lookback, so that every step of the range finds each rank's sample.
+                step_s = min(args.step, 300)
+                backfill(fleet, 48.0, step_s, tmp, data, [StragglerConfig().step_metric])
+                job = next(j for j in fleet.jobs() if j.name == JOB_NAME)
+                straggler = next(f.node for f in fleet.injected if f.node) or ""
+                expected_faults = {}
+            else:
+                started = time.perf_counter()
+                expected_faults = reference(fleet)
+                say(
+                    f"reference: in-process SimMetrics finds {sum(expected_faults.values())} "
+                    f"faults in {time.perf_counter() - started:.1f} s"
+                )
             del fleet
 
             started = time.perf_counter()
@@ -491,9 +582,12 @@ def run(args: argparse.Namespace) -> None:
                     while True:
                         time.sleep(60)
             started = time.perf_counter()
-            asyncio.run(
-                bench(url, args.runs, args.hostlist, args.nodes, expected_faults, args.profile)
-            )
+            if job is not None:
+                asyncio.run(bench_job(url, args.runs, job, straggler))
+            else:
+                asyncio.run(
+                    bench(url, args.runs, args.hostlist, args.nodes, expected_faults, args.profile)
+                )
             say(f"benchmark: {time.perf_counter() - started:.1f} s")
             say(f"prometheus RSS at the end {rss_mb(prom.pid):.0f} MB")
         except BaseException:
@@ -525,11 +619,14 @@ def main(argv: list[str]) -> None:
         "--profile", action="store_true", help="time each query alone after the runs"
     )
     parser.add_argument("--hold", action="store_true", help="keep Prometheus up to query it")
+    parser.add_argument(
+        "--job", action="store_true", help="/job-slow of one job on every node (issue #4)"
+    )
     parser.add_argument("--serve", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--now", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve is not None:
-        serve(args.now, args.nodes, args.serve)
+        serve(args.now, args.nodes, args.serve, args.job)
     else:
         run(args)
 
