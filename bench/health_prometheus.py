@@ -1,7 +1,7 @@
 """/hw-faults over 4,096 nodes from a real Prometheus (issue #3): not a timed test, run by hand.
 
     .venv/bin/python bench/health_prometheus.py [--nodes 4096] [--runs 20] [--hours 25]
-        [--step 1800] [--scrape-interval 30] [--profile]
+        [--step 1800] [--scrape-interval 30] [--profile] [--job]
 
 Target: < 2 s p95, with a number of PromQL queries that does not grow with the node count.
 The set-up follows scripts/testsvc/prometheus.py (the test environment's Prometheus), at scale:
@@ -28,6 +28,13 @@ The set-up follows scripts/testsvc/prometheus.py (the test environment's Prometh
 5. ``bot.triage.service.hw_faults`` runs ``--runs`` times over the whole fleet, each time with a
    fresh ``PrometheusInventory`` (so every call lists the nodes too: the worst case), then once
    on a two-node hostlist to show that the query count is the same.
+
+``--job`` (issue #4) measures /job-slow instead: a clean fleet runs one training job on every
+node, one node 5 % slow from a power cap; 48 h of its per-rank step times (32k series at
+4,096 nodes) are backfilled every 5 min, inside Prometheus' 5 min lookback, so every step of
+the 48 h pace range finds every rank; ``slow_job`` (step times, pace, health and proxies over
+the job's 4,096 nodes) runs ``--runs`` times, then on 16 of the nodes for the query count.
+Target: < 2 s, a fixed number of queries.
 
 Only the last hour of the history is at a finer step than 30 min on a real day-old Prometheus;
 increase() reads that hour of samples for series younger than an hour, and the difference

@@ -8,7 +8,8 @@ every node cause the simulator knows (throttles, ECC/Xid-free link errors, drift
 CPU contention, NUMA). The whole service runs (`find_job` then `slow_job`, step times, 48 h pace,
 health read and proxies from `SimMetrics`), and its answer is scored against the ground truth:
 precision and recall of the straggler node, and the cause named for it. Targets: >= 0.99,
->= 0.99 and >= 0.95. The real-Prometheus timing of a 4,096-node job is not measured yet.
+>= 0.99 and >= 0.95. The real-Prometheus timing of a 4,096-node job is
+``bench/health_prometheus.py --job``.
 """
 
 from __future__ import annotations
