@@ -539,7 +539,7 @@ def run(args: argparse.Namespace) -> None:
                 # 5 min lookback, so that every step of the range finds each rank's sample.
                 step_s = min(args.step, 300)
                 backfill(fleet, 48.0, step_s, tmp, data, [StragglerConfig().step_metric])
-                job = next(j for j in fleet.jobs() if j.name == JOB_NAME)
+                job = next(j for j in fleet.jobs if j.name == JOB_NAME)
                 straggler = next(f.node for f in fleet.injected if f.node) or ""
                 expected_faults = {}
             else:
