@@ -1,0 +1,1 @@
+"""Channel alerts: ingest (sweep, Alertmanager), dispatch (grouping), route, notify, act."""

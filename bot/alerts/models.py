@@ -1,0 +1,105 @@
+"""The alert pipeline's models: what every stage (ingest, dispatch, route, notify, act) passes on.
+
+An `Alert` is one firing or resolved condition, from meowbot's own passive sweep or from
+Alertmanager, identified by a stable fingerprint. Alerts of one cause that share topology (a leaf
+switch, a rack, a job, or just a node) form an `AlertGroup`: one Slack message, updated in place.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import Field
+
+from bot.models import Action, Severity, UtcDatetime, _Frozen
+
+
+class AlertSource(StrEnum):
+    SWEEP = "sweep"
+    ALERTMANAGER = "alertmanager"
+
+
+class AlertStatus(StrEnum):
+    FIRING = "firing"
+    RESOLVED = "resolved"
+
+
+class Scope(StrEnum):
+    """The shared topology a group is keyed by, widest first."""
+
+    LEAF_SWITCH = "leaf_switch"
+    RACK = "rack"
+    JOB = "job"
+    NODE = "node"
+    NONE = "none"  # an alert that names no node (a cluster-wide Alertmanager rule)
+
+
+class Alert(_Frozen):
+    fingerprint: str = Field(min_length=1, max_length=128)
+    source: AlertSource
+    status: AlertStatus
+    cause: str = Field(min_length=1, max_length=100)
+    """A FaultKind value for sweep alerts; the alertname for Alertmanager's."""
+    node: str | None = None
+    gpu: int | None = None
+    severity: Severity
+    summary: str = ""
+    labels: dict[str, str] = Field(default_factory=dict)
+    starts_at: UtcDatetime
+    ends_at: UtcDatetime | None = None
+    action: Action = Action.NONE
+    generator_url: str = ""
+
+
+class GroupKey(_Frozen):
+    cause: str
+    scope: Scope
+    scope_value: str = ""
+
+    @property
+    def id(self) -> str:
+        """Stable and safe as a Redis key part and in a button value."""
+        return f"{self.cause}|{self.scope.value}|{self.scope_value}"
+
+    @classmethod
+    def parse(cls, text: str) -> GroupKey:
+        cause, scope, value = text.split("|", 2)
+        return cls(cause=cause, scope=Scope(scope), scope_value=value)
+
+
+class Claim(_Frozen):
+    """Who acknowledged a group ("@ana is on it")."""
+
+    user_id: str
+    user_name: str
+    at: UtcDatetime
+
+
+class AlertGroup(_Frozen):
+    key: GroupKey
+    alerts: tuple[Alert, ...]
+    """Every member, firing and resolved, in the order they joined."""
+    opened_at: UtcDatetime
+    channel: str = ""
+    ts: str | None = None
+    """The group's Slack message, once posted."""
+    claim: Claim | None = None
+    silenced_until: UtcDatetime | None = None
+
+    @property
+    def firing(self) -> tuple[Alert, ...]:
+        return tuple(a for a in self.alerts if a.status is AlertStatus.FIRING)
+
+    @property
+    def resolved(self) -> bool:
+        """Fully resolved: every member resolved (a group is marked so, never deleted)."""
+        return bool(self.alerts) and not self.firing
+
+    @property
+    def severity(self) -> Severity:
+        members = self.firing or self.alerts
+        return max((a.severity for a in members), default=Severity.INFO)
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(sorted({a.node for a in self.alerts if a.node}))
