@@ -22,6 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # Started in this order; a later one may use what an earlier one exported.
 SERVICES = ["redis", "prometheus", "slurm"]
+# A developer running a few tests may start only some (MEOWBOT_TEST_SERVICES=redis); tests
+# of the others then skip outside CI and fail in it.
+ONLY_VAR = "MEOWBOT_TEST_SERVICES"
 
 
 def say(msg: str) -> None:
@@ -55,7 +58,12 @@ def main(argv: list[str]) -> int:
         argv = argv[argv.index("--") + 1 :]
     if not argv:
         sys.exit("usage: testenv.py -- COMMAND [ARGS...]")
-    modules = [importlib.import_module(f"testsvc.{name}") for name in SERVICES]
+    only = [n.strip() for n in os.environ.get(ONLY_VAR, "").split(",") if n.strip()]
+    unknown = sorted(set(only) - set(SERVICES))
+    if unknown:
+        sys.exit(f"testenv: {ONLY_VAR} names unknown services {unknown}; known: {SERVICES}")
+    names = [n for n in SERVICES if not only or n in only]
+    modules = [importlib.import_module(f"testsvc.{name}") for name in names]
     ensure_packages({pkg: b for m in modules for pkg, b in m.PACKAGES.items()})
     with (
         tempfile.TemporaryDirectory(prefix="meowbot-test-") as tmp_s,
@@ -64,10 +72,10 @@ def main(argv: list[str]) -> int:
         tmp = Path(tmp_s)
         env = dict(os.environ)
         env["MEOWBOT_TEST_TMP"] = str(tmp)
-        for name, module in zip(SERVICES, modules, strict=True):
+        for name, module in zip(names, modules, strict=True):
             (tmp / name).mkdir(exist_ok=True)
             env.update(stack.enter_context(module.start(tmp / name, env)))
-        say("services up: " + ", ".join(SERVICES))
+        say("services up: " + ", ".join(names))
         # The child gets its own exit code through; pytest's 5 (no tests ran) stays a failure.
         return subprocess.call(argv, env=env)
 
