@@ -1,0 +1,218 @@
+"""Alert state in Redis: groups, the fingerprint index, the notifier's queue, locks, audit.
+
+Several replicas receive the same webhooks and run the same loops, so every change of a group is
+an optimistic transaction (WATCH the group, apply a pure function, MULTI/EXEC, retry on a
+conflict): the same alert delivered to three replicas at once joins its group once. Writes made
+on behalf of a lock holder also WATCH the lock and check its fencing token, so a replica that
+lost its lock while paused cannot overwrite what the new holder wrote.
+
+Keys, under `meowbot:<team>:alerts:`: `group:<id>` (the group as JSON), `fp:<fingerprint>` (its
+group id), `open` (ids of groups not yet fully resolved and shown so), `dirty` (sorted set: group
+id -> change counter, the notifier's queue), `lock:<name>` and `fence:<name>`, `audit` (stream),
+`drains` (sorted set of drains by time, for the blast-radius limit), `pending:<id>`,
+`storm:<channel>` (the storm summary's message ts).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import redis.asyncio as aioredis
+from redis.exceptions import WatchError
+
+from bot.alerts.models import AlertGroup
+from bot.backends.state import key
+
+T = TypeVar("T")
+AUDIT_MAXLEN = 100_000
+FP_TTL_S = 30 * 86400  # a fingerprint seen again within a month finds its group
+RESOLVED_TTL_S = 7 * 86400  # a resolved group is kept (and shown resolved) for a week
+
+# Deletes the lock only when it is still ours, and extends it likewise.
+_RELEASE = (
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
+)
+_RENEW = (
+    "if redis.call('get', KEYS[1]) == ARGV[1] then "
+    "return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0"
+)
+# Queues a group with the next change number: a counter shared by every replica, so "changed
+# since it was read" never depends on clocks that differ between machines.
+_QUEUE = "return redis.call('zadd', KEYS[1], redis.call('incr', KEYS[2]), ARGV[1])"
+# Removes a queue entry only when no change came in since it was read.
+_CLEAN = (
+    "local s = redis.call('zscore', KEYS[1], ARGV[1]) "
+    "if s and tonumber(s) <= tonumber(ARGV[2]) then "
+    "return redis.call('zrem', KEYS[1], ARGV[1]) end "
+    "return 0"
+)
+
+
+class FenceLost(Exception):
+    """The lock this write was made under is no longer ours: the write did not happen."""
+
+
+@dataclass(frozen=True)
+class Fence:
+    name: str
+    token: str
+
+
+@dataclass(frozen=True)
+class Update(Generic[T]):
+    group: AlertGroup | None  # None: leave the stored group as it was
+    result: T
+    dirty: bool  # the group's message must be posted or updated
+    fingerprints: tuple[str, ...] = ()  # indexed to this group
+
+
+class RedisAlertStore:
+    def __init__(self, redis: aioredis.Redis, team: str = "") -> None:
+        # redis-py's annotations make every reply a union of bytes, str, None and awaitables;
+        # the replies here are decoded strings (decode_responses), checked where they matter.
+        self.redis: Any = redis
+        self.team = team
+
+    def _k(self, *parts: str) -> str:
+        return key(self.team, "alerts", *parts)
+
+    # groups ---------------------------------------------------------------------------------
+
+    async def group_of(self, fingerprint: str) -> str | None:
+        value = await self.redis.get(self._k("fp", fingerprint))
+        return str(value) if value else None
+
+    async def group(self, gid: str) -> AlertGroup | None:
+        raw = await self.redis.get(self._k("group", gid))
+        return AlertGroup.model_validate_json(raw) if raw else None
+
+    async def groups(self, gids: Sequence[str]) -> dict[str, AlertGroup]:
+        if not gids:
+            return {}
+        raws = await self.redis.mget([self._k("group", g) for g in gids])
+        return {g: AlertGroup.model_validate_json(r) for g, r in zip(gids, raws, strict=True) if r}
+
+    async def open_ids(self) -> list[str]:
+        return sorted(str(g) for g in await self.redis.smembers(self._k("open")))
+
+    async def update(
+        self,
+        gid: str,
+        change: Callable[[AlertGroup | None], Update[T]],
+        *,
+        fence: Fence | None = None,
+    ) -> T:
+        """Applies `change` to the stored group atomically, retrying on a concurrent write."""
+        gkey = self._k("group", gid)
+        watched = [gkey] + ([self._k("lock", fence.name)] if fence else [])
+        async with self.redis.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    await pipe.watch(*watched)
+                    if fence is not None:
+                        held = await pipe.get(self._k("lock", fence.name))
+                        if held != fence.token:
+                            raise FenceLost(fence.name)
+                    raw = await pipe.get(gkey)
+                    current = AlertGroup.model_validate_json(raw) if raw else None
+                    upd = change(current)
+                    pipe.multi()
+                    if upd.group is not None:
+                        self._write(pipe, gid, upd)
+                    await pipe.execute()
+                    return upd.result
+                except WatchError:
+                    continue
+
+    def _write(self, pipe: Any, gid: str, upd: Update[Any]) -> None:
+        group = upd.group
+        assert group is not None
+        gkey = self._k("group", gid)
+        if group.resolved and group.ts is not None and not upd.dirty:
+            # Shown resolved: out of the open set, kept a while for late repeats and audits.
+            pipe.set(gkey, group.model_dump_json(), ex=RESOLVED_TTL_S)
+            pipe.srem(self._k("open"), gid)
+        else:
+            pipe.set(gkey, group.model_dump_json())
+            pipe.sadd(self._k("open"), gid)
+        for fp in upd.fingerprints:
+            pipe.set(self._k("fp", fp), gid, ex=FP_TTL_S)
+        if upd.dirty:
+            pipe.eval(_QUEUE, 2, self._k("dirty"), self._k("seq"), gid)
+
+    # the notifier's queue -------------------------------------------------------------------
+
+    async def dirty(self, limit: int = 1000) -> list[tuple[str, float]]:
+        rows = await self.redis.zrange(self._k("dirty"), 0, limit - 1, withscores=True)
+        return [(str(g), float(s)) for g, s in rows]
+
+    async def clean(self, gid: str, seen: float) -> bool:
+        """Done with `gid` as of the change `seen`; a later change keeps it queued."""
+        done = await self.redis.eval(_CLEAN, 1, self._k("dirty"), gid, repr(seen))
+        return bool(done)
+
+    async def mark_dirty(self, gid: str) -> None:
+        await self.redis.eval(_QUEUE, 2, self._k("dirty"), self._k("seq"), gid)
+
+    # storm summaries ------------------------------------------------------------------------
+
+    async def storm_ts(self, channel: str) -> str | None:
+        value = await self.redis.get(self._k("storm", channel))
+        return str(value) if value else None
+
+    async def set_storm_ts(self, channel: str, ts: str | None, fence: Fence) -> None:
+        skey = self._k("storm", channel)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            await pipe.watch(self._k("lock", fence.name))
+            if await pipe.get(self._k("lock", fence.name)) != fence.token:
+                raise FenceLost(fence.name)
+            pipe.multi()
+            if ts is None:
+                pipe.delete(skey)
+            else:
+                pipe.set(skey, ts)
+            await pipe.execute()
+
+    # locks with fencing tokens -----------------------------------------------------------------
+
+    async def acquire(self, name: str, ttl_ms: int) -> Fence | None:
+        token = str(await self.redis.incr(self._k("fence", name)))
+        if await self.redis.set(self._k("lock", name), token, nx=True, px=ttl_ms):
+            return Fence(name, token)
+        return None
+
+    async def renew(self, fence: Fence, ttl_ms: int) -> bool:
+        kept = await self.redis.eval(_RENEW, 1, self._k("lock", fence.name), fence.token, ttl_ms)
+        return bool(kept)
+
+    async def release(self, fence: Fence) -> None:
+        await self.redis.eval(_RELEASE, 1, self._k("lock", fence.name), fence.token)
+
+    # audit, drains, confirmations ----------------------------------------------------------------
+
+    async def audit(self, entry: dict[str, str]) -> None:
+        await self.redis.xadd(self._k("audit"), entry, maxlen=AUDIT_MAXLEN, approximate=True)
+
+    async def audit_entries(self, count: int = 100) -> list[dict[str, str]]:
+        rows = await self.redis.xrevrange(self._k("audit"), count=count)
+        return [dict(fields) for _id, fields in rows]
+
+    async def record_drain(self, node: str, at_s: float) -> None:
+        zkey = self._k("drains")
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.zadd(zkey, {f"{node}@{at_s:.3f}": at_s})
+            pipe.zremrangebyscore(zkey, "-inf", at_s - 86400)
+            await pipe.execute()
+
+    async def drains_since(self, since_s: float) -> int:
+        return int(await self.redis.zcount(self._k("drains"), since_s, "+inf"))
+
+    async def put_pending(self, pid: str, data: dict[str, Any], ttl_s: int) -> None:
+        await self.redis.set(self._k("pending", pid), json.dumps(data), ex=ttl_s)
+
+    async def take_pending(self, pid: str) -> dict[str, Any] | None:
+        raw = await self.redis.getdel(self._k("pending", pid))
+        return dict(json.loads(raw)) if raw else None

@@ -1,0 +1,113 @@
+"""The alert store against the real redis-server: atomic group changes, the queue, fenced locks."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+
+import pytest
+import redis.asyncio as aioredis
+
+from bot.alerts.models import Alert, AlertGroup, AlertSource, AlertStatus, GroupKey, Scope
+from bot.backends.alert_store import FenceLost, RedisAlertStore, Update
+from bot.models import Severity
+
+NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+KEY = GroupKey(cause="ib_link_down", scope=Scope.LEAF_SWITCH, scope_value="leaf-07")
+
+
+def alert(node: str) -> Alert:
+    return Alert(
+        fingerprint=f"fp-{node}",
+        source=AlertSource.ALERTMANAGER,
+        status=AlertStatus.FIRING,
+        cause="ib_link_down",
+        node=node,
+        severity=Severity.WARNING,
+        starts_at=NOW,
+    )
+
+
+def join(a: Alert) -> Callable[[AlertGroup | None], Update[bool]]:
+    def change(group: AlertGroup | None) -> Update[bool]:
+        if group is not None and any(m.fingerprint == a.fingerprint for m in group.alerts):
+            return Update(None, False, dirty=False)
+        members = (group.alerts if group else ()) + (a,)
+        merged = AlertGroup(key=KEY, alerts=members, opened_at=NOW)
+        return Update(merged, True, dirty=True, fingerprints=(a.fingerprint,))
+
+    return change
+
+
+@pytest.fixture
+async def store(redis_url: str) -> AsyncIterator[RedisAlertStore]:
+    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+    team = f"T{id(client)}"
+    yield RedisAlertStore(client, team)
+    keys = [k async for k in client.scan_iter(f"meowbot:{team}:*")]
+    if keys:
+        await client.delete(*keys)
+    await client.aclose()
+
+
+async def test_concurrent_writers_join_each_alert_once(store: RedisAlertStore) -> None:
+    alerts = [alert(f"gpu-{i:04d}") for i in range(1, 33)]
+    # Three replicas receiving the same 32 alerts at the same moment.
+    results = await asyncio.gather(
+        *(store.update(KEY.id, join(a)) for _ in range(3) for a in alerts)
+    )
+    assert sum(results) == 32
+    group = await store.group(KEY.id)
+    assert group is not None and len(group.alerts) == 32
+    assert len({m.fingerprint for m in group.alerts}) == 32
+    assert await store.group_of("fp-gpu-0005") == KEY.id
+    assert await store.open_ids() == [KEY.id]
+
+
+async def test_a_change_made_while_the_notifier_works_stays_queued(
+    store: RedisAlertStore,
+) -> None:
+    await store.update(KEY.id, join(alert("gpu-0001")))
+    [(gid, seen)] = await store.dirty()
+    await store.update(KEY.id, join(alert("gpu-0002")))  # arrives while gid is being posted
+    assert await store.clean(gid, seen) is False
+    [(_, later)] = await store.dirty()
+    assert later > seen
+    assert await store.clean(gid, later) is True
+    assert await store.dirty() == []
+
+
+async def test_only_one_holder_and_a_stale_holder_cannot_write(store: RedisAlertStore) -> None:
+    first = await store.acquire("notify", ttl_ms=200)
+    assert first is not None
+    assert await store.acquire("notify", ttl_ms=200) is None
+    assert await store.renew(first, 200) is True
+    await asyncio.sleep(0.3)  # first pauses past its lock's lifetime
+    second = await store.acquire("notify", ttl_ms=5000)
+    assert second is not None and int(second.token) > int(first.token)
+    assert await store.renew(first, 200) is False
+    with pytest.raises(FenceLost):
+        await store.update(KEY.id, join(alert("gpu-0001")), fence=first)
+    assert await store.group(KEY.id) is None
+    await store.update(KEY.id, join(alert("gpu-0001")), fence=second)
+    assert await store.group(KEY.id) is not None
+    await store.release(first)  # not its lock any more: a no-op
+    assert await store.acquire("notify", ttl_ms=200) is None
+    await store.release(second)
+    assert await store.acquire("notify", ttl_ms=200) is not None
+
+
+async def test_drains_are_counted_by_time_and_confirmations_taken_once(
+    store: RedisAlertStore,
+) -> None:
+    t = NOW.timestamp()
+    await store.record_drain("gpu-0001", t - 4000)
+    await store.record_drain("gpu-0002", t - 100)
+    await store.record_drain("gpu-0003", t)
+    assert await store.drains_since(t - 3600) == 2
+    await store.put_pending("p1", {"node": "gpu-0009", "by": "U1"}, ttl_s=60)
+    assert await store.take_pending("p1") == {"node": "gpu-0009", "by": "U1"}
+    assert await store.take_pending("p1") is None
+    await store.audit({"verb": "drain", "node": "gpu-0003", "user": "U0ADMIN"})
+    assert (await store.audit_entries())[0]["node"] == "gpu-0003"
