@@ -89,6 +89,9 @@ class Check:
     description: str
     needs: tuple[MetricRequest, ...]
     run: CheckFn
+    # The fault kinds it can find: a check that could not run says nothing about them, so the
+    # alert sweep must not resolve their alerts on its silence.
+    kinds: tuple[FaultKind, ...] = ()
 
 
 def _gpu(labels: Mapping[str, str]) -> int | None:
@@ -168,7 +171,7 @@ def _threshold_check(
         ]
         return Findings(faults=faults)
 
-    return Check(name, description, (MetricRequest(metric, reading, keep),), run)
+    return Check(name, description, (MetricRequest(metric, reading, keep),), run, (kind,))
 
 
 # --- the checks ------------------------------------------------------------------------------
@@ -324,14 +327,14 @@ def _drift(kind: FaultKind, what: str, metric: str, label: str) -> Check:
         ]  # fmt: skip
         return Findings(faults=faults)
 
-    return Check(kind.value, f"{what} differs from the fleet majority", (request,), run)
+    return Check(kind.value, f"{what} differs from the fleet majority", (request,), run, (kind,))
 
 
 CHECKS: tuple[Check, ...] = (
     Check(
         "xid", "GPU Xid errors, by NVIDIA's catalog",
         (MetricRequest(m.DCGM_FI_DEV_XID_ERRORS, V, "> 0"), MetricRequest(m.DCGM_EXP_XID_ERRORS_COUNT, INC, "> 0")),
-        _xid,
+        _xid, (FaultKind.XID,),
     ),
     _threshold_check(
         "ecc_dbe", FaultKind.ECC_DBE, m.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, V, lambda v, c: v > 0,
@@ -354,6 +357,8 @@ CHECKS: tuple[Check, ...] = (
         # Above 1: bit 0x1 alone is an idle GPU.
         (MetricRequest(m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS, V, "> 1"), MetricRequest(m.DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, V, "> 1")),
         _throttle,
+        (FaultKind.THROTTLE_POWER, FaultKind.THROTTLE_HW_SLOWDOWN, FaultKind.THROTTLE_SW_THERMAL,
+         FaultKind.THROTTLE_HW_THERMAL, FaultKind.POWER_BRAKE),
     ),
     _threshold_check(
         "temperature", FaultKind.HIGH_TEMPERATURE, m.DCGM_FI_DEV_GPU_TEMP, V,
@@ -390,7 +395,7 @@ CHECKS: tuple[Check, ...] = (
         "PCIe link generation", ceiling=lambda c: float(c.expected_pcie_gen),
         keep="< {expected_pcie_gen}",
     ),
-    Check("ib_link", "InfiniBand port state", (MetricRequest(m.NODE_INFINIBAND_STATE_ID, V, "!= 4"),), _ib_link_down),
+    Check("ib_link", "InfiniBand port state", (MetricRequest(m.NODE_INFINIBAND_STATE_ID, V, "!= 4"),), _ib_link_down, (FaultKind.IB_LINK_DOWN,)),
     _threshold_check(
         "ib_flapping", FaultKind.IB_FLAPPING, m.NODE_INFINIBAND_LINK_DOWNED_TOTAL, INC,
         lambda v, c: v >= c.ib_flaps_per_window, Severity.WARNING, Action.DRAIN,
@@ -419,7 +424,7 @@ CHECKS: tuple[Check, ...] = (
         lambda v, c: "the node rebooted in the window (boot time moved)", "unexpected reboot",
         per_gpu=False,
     ),
-    Check("gpu_count", "GPUs visible against the expected count", (GPU_COUNT_REQUEST,), _gpu_count),
+    Check("gpu_count", "GPUs visible against the expected count", (GPU_COUNT_REQUEST,), _gpu_count, (FaultKind.GPU_MISSING,)),
     _drift(FaultKind.DRIVER_DRIFT, "driver", m.DCGM_FI_DEV_GPU_TEMP, m.LABEL_DRIVER_VERSION),
     _drift(FaultKind.KERNEL_DRIFT, "kernel", m.NODE_UNAME_INFO, "release"),
     _drift(FaultKind.FIRMWARE_DRIFT, "firmware (VBIOS)", m.DCGM_FI_DEV_GPU_TEMP, m.LABEL_VBIOS_VERSION),

@@ -17,7 +17,14 @@ from typing import Protocol
 from bot.backends.errors import BackendError
 from bot.models import Fault, FaultKind, Job, Node, Severity, Verdict, VerdictLevel
 from bot.scheduler import Scheduler, SchedulerNode
-from bot.triage.checks import HealthConfig, HealthRun, enabled_checks, requests_for, run_checks
+from bot.triage.checks import (
+    CHECKS_BY_NAME,
+    HealthConfig,
+    HealthRun,
+    enabled_checks,
+    requests_for,
+    run_checks,
+)
 from bot.triage.stragglers import PacePoint, RankTime, StragglerConfig
 from bot.triage.table import MetricRequest, Table
 from bot.triage.targets import BadInput, expand_nodes, parse_duration, parse_kinds
@@ -143,6 +150,24 @@ async def _run(triage: Triage, nodes: Sequence[str] | None, window_s: float) -> 
     checks = enabled_checks(cfg)
     table = await triage.metrics.read(requests_for(checks, cfg), nodes=nodes, window_s=window_s)
     return run_checks(table, cfg, checks)
+
+
+@dataclass(frozen=True)
+class FleetFaults:
+    faults: list[Fault]
+    unchecked: frozenset[FaultKind]  # kinds whose check could not run: absence proves nothing
+    at: datetime
+
+
+async def fleet_faults(triage: Triage, window_s: float) -> FleetFaults:
+    """The faults of the whole fleet now, for the passive alert sweep. Raises BackendError."""
+    run = await _run(triage, None, window_s)
+    unchecked = (
+        frozenset(kind for name in run.not_run for kind in CHECKS_BY_NAME[name].kinds)
+        if run.not_run
+        else frozenset()
+    )
+    return FleetFaults(_fold_related(run.faults), unchecked, run.at)
 
 
 def _nearest(name: str, names: Sequence[str]) -> str:
