@@ -14,7 +14,7 @@ import secrets
 import signal
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -29,6 +29,10 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 import handlers
+from bot.alerts.runtime import Alerting
+from bot.backends.alert_store import RedisAlertStore
+from bot.backends.slack_poster import SlackPoster
+from bot.triage.service import Triage
 from bot.authz import Authorizer
 from bot.backends.state import MemoryStore, RedisStore
 from bot.config import Settings
@@ -37,7 +41,9 @@ from bot.inflight import InFlight
 from bot.ports import StateStore
 from bot.telemetry import Telemetry
 from bot.usermap import UserMap
-from bot.wiring import make_triage, user_mapping
+from bot.wiring import alerts_config, make_triage, user_mapping
+from handlers import alertmanager
+from handlers.alertmanager import ALERTMANAGER_PATH
 from handlers.registry import Registered
 
 log = logging.getLogger(__name__)
@@ -58,6 +64,8 @@ class Bot:
     session: aiohttp.ClientSession
     runner: AppRunner | None = None
     socket_handler: AsyncSocketModeHandler | None = None
+    background: list[asyncio.Task[None]] = field(default_factory=list)
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def client(self) -> AsyncWebClient:
@@ -84,6 +92,16 @@ class Bot:
         self.socket_handler = AsyncSocketModeHandler(self.app, token.get_secret_value())
         await self.socket_handler.connect_async()  # type: ignore[no-untyped-call]
 
+    def start_background(self, *, sweep: bool = True) -> None:
+        """The alert notifier (and the passive sweep): `meowbot run` starts them; a test may."""
+        alerting = self.deps.alerting
+        if alerting is None:
+            log.warning("no REDIS_URL: channel alerts are off")
+            return
+        self.background.append(asyncio.create_task(alerting.notifier(self.stopping)))
+        if sweep:
+            self.background.append(asyncio.create_task(alerting.sweeper(self.stopping)))
+
     async def close(self) -> None:
         """Stops taking requests, lets in-flight work finish (bounded), closes connections."""
         if self.socket_handler is not None:
@@ -97,6 +115,11 @@ class Bot:
             log.warning(
                 "shutdown with work still running", extra={"count": self.deps.inflight.count}
             )
+        self.stopping.set()
+        if self.background:
+            await asyncio.wait(self.background, timeout=SHUTDOWN_GRACE_S)
+        if self.deps.alerting is not None:
+            await self.deps.alerting.release()  # the next replica leads at once, not in 5 s
         if self.runner is not None:
             await self.runner.cleanup()
         await self.deps.store.close()
@@ -107,6 +130,16 @@ def make_store(settings: Settings) -> StateStore:
     if settings.redis_url:
         return RedisStore(settings.redis_url)
     return MemoryStore()
+
+
+def make_alerting(
+    settings: Settings, store: StateStore, client: AsyncWebClient, triage: Triage
+) -> Alerting | None:
+    if not isinstance(store, RedisStore):
+        return None  # alerts are shared state: without Redis there is nothing to share
+    return Alerting(
+        RedisAlertStore(store.redis), SlackPoster(client), alerts_config(settings), triage
+    )
 
 
 def make_web_client(settings: Settings, session: aiohttp.ClientSession) -> AsyncWebClient:
@@ -146,8 +179,10 @@ async def create_bot(settings: Settings, *, store: StateStore | None = None) -> 
         authz=Authorizer(settings.admin_list),
         users=UserMap(user_mapping(settings)),
     )
+    deps.alerting = make_alerting(settings, deps.store, client, deps.triage)
     registered = handlers.register(app, deps)
     web_app = app.web_app(path=SLACK_EVENTS_PATH, port=settings.port)
+    web_app.router.add_post(ALERTMANAGER_PATH, alertmanager.receiver(deps))
     web_app.middlewares.append(_ack_timer(deps.telemetry))
     web_app.router.add_get("/healthz", _healthz(deps))
     web_app.router.add_get("/metrics", _metrics(deps))
@@ -224,6 +259,7 @@ async def serve(settings: Settings) -> None:
     port = await bot.start_http()
     if settings.mode.value == "socket":
         await bot.start_socket_mode()
+    bot.start_background()
     log.info(
         "meowbot is up",
         extra={"mode": settings.mode.value, "port": port, **settings.backends()},

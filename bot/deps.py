@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from bot.authz import Authorizer
 from bot.config import Settings
@@ -11,6 +12,9 @@ from bot.ports import StateStore
 from bot.telemetry import Telemetry
 from bot.triage.service import Triage
 from bot.usermap import UserMap
+
+if TYPE_CHECKING:
+    from bot.alerts.runtime import Alerting
 
 
 @dataclass
@@ -22,3 +26,4 @@ class Deps:
     triage: Triage
     authz: Authorizer
     users: UserMap
+    alerting: Alerting | None = None  # None without Redis: alerts need shared state

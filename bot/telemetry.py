@@ -30,6 +30,12 @@ class Telemetry:
             ["backend"],
             registry=self.registry,
         )
+        self.webhooks = Counter(
+            "meowbot_alertmanager_webhooks",
+            "Alertmanager webhook posts, by outcome (stored, unauthorized, bad, store_down)",
+            ["outcome"],
+            registry=self.registry,
+        )
         self.duplicate_events = Counter(
             "meowbot_duplicate_events",
             "Slack event deliveries dropped as already processed",

@@ -7,6 +7,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from bot.alerts.config import AlertsConfig
 from bot.backends.prometheus import PrometheusInventory, PrometheusMetrics
 from bot.config import ConfigError, Settings
 from bot.scheduler import Scheduler
@@ -37,6 +38,10 @@ def health_config(settings: Settings) -> HealthConfig:
 
 def straggler_config(settings: Settings) -> StragglerConfig:
     return _section(settings, "job_slow", StragglerConfig)
+
+
+def alerts_config(settings: Settings) -> AlertsConfig:
+    return AlertsConfig.from_settings(settings)
 
 
 def make_scheduler(settings: Settings) -> Scheduler | None:

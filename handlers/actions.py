@@ -43,10 +43,10 @@ def register(reg: Registry, deps: Deps) -> None:
 
     async def drain(value: str, user_name: str) -> str:
         node, _, cause = value.partition("|")
-        return await node_actions.drain(deps.triage.scheduler, node, cause, user_name)
+        return (await node_actions.drain(deps.triage.scheduler, node, cause, user_name)).sentence
 
     async def resume(value: str, user_name: str) -> str:
-        return await node_actions.resume(deps.triage.scheduler, value, user_name)
+        return (await node_actions.resume(deps.triage.scheduler, value, user_name)).sentence
 
     async def on_link(ack: Any) -> None:
         # Slack opens the URL itself; the click is still delivered and must be acked.

@@ -6,8 +6,13 @@ instead, so CI can never pass by skipping.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import AsyncIterator
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
@@ -36,3 +41,47 @@ async def redis_client(redis_url: str) -> AsyncIterator[aioredis.Redis]:
     await client.flushdb()
     yield client
     await client.aclose()
+
+
+class RedisServer:
+    """A redis-server of one test's own (AOF on), that the test may stop and start again; the
+    session's server is never stopped, so other tests keep theirs."""
+
+    def __init__(self, cmd: list[str], port: int) -> None:
+        self.cmd = cmd
+        self.port = port
+        self.url = f"redis://127.0.0.1:{port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), 0.2),
+            ):
+                return
+            time.sleep(0.05)
+        raise TimeoutError(f"redis-server did not listen on {self.port}")
+
+    def stop(self) -> None:
+        """SIGTERM: redis-server flushes the AOF and exits, as on a clean restart."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+        self.proc = None
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    need_service("REDIS_URL")  # the session's server says redis-server is installed
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    cmd = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+           "--appendonly", "yes", "--dir", str(tmp_path), "--daemonize", "no"]  # fmt: skip
+    server = RedisServer(cmd, port)
+    server.start()
+    yield server
+    server.stop()

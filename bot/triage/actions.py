@@ -6,6 +6,8 @@ and resumes only nodes whose reason it set.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from bot.backends.errors import BackendError
 from bot.scheduler import Scheduler
 from bot.triage.targets import NODE_RE
@@ -13,49 +15,55 @@ from bot.triage.targets import NODE_RE
 MAX_REASON = 120
 
 
-async def drain(scheduler: Scheduler | None, node: str, cause: str, user_name: str) -> str:
-    """Drains `node`; returns the sentence to tell the person, whatever happened."""
+@dataclass(frozen=True)
+class Done:
+    sentence: str  # what to tell the person, whatever happened
+    changed: bool = False  # the scheduler was told to drain or resume
+
+
+async def drain(scheduler: Scheduler | None, node: str, cause: str, user_name: str) -> Done:
+    """Drains `node` with the reason `meowbot: <cause> by @<user>`."""
     if scheduler is None:
-        return "No scheduler is configured (set SLURM_REST_URL), so I cannot drain anything."
+        return Done("No scheduler is configured (set SLURM_REST_URL), so I cannot drain anything.")
     if not NODE_RE.fullmatch(node):
-        return "That button carries no valid node name; nothing was changed."
+        return Done("That button carries no valid node name; nothing was changed.")
     if not cause.startswith("meowbot:"):
         cause = f"meowbot: {cause}".strip()
     reason = f"{cause} by @{user_name}"[:MAX_REASON]
     try:
         current = (await scheduler.nodes([node])).get(node)
         if current is None:
-            return f"{scheduler.name} does not know `{node}`; nothing was changed."
+            return Done(f"{scheduler.name} does not know `{node}`; nothing was changed.")
         if current.reason and not current.reason_is_ours:
-            return (
+            return Done(
                 f"`{node}` already has a reason set by an operator ({current.reason!r}); "
                 "I do not overwrite it."
             )
         if current.draining and current.reason_is_ours:
-            return f"`{node}` is already draining ({current.reason})."
+            return Done(f"`{node}` is already draining ({current.reason}).")
         await scheduler.drain(node, reason)
     except BackendError as exc:
-        return f"I could not drain `{node}`: {exc.user_text()}"
-    return f"Draining `{node}` in {scheduler.name} with reason `{reason}`."
+        return Done(f"I could not drain `{node}`: {exc.user_text()}")
+    return Done(f"Draining `{node}` in {scheduler.name} with reason `{reason}`.", changed=True)
 
 
-async def resume(scheduler: Scheduler | None, node: str, user_name: str) -> str:
+async def resume(scheduler: Scheduler | None, node: str, user_name: str) -> Done:
     if scheduler is None:
-        return "No scheduler is configured (set SLURM_REST_URL), so I cannot resume anything."
+        return Done("No scheduler is configured (set SLURM_REST_URL), so I cannot resume anything.")
     if not NODE_RE.fullmatch(node):
-        return "That button carries no valid node name; nothing was changed."
+        return Done("That button carries no valid node name; nothing was changed.")
     try:
         current = (await scheduler.nodes([node])).get(node)
         if current is None:
-            return f"{scheduler.name} does not know `{node}`; nothing was changed."
+            return Done(f"{scheduler.name} does not know `{node}`; nothing was changed.")
         if current.reason and not current.reason_is_ours:
-            return (
+            return Done(
                 f"`{node}` was drained by an operator ({current.reason!r}); "
                 "I only resume nodes I drained."
             )
         if not current.draining:
-            return f"`{node}` is not drained; nothing to resume."
+            return Done(f"`{node}` is not drained; nothing to resume.")
         await scheduler.resume(node)
     except BackendError as exc:
-        return f"I could not resume `{node}`: {exc.user_text()}"
-    return f"Resumed `{node}` in {scheduler.name} (by @{user_name})."
+        return Done(f"I could not resume `{node}`: {exc.user_text()}")
+    return Done(f"Resumed `{node}` in {scheduler.name} (by @{user_name}).", changed=True)

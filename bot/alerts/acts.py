@@ -1,0 +1,197 @@
+"""What the buttons on an alert do: acknowledge, silence, drain, resume; each one audited.
+
+The listener has checked who may act before calling here (everyone may acknowledge; silencing,
+draining and resuming need MEOWBOT_ADMINS). Every function returns an `Outcome`: the sentence
+for the person, and the line for the alert's thread when something changed.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from bot.alerts.config import AlertsConfig
+from bot.alerts.models import AlertGroup, AlertSource, Claim
+from bot.alerts.policy import Decision, blast_radius
+from bot.alerts.ports import AlertStore
+from bot.backends.alert_store import Update
+from bot.backends.errors import BackendError
+from bot.render.alerts import audit_line
+from bot.scheduler import Scheduler
+from bot.triage import actions as node_actions
+
+CONFIRM_TTL_S = 15 * 60
+NODE_LABELS = ("Hostname", "hostname", "node", "instance")
+
+
+class Silencer(Protocol):
+    async def create_silence(
+        self, matchers: dict[str, str], duration_s: float, created_by: str, comment: str
+    ) -> str: ...
+
+
+@dataclass(frozen=True)
+class Actor:
+    user_id: str
+    user_name: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    sentence: str
+    thread_line: str | None = None  # posted in the alert's thread when set
+    group: AlertGroup | None = None
+    confirm_id: str | None = None  # a second authorised person must confirm this drain
+
+
+async def _audit(store: AlertStore, actor: Actor, verb: str, gid: str, detail: str) -> None:
+    await store.audit({"verb": verb, "group": gid, "user": actor.user_id,
+                       "user_name": actor.user_name, "detail": detail})  # fmt: skip
+
+
+async def acknowledge(store: AlertStore, gid: str, actor: Actor, now: datetime) -> Outcome:
+    def claim(g: AlertGroup | None) -> Update[AlertGroup | None]:
+        if g is None:
+            return Update(None, None, dirty=False)
+        new = g.model_copy(update={"claim": Claim(user_id=actor.user_id,
+                                                  user_name=actor.user_name, at=now)})  # fmt: skip
+        return Update(new, new, dirty=True)
+
+    group = await store.update(gid, claim)
+    if group is None:
+        return Outcome("That alert is gone (resolved more than a week ago); nothing to claim.")
+    await _audit(store, actor, "acknowledge", gid, "")
+    return Outcome("You are on it.", audit_line(actor.user_name, "acknowledged", "is on it"), group)
+
+
+def _matchers(group: AlertGroup) -> list[dict[str, str]]:
+    """One silence per distinct Alertmanager alert: its name and the node label it carries."""
+    seen: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+    for a in group.firing or group.alerts:
+        if a.source is not AlertSource.ALERTMANAGER:
+            continue
+        m = {"alertname": a.cause}
+        for label in NODE_LABELS:
+            if label in a.labels:
+                m[label] = a.labels[label]
+                break
+        seen.setdefault(tuple(sorted(m.items())), m)
+    return list(seen.values())
+
+
+async def silence(
+    store: AlertStore,
+    silencer: Silencer | None,
+    gid: str,
+    actor: Actor,
+    duration_s: float,
+    now: datetime,
+) -> Outcome:
+    group = await store.group(gid)
+    if group is None:
+        return Outcome("That alert is gone; nothing was silenced.")
+    matchers = _matchers(group)
+    if matchers and silencer is None:
+        return Outcome("ALERTMANAGER_URL is not set, so I cannot silence Alertmanager's alerts.")
+    until = now + timedelta(seconds=duration_s)
+    ids: list[str] = []
+    try:
+        for m in matchers:
+            ids.append(
+                await silencer.create_silence(  # type: ignore[union-attr]
+                    m, duration_s, actor.user_name, f"meowbot: silenced from Slack ({gid})"
+                )
+            )
+    except BackendError as exc:
+        return Outcome(f"I could not silence it: {exc.user_text()}")
+
+    def silenced(g: AlertGroup | None) -> Update[AlertGroup | None]:
+        if g is None:
+            return Update(None, None, dirty=False)
+        new = g.model_copy(update={"silenced_until": until})
+        return Update(new, new, dirty=True)
+
+    group = await store.update(gid, silenced)
+    hours = duration_s / 3600
+    span = f"{hours:g} h" if hours >= 1 else f"{duration_s / 60:g} min"
+    where = f" ({len(ids)} silence{'s' if len(ids) != 1 else ''} in Alertmanager)" if ids else ""
+    await _audit(store, actor, "silence", gid, f"{span} {','.join(ids)}")
+    return Outcome(
+        f"Silenced for {span}{where}.",
+        audit_line(actor.user_name, "silenced", f"for {span}{where}"),
+        group,
+    )
+
+
+async def drain(
+    store: AlertStore,
+    scheduler: Scheduler | None,
+    cfg: AlertsConfig,
+    gid: str,
+    node: str,
+    actor: Actor,
+    now: datetime,
+    fleet_size: int,
+    *,
+    confirmed_by_second: bool = False,
+) -> Outcome:
+    group = await store.group(gid)
+    if group is None or node not in group.nodes:
+        return Outcome(f"`{node}` is not part of that alert; nothing was changed.")
+    if not confirmed_by_second:
+        recent = await store.drains_since(now.timestamp() - 3600)
+        decision = blast_radius(recent, fleet_size, cfg.drain_share_per_hour)
+        if decision is not Decision.ALLOW:
+            pid = secrets.token_hex(8)
+            await store.put_pending(
+                pid, {"group": gid, "node": node, "by": actor.user_id}, CONFIRM_TTL_S
+            )
+            await _audit(store, actor, "drain_needs_confirmation", gid, node)
+            return Outcome(
+                f"{recent} node(s) were drained through meowbot in the last hour, the limit for "
+                f"{fleet_size} nodes: a second authorised person must confirm draining `{node}`.",
+                audit_line(actor.user_name, "asked to drain", f"`{node}`: needs a second person"),
+                group,
+                confirm_id=pid,
+            )
+    done = await node_actions.drain(scheduler, node, group.key.cause, actor.user_name)
+    if not done.changed:
+        return Outcome(done.sentence)
+    await store.record_drain(node, now.timestamp())
+    await _audit(store, actor, "drain", gid, node)
+    return Outcome(done.sentence, audit_line(actor.user_name, "drained", f"`{node}`"), group)
+
+
+async def confirm_drain(
+    store: AlertStore,
+    scheduler: Scheduler | None,
+    cfg: AlertsConfig,
+    pid: str,
+    actor: Actor,
+    now: datetime,
+    fleet_size: int,
+) -> Outcome:
+    pending = await store.take_pending(pid)
+    if pending is None:
+        return Outcome("That drain request expired or was already confirmed.")
+    if pending["by"] == actor.user_id:
+        # Put it back: the asker cannot be the second person.
+        await store.put_pending(pid, pending, CONFIRM_TTL_S)
+        return Outcome("A second person must confirm: you asked for this drain yourself.")
+    return await drain(store, scheduler, cfg, str(pending["group"]), str(pending["node"]), actor,
+                       now, fleet_size, confirmed_by_second=True)  # fmt: skip
+
+
+async def resume(
+    store: AlertStore, scheduler: Scheduler | None, gid: str, node: str, actor: Actor
+) -> Outcome:
+    group = await store.group(gid)
+    if group is None or node not in group.nodes:
+        return Outcome(f"`{node}` is not part of that alert; nothing was changed.")
+    done = await node_actions.resume(scheduler, node, actor.user_name)
+    if not done.changed:
+        return Outcome(done.sentence)
+    await _audit(store, actor, "resume", gid, node)
+    return Outcome(done.sentence, audit_line(actor.user_name, "resumed", f"`{node}`"), group)

@@ -1,0 +1,68 @@
+"""Ingest: alerts from any source join their groups in the store, once each.
+
+Both sources come through here: the Alertmanager webhook and the passive sweep. An alert finds
+its group by its fingerprint first (a resolved alert keeps the group it fired in, even if the
+topology changed since), otherwise by its group key.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from bot.alerts.config import AlertsConfig
+from bot.alerts.dispatch import Change, group_key, merge
+from bot.alerts.models import Alert, AlertGroup
+from bot.alerts.ports import AlertStore
+from bot.backends.alert_store import Update
+from bot.models import Node
+
+# Changes that need the group's message posted or updated. A REPEAT (the same alert in the same
+# state again: a webhook delivered twice, or to three replicas) changes nothing anyone sees.
+_SHOWN = {
+    Change.NEW_GROUP,
+    Change.JOINED,
+    Change.RESOLVED_MEMBER,
+    Change.GROUP_RESOLVED,
+    Change.REOPENED,
+}
+
+
+@dataclass
+class Ingested:
+    changes: Counter[Change] = field(default_factory=Counter)
+    groups: set[str] = field(default_factory=set)
+
+    @property
+    def alerts(self) -> int:
+        return sum(self.changes.values())
+
+
+async def ingest(
+    store: AlertStore,
+    alerts: Iterable[Alert],
+    topology: Callable[[str], Node | None],
+    cfg: AlertsConfig,
+    now: datetime,
+) -> Ingested:
+    done = Ingested()
+    for alert in alerts:
+        gid = await store.group_of(alert.fingerprint) or group_key(alert, topology, cfg).id
+
+        def change(group: AlertGroup | None, alert: Alert = alert) -> Update[Change]:
+            merged, what = merge(group, alert, now)
+            if merged is None:
+                return Update(None, what, dirty=False)
+            return Update(
+                merged,
+                what,
+                dirty=what in _SHOWN,
+                fingerprints=(alert.fingerprint,),
+            )
+
+        what = await store.update(gid, change)
+        done.changes[what] += 1
+        done.groups.add(gid)
+    return done

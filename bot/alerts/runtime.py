@@ -1,0 +1,201 @@
+"""The alert pipeline running: webhook alerts in, the passive sweep, the notifier loop.
+
+Every replica receives webhooks and stores them (ingest is safe to run anywhere at once). The
+sweep and the notifier each run on one replica at a time, the holder of a Redis lock with a
+fencing token: the notifier's lock is renewed every tick and its writes are fenced, so two
+replicas never post the same group; the sweep's lock simply lives one interval, so the fleet is
+swept once an interval whichever replicas are up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from bot.alerts import notify
+from bot.alerts.config import AlertsConfig
+from bot.alerts.ingest import Ingested, ingest
+from bot.alerts.models import AlertGroup, AlertSource
+from bot.alerts.ports import AlertStore, Poster, PostError
+from bot.alerts.route import route
+from bot.alerts.sweep import alerts_from_faults, resolved_by_sweep
+from bot.backends.alert_store import FenceLost, Update
+from bot.backends.errors import BackendError
+from bot.models import Node
+from bot.render.alerts import render_group, render_storm
+from bot.triage.service import Triage, fleet_faults
+
+log = logging.getLogger(__name__)
+
+NOTIFY_LOCK = "notify"
+SWEEP_LOCK = "sweep"
+LOCK_TTL_MS = 5_000
+TICK_S = 0.2
+TOPOLOGY_TIMEOUT_S = 2.0
+
+
+@dataclass
+class Alerting:
+    store: AlertStore
+    poster: Poster
+    cfg: AlertsConfig
+    triage: Triage
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    # The notifier's memory of its own calls, for Slack's one message a second a channel.
+    last_call_at: dict[str, datetime] = field(default_factory=dict)
+    _fence: object | None = None
+
+    # ingest -----------------------------------------------------------------------------------
+
+    async def topology(self) -> Callable[[str], Node | None]:
+        inventory = self.triage.inventory
+        try:
+            await asyncio.wait_for(inventory.load(), TOPOLOGY_TIMEOUT_S)
+        except (BackendError, TimeoutError):
+            # Grouping then falls back to one group per node: an alert is never refused for it.
+            log.warning("topology unavailable; alerts group by node")
+        return inventory.node
+
+    async def receive(self, alerts: list, now: datetime) -> Ingested:  # type: ignore[type-arg]
+        done = await ingest(self.store, alerts, await self.topology(), self.cfg, now)
+        self.wake.set()
+        return done
+
+    # the sweep ----------------------------------------------------------------------------------
+
+    async def sweep_once(self) -> Ingested | None:
+        """Sweeps the fleet unless another replica did within the interval."""
+        fence = await self.store.acquire(SWEEP_LOCK, int(self.cfg.sweep_interval_s * 1000))
+        if fence is None:
+            return None
+        now = self.clock()
+        found = await fleet_faults(self.triage, self.cfg.sweep_window_s)
+        current = alerts_from_faults(found.faults, now)
+        groups = await self.store.groups(await self.store.open_ids())
+        open_sweep = {
+            a.fingerprint: a
+            for g in groups.values()
+            for a in g.firing
+            if a.source is AlertSource.SWEEP and a.cause not in found.unchecked
+        }
+        resolved = resolved_by_sweep(open_sweep, current, now)
+        done = await ingest(
+            self.store, [*current, *resolved], await self.topology(), self.cfg, now, fence=fence
+        )
+        self.wake.set()
+        return done
+
+    async def sweeper(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self.sweep_once()
+            except (BackendError, FenceLost) as exc:
+                log.warning("sweep failed", extra={"error": str(exc)})
+            except Exception:  # the loop must outlive any one bad sweep (Redis down included)
+                log.exception("sweep crashed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.cfg.sweep_interval_s)
+
+    # the notifier -------------------------------------------------------------------------------
+
+    async def _lead(self) -> object | None:
+        if self._fence is not None and await self.store.renew(self._fence, LOCK_TTL_MS):
+            return self._fence
+        self._fence = await self.store.acquire(NOTIFY_LOCK, LOCK_TTL_MS)
+        if self._fence is not None:
+            self.last_call_at.clear()  # a new leader knows nothing of the last one's calls
+        return self._fence
+
+    async def notify_once(self) -> int:
+        """One pass of the notifier; returns the Slack calls made (0 when not the leader)."""
+        fence = await self._lead()
+        if fence is None:
+            return 0
+        queued = await self.store.dirty()
+        if not queued:
+            return 0
+        seen = dict(queued)
+        groups = await self.store.groups(list(seen))
+        now = self.clock()
+        by_channel: dict[str, list[AlertGroup]] = {}
+        for gid, group in groups.items():
+            where = route(group, self.cfg, now)
+            if where.quiet:
+                continue  # held until quiet hours end; it stays queued
+            by_channel.setdefault(where.channel, []).append(group)
+        calls = 0
+        for channel, dirty in by_channel.items():
+            open_count = await self._open_count(channel)
+            steps = notify.plan(dirty, now, self.last_call_at.get(channel), self.cfg, open_count)
+            for step in steps:
+                calls += await self._run_step(step, channel, fence, seen)
+                self.last_call_at[channel] = now
+        return calls
+
+    async def _open_count(self, channel: str) -> int:
+        groups = await self.store.groups(await self.store.open_ids())
+        return sum(1 for g in groups.values() if g.channel in ("", channel) and not g.resolved)
+
+    async def _run_step(
+        self, step: notify.Step, channel: str, fence: object, seen: dict[str, float]
+    ) -> int:
+        group = step.group
+        try:
+            if step.kind is notify.StepKind.STORM_SUMMARY:
+                message = render_storm(step.groups, self.clock())
+                ts = await self.store.storm_ts(channel)
+                if ts is None:
+                    ts = await self.poster.post(channel, message)
+                    await self.store.set_storm_ts(channel, ts, fence)
+                else:
+                    await self.poster.update(channel, ts, message)
+                for g in step.groups:
+                    await self.store.clean(g.key.id, seen.get(g.key.id, 0.0))
+                return 1
+            assert group is not None
+            gid = group.key.id
+            if step.kind is notify.StepKind.THREAD_REPLY:
+                if group.ts:
+                    await self.poster.post(channel, step.message, thread_ts=group.ts)
+                return 1
+            message = render_group(group, self.cfg, self.clock())
+            if group.ts is None:
+                ts = await self.poster.post(channel, message)
+
+                def posted(g: AlertGroup | None) -> Update[None]:
+                    base = g or group
+                    return Update(base.model_copy(update={"ts": ts, "channel": channel}), None,
+                                  dirty=False)
+
+                await self.store.update(gid, posted, fence=fence)
+            else:
+                await self.poster.update(group.channel or channel, group.ts, message)
+            await self.store.clean(gid, seen.get(gid, 0.0))
+            return 1
+        except PostError as exc:
+            # Left queued: the next pass tries again. A channel that does not exist is logged.
+            log.warning("slack refused an alert message", extra={"error": exc.error})
+            return 1
+
+    async def notifier(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self.notify_once()
+            except FenceLost:
+                self._fence = None
+            except Exception:  # Redis or Slack down: keep going; the queue keeps the work
+                log.exception("notifier pass failed")
+            self.wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), TICK_S)
+
+    async def release(self) -> None:
+        if self._fence is not None:
+            with contextlib.suppress(Exception):
+                await self.store.release(self._fence)
+            self._fence = None

@@ -1,0 +1,187 @@
+"""Buttons on alert messages: acknowledge, silence (and its custom-duration modal), drain,
+confirm a drain past the blast-radius limit, resume. Runbook is a link: only acked."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.alerts import acts
+from bot.alerts.runtime import Alerting
+from bot.deps import Deps
+from bot.render import Modal
+from bot.render.alerts import (
+    ALERT_ACK_ACTION,
+    ALERT_CONFIRM_DRAIN_ACTION,
+    ALERT_DRAIN_ACTION,
+    ALERT_RESUME_ACTION,
+    ALERT_RUNBOOK_ACTION,
+    ALERT_SILENCE_ACTION,
+    confirm_drain_message,
+    split_value,
+)
+from handlers.registry import Registry
+
+log = logging.getLogger(__name__)
+
+SILENCE_MODAL = "meowbot_alert_silence_custom"
+MAX_SILENCE_S = 14 * 86400
+
+
+def _actor(body: dict[str, Any]) -> acts.Actor:
+    user = body.get("user", {})
+    uid = str(user.get("id", ""))
+    return acts.Actor(uid, str(user.get("username") or user.get("name") or uid))
+
+
+def _value(body: dict[str, Any]) -> str:
+    action = (body.get("actions") or [{}])[0]
+    return str(action.get("value") or (action.get("selected_option") or {}).get("value") or "")
+
+
+def register(reg: Registry, deps: Deps) -> None:
+    async def tell(respond: Any, text: str) -> None:
+        await respond(response_type="ephemeral", replace_original=False, text=text)
+
+    async def thread(client: AsyncWebClient, alerting: Alerting, out: acts.Outcome) -> None:
+        group = out.group
+        if out.thread_line and group is not None and group.ts:
+            try:
+                await client.chat_postMessage(
+                    channel=group.channel, thread_ts=group.ts, text=out.thread_line
+                )
+            except SlackApiError as exc:  # the audit stream has it anyway
+                log.warning("audit reply failed", extra={"error": exc.response.get("error")})
+        alerting.wake.set()  # the group's message shows the change
+
+    async def may_act(body: dict[str, Any], client: AsyncWebClient, respond: Any, verb: str) -> bool:
+        if await deps.authz.allowed(_actor(body).user_id, client):
+            return True
+        await tell(respond, f":no_entry: Only people in MEOWBOT_ADMINS may {verb}; nothing was changed.")
+        return False
+
+    def alerting_or_none() -> Alerting | None:
+        return deps.alerting
+
+    async def on_ack(ack: Any, body: dict[str, Any], respond: Any, client: AsyncWebClient) -> None:
+        await ack()
+        alerting = alerting_or_none()
+        if alerting is None:
+            return await tell(respond, "Alerts are off here (no REDIS_URL).")
+        gid, _ = split_value(_value(body))
+        out = await acts.acknowledge(alerting.store, gid, _actor(body), datetime.now(UTC))
+        await thread(client, alerting, out)
+        await tell(respond, out.sentence)
+
+    async def on_silence(
+        ack: Any, body: dict[str, Any], respond: Any, client: AsyncWebClient
+    ) -> None:
+        await ack()
+        alerting = alerting_or_none()
+        if alerting is None or not await may_act(body, client, respond, "silence alerts"):
+            return
+        gid, extra = split_value(_value(body))
+        if extra == "custom":
+            # views.open must use the trigger within 3 s: nothing slow before it.
+            await client.views_open(trigger_id=body["trigger_id"], view=_silence_modal(gid))
+            return
+        try:
+            duration_s = float(extra)
+        except ValueError:
+            return await tell(respond, "That silence carries no duration; nothing was changed.")
+        await silence(alerting, client, respond, body, gid, duration_s)
+
+    async def silence(
+        alerting: Alerting, client: AsyncWebClient, respond: Any, body: dict[str, Any],
+        gid: str, duration_s: float,
+    ) -> None:  # fmt: skip
+        out = await acts.silence(alerting.store, alerting.silencer, gid, _actor(body),
+                                 duration_s, datetime.now(UTC))  # fmt: skip
+        await thread(client, alerting, out)
+        if respond is not None:
+            await tell(respond, out.sentence)
+
+    async def on_silence_modal(
+        ack: Any, body: dict[str, Any], view: dict[str, Any], client: AsyncWebClient
+    ) -> None:
+        state = view.get("state", {}).get("values", {})
+        raw = str(state.get("duration", {}).get("hours", {}).get("value") or "").strip()
+        try:
+            hours = float(raw)
+        except ValueError:
+            hours = -1.0
+        if not 0 < hours * 3600 <= MAX_SILENCE_S:
+            await ack(response_action="errors",
+                      errors={"duration": "Hours between 0.1 and 336, e.g. 2 or 0.5."})  # fmt: skip
+            return
+        await ack()
+        alerting = alerting_or_none()
+        if alerting is None or not await deps.authz.allowed(_actor(body).user_id, client):
+            return
+        await silence(alerting, client, None, body, view.get("private_metadata", ""), hours * 3600)
+
+    async def on_drain(
+        ack: Any, body: dict[str, Any], respond: Any, client: AsyncWebClient
+    ) -> None:
+        await ack()
+        alerting = alerting_or_none()
+        if alerting is None or not await may_act(body, client, respond, "drain nodes"):
+            return
+        gid, node = split_value(_value(body))
+        await alerting.triage.inventory.load()
+        fleet = len(alerting.triage.inventory.names())
+        out = await acts.drain(alerting.store, alerting.triage.scheduler, alerting.cfg, gid, node,
+                               _actor(body), datetime.now(UTC), fleet)  # fmt: skip
+        await thread(client, alerting, out)
+        if out.confirm_id is not None and out.group is not None:
+            msg = confirm_drain_message(out.confirm_id, node, _actor(body).user_name)
+            await client.chat_postMessage(channel=out.group.channel, thread_ts=out.group.ts,
+                                          text=msg.text, blocks=msg.blocks)  # fmt: skip
+        await tell(respond, out.sentence)
+
+    async def on_confirm_drain(
+        ack: Any, body: dict[str, Any], respond: Any, client: AsyncWebClient
+    ) -> None:
+        await ack()
+        alerting = alerting_or_none()
+        if alerting is None or not await may_act(body, client, respond, "confirm drains"):
+            return
+        fleet = len(alerting.triage.inventory.names())
+        out = await acts.confirm_drain(alerting.store, alerting.triage.scheduler, alerting.cfg,
+                                       _value(body), _actor(body), datetime.now(UTC), fleet)  # fmt: skip
+        await thread(client, alerting, out)
+        await tell(respond, out.sentence)
+
+    async def on_resume(
+        ack: Any, body: dict[str, Any], respond: Any, client: AsyncWebClient
+    ) -> None:
+        await ack()
+        alerting = alerting_or_none()
+        if alerting is None or not await may_act(body, client, respond, "resume nodes"):
+            return
+        gid, node = split_value(_value(body))
+        out = await acts.resume(alerting.store, alerting.triage.scheduler, gid, node, _actor(body))
+        await thread(client, alerting, out)
+        await tell(respond, out.sentence)
+
+    async def on_link(ack: Any) -> None:
+        await ack()
+
+    reg.action(ALERT_ACK_ACTION, on_ack)
+    reg.action(ALERT_SILENCE_ACTION, on_silence)
+    reg.action(ALERT_DRAIN_ACTION, on_drain)
+    reg.action(ALERT_CONFIRM_DRAIN_ACTION, on_confirm_drain)
+    reg.action(ALERT_RESUME_ACTION, on_resume)
+    reg.action(ALERT_RUNBOOK_ACTION, on_link)
+    reg.view(SILENCE_MODAL, on_silence_modal)
+
+
+def _silence_modal(gid: str) -> dict[str, Any]:
+    modal = Modal("Silence alert", callback_id=SILENCE_MODAL, submit="Silence",
+                  private_metadata=gid)  # fmt: skip
+    modal.text_input("Silence for how many hours?", "hours", placeholder="2", block_id="duration")
+    return modal.build()
