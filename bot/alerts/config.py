@@ -56,7 +56,7 @@ class QuietHours(_Cfg):
         return ZoneInfo(self.timezone)
 
     def contains(self, now: datetime) -> bool:
-        """Whether `now` (aware) falls in the quiet hours; an empty window (start == end) never does."""
+        """Whether `now` falls in the quiet hours; an empty window (start == end) never does."""
         local = now.astimezone(self.zone).time()
         if self.start == self.end:
             return False
@@ -65,7 +65,7 @@ class QuietHours(_Cfg):
         return local >= self.start or local < self.end
 
     def ends_after(self, now: datetime) -> datetime:
-        """The first end of quiet hours after `now`, in UTC's timezone of `now`."""
+        """The first end of quiet hours after `now`, in the timezone of `now`."""
         local = now.astimezone(self.zone)
         for days in range(3):
             day = local.date() + timedelta(days=days)
