@@ -17,7 +17,7 @@ from bot.alerts.models import Alert, AlertGroup, AlertStatus, GroupKey, Scope
 from bot.alerts.policy import ACK, DRAIN_AFTER_JOBS, DRAIN_NOW, RESUME, SILENCE, offered_actions
 from bot.models import Severity
 from bot.render.blocks import Message, SlackMessage, button, confirm_dialog, select
-from bot.render.mrkdwn import and_more, code, escape, truncate, user_mention
+from bot.render.mrkdwn import code, escape, truncate, user_mention
 
 ALERT_ACK_ACTION = "meowbot_alert_ack"
 ALERT_SILENCE_ACTION = "meowbot_alert_silence"
