@@ -60,6 +60,7 @@ EXPECTS: dict[str, str] = {
     "MEOWBOT_ADMINS": "Slack user ids (U...) or user-group handles, comma-separated",
     "MEOWBOT_ALERT_CHANNEL": "a Slack channel id or name",
     "MEOWBOT_LOG_LEVEL": "one of debug, info, warning, error",
+    "MEOWBOT_SWEEP_INTERVAL": "an integer number of seconds between 5 and 86400",
 }
 
 
@@ -101,6 +102,7 @@ class Settings(BaseSettings):
     config_file: Path | None = Field(None, alias="MEOWBOT_CONFIG")
     admins: str = Field("", alias="MEOWBOT_ADMINS")
     alert_channel: str | None = Field(None, alias="MEOWBOT_ALERT_CHANNEL")
+    sweep_interval_s: int = Field(60, alias="MEOWBOT_SWEEP_INTERVAL", ge=5, le=86400)
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", alias="MEOWBOT_LOG_LEVEL"
     )

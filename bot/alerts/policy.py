@@ -1,0 +1,99 @@
+"""Policy: which actions a group offers, drain reasons, the blast-radius limit, auto-drain."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+
+from bot.alerts.config import AlertsConfig
+from bot.alerts.models import AlertGroup
+from bot.models import Severity
+
+ACK = "ack"
+SILENCE = "silence"
+DRAIN_NOW = "drain_now"
+DRAIN_AFTER_JOBS = "drain_after_jobs"
+"""Drain the node once its running jobs end (Slurm's DRAIN: no new jobs, running ones finish)."""
+RESUME = "resume"
+
+REASON_PREFIX = "meowbot:"
+MAX_REASON = 120
+
+
+def offered_actions(group: AlertGroup) -> list[str]:
+    """What the group's buttons offer: none once it is resolved; a drain only when it names nodes.
+
+    A critical group (an Xid 79, a double-bit ECC error) offers draining now; anything less
+    offers a drain that lets running jobs finish.
+    """
+    if group.resolved:
+        return []
+    actions = [ACK, SILENCE]
+    if any(a.node for a in group.firing):
+        actions.append(DRAIN_NOW if group.severity >= Severity.CRITICAL else DRAIN_AFTER_JOBS)
+        actions.append(RESUME)
+    return actions
+
+
+def drain_reason(cause: str, user_name: str) -> str:
+    """`meowbot: <cause> by @user`, at most 120 characters; the cause is cut, never the user."""
+    cause_text = " ".join(cause.split()) or "alert"
+    user = " ".join(user_name.split()).lstrip("@") or "unknown"
+    tail = f" by @{user}"
+    room = MAX_REASON - len(REASON_PREFIX) - 1 - len(tail)
+    if room < 1:
+        return f"{REASON_PREFIX} {cause_text}{tail}"[:MAX_REASON]
+    if len(cause_text) > room:
+        cause_text = cause_text[: room - 1] + "…"
+    return f"{REASON_PREFIX} {cause_text}{tail}"
+
+
+class Outcome(StrEnum):
+    ALLOW = "allow"
+    NEEDS_SECOND_PERSON = "needs_second_person"
+
+
+@dataclass(frozen=True)
+class Decision:
+    outcome: Outcome
+    sentence: str
+    limit: int
+
+    @property
+    def allowed(self) -> bool:
+        return self.outcome is Outcome.ALLOW
+
+
+def blast_limit(fleet_size: int, share: float) -> int:
+    """Nodes meowbot may drain in an hour: `share` of the fleet, rounded down, at least one."""
+    return max(1, math.floor(fleet_size * share + 1e-9)) if fleet_size > 0 else 0
+
+
+def blast_radius(
+    drained_last_hour: int, fleet_size: int, share: float, asking: int = 1
+) -> Decision:
+    """Whether `asking` more drains stay within the hourly share of the fleet."""
+    limit = blast_limit(fleet_size, share)
+    if drained_last_hour + asking <= limit:
+        return Decision(
+            Outcome.ALLOW, f"{drained_last_hour + asking} of {limit} drains this hour.", limit
+        )
+    return Decision(
+        Outcome.NEEDS_SECOND_PERSON,
+        f"meowbot has drained {drained_last_hour} nodes in the last hour and may drain {limit} "
+        f"({share:.0%} of {fleet_size}); a second authorised person must confirm this drain.",
+        limit,
+    )
+
+
+def auto_drain(group: AlertGroup, cfg: AlertsConfig) -> bool:
+    """Whether the group's nodes are drained without a click: only named causes, off by default.
+
+    The caller still applies `blast_radius` and the owned-reason rules.
+    """
+    return (
+        group.key.cause in cfg.auto_drain_causes
+        and not group.resolved
+        and any(a.node for a in group.firing)
+    )

@@ -1,0 +1,56 @@
+"""The passive sweep as an alert source: faults in, alerts out, cleared faults resolved."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from datetime import datetime
+
+from bot.alerts.models import Alert, AlertSource, AlertStatus
+from bot.models import Fault
+
+
+def sweep_fingerprint(kind: str, node: str, gpu: int | None) -> str:
+    """Stable across runs and replicas (not Python's salted `hash`)."""
+    raw = f"{kind}|{node}|{'' if gpu is None else gpu}".encode()
+    return "sweep-" + hashlib.sha256(raw).hexdigest()[:16]
+
+
+def alerts_from_faults(faults: list[Fault], now: datetime) -> list[Alert]:
+    """One firing alert per (kind, node, gpu); the same fault found twice is one alert."""
+    alerts: dict[str, Alert] = {}
+    for fault in faults:
+        fp = sweep_fingerprint(fault.kind.value, fault.node, fault.gpu)
+        if fp in alerts:
+            continue
+        labels = {"node": fault.node}
+        if fault.gpu is not None:
+            labels["gpu"] = str(fault.gpu)
+        alerts[fp] = Alert(
+            fingerprint=fp,
+            source=AlertSource.SWEEP,
+            status=AlertStatus.FIRING,
+            cause=fault.kind.value,
+            node=fault.node,
+            gpu=fault.gpu,
+            severity=fault.severity,
+            summary=fault.summary,
+            labels=labels,
+            starts_at=min(fault.since, now),
+            action=fault.action,
+        )
+    return list(alerts.values())
+
+
+def resolved_by_sweep(
+    open_sweep: Mapping[str, Alert], current: list[Alert], now: datetime
+) -> list[Alert]:
+    """Firing sweep alerts this sweep no longer saw, as resolved copies ending `now`."""
+    seen = {a.fingerprint for a in current}
+    return [
+        alert.model_copy(update={"status": AlertStatus.RESOLVED, "ends_at": now})
+        for fp, alert in open_sweep.items()
+        if alert.source is AlertSource.SWEEP
+        and alert.status is AlertStatus.FIRING
+        and fp not in seen
+    ]

@@ -1,0 +1,448 @@
+"""The pure alert pipeline: grouping, dedup, routing, quiet hours, the rate planner, policy."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from bot.alerts.config import AlertsConfig
+from bot.alerts.dispatch import Change, group_key, merge, scope_for
+from bot.alerts.models import Alert, AlertGroup, AlertSource, AlertStatus, GroupKey, Scope
+from bot.alerts.notify import StepKind, needs_message, plan
+from bot.alerts.policy import (
+    DRAIN_AFTER_JOBS,
+    DRAIN_NOW,
+    Outcome,
+    auto_drain,
+    blast_radius,
+    drain_reason,
+    offered_actions,
+)
+from bot.alerts.route import route
+from bot.alerts.sweep import alerts_from_faults, resolved_by_sweep
+from bot.config import ConfigError, load_settings
+from bot.models import Action, Fault, FaultKind, Node, Severity
+
+T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+CFG = AlertsConfig(default_channel="C_ALERTS")
+
+
+def node(name: str, leaf: str = "leaf-07", rack: str = "r01") -> Node:
+    return Node(
+        name=name,
+        rack=rack,
+        leaf_switch=leaf,
+        spine="spine-1",
+        gpus=(),
+        nics=(),
+        numa_nodes=2,
+        driver_version="550",
+        kernel_version="6.1",
+        firmware_version="96",
+        expected_gpus=8,
+    )
+
+
+def topology_of(nodes: dict[str, Node]):  # type: ignore[no-untyped-def]
+    return nodes.get
+
+
+def alert(
+    fp: str,
+    *,
+    cause: str = "ib_link_down",
+    node_name: str | None = "n001",
+    status: AlertStatus = AlertStatus.FIRING,
+    severity: Severity = Severity.WARNING,
+    source: AlertSource = AlertSource.SWEEP,
+    labels: dict[str, str] | None = None,
+    summary: str = "link down",
+) -> Alert:
+    return Alert(
+        fingerprint=fp,
+        source=source,
+        status=status,
+        cause=cause,
+        node=node_name,
+        severity=severity,
+        summary=summary,
+        labels=labels or {},
+        starts_at=T0,
+    )
+
+
+def apply(
+    groups: dict[str, AlertGroup],
+    a: Alert,
+    topology,  # type: ignore[no-untyped-def]
+    cfg: AlertsConfig = CFG,
+) -> Change:
+    key = group_key(a, topology, cfg)
+    group, change = merge(groups.get(key.id), a, T0, key=key)
+    if change not in (Change.REPEAT, Change.IGNORED):
+        groups[key.id] = group
+    return change
+
+
+# --- dispatch -------------------------------------------------------------------------------
+
+
+def test_scope_defaults_and_override() -> None:
+    assert scope_for("ib_link_down", CFG) is Scope.LEAF_SWITCH
+    assert scope_for("nic_errors", CFG) is Scope.LEAF_SWITCH
+    assert scope_for("power_brake", CFG) is Scope.RACK
+    assert scope_for("xid", CFG) is Scope.NODE
+    cfg = AlertsConfig(group_scope={"xid": Scope.RACK})
+    assert scope_for("xid", cfg) is Scope.RACK
+
+
+def test_32_ib_down_alerts_on_one_leaf_are_one_group() -> None:
+    nodes = {f"n{i:03d}": node(f"n{i:03d}") for i in range(32)}
+    groups: dict[str, AlertGroup] = {}
+    changes = [apply(groups, alert(f"fp{i}", node_name=n), nodes.get) for i, n in enumerate(nodes)]
+    assert changes[0] is Change.NEW_GROUP
+    assert set(changes[1:]) == {Change.JOINED}
+    assert list(groups) == ["ib_link_down|leaf_switch|leaf-07"]
+    assert len(groups["ib_link_down|leaf_switch|leaf-07"].nodes) == 32
+
+
+def test_unknown_topology_falls_back_to_node_and_no_node_to_none() -> None:
+    key = group_key(alert("a", node_name="ghost"), lambda _: None, CFG)
+    assert key == GroupKey(cause="ib_link_down", scope=Scope.NODE, scope_value="ghost")
+    key = group_key(alert("b", node_name=None), lambda _: None, CFG)
+    assert key.scope is Scope.NONE
+
+
+def test_alertmanager_labels_win_over_inventory() -> None:
+    nodes = {"n001": node("n001", leaf="leaf-01")}
+    am = alert("a", source=AlertSource.ALERTMANAGER, labels={"leaf_switch": "leaf-99"})
+    assert group_key(am, nodes.get, CFG).scope_value == "leaf-99"
+    job = alert("b", cause="xid", source=AlertSource.ALERTMANAGER, labels={"job_id": "4242"})
+    assert group_key(job, nodes.get, CFG) == GroupKey(
+        cause="xid", scope=Scope.JOB, scope_value="4242"
+    )
+    # a sweep alert's labels are not topology
+    sweep = alert("c", labels={"leaf_switch": "leaf-99"})
+    assert group_key(sweep, nodes.get, CFG).scope_value == "leaf-01"
+
+
+def test_same_alert_twice_is_a_repeat_and_changes_nothing() -> None:
+    groups: dict[str, AlertGroup] = {}
+    nodes = {"n001": node("n001")}
+    assert apply(groups, alert("fp"), nodes.get) is Change.NEW_GROUP
+    before = dict(groups)
+    assert apply(groups, alert("fp"), nodes.get) is Change.REPEAT
+    assert groups == before
+    assert len(next(iter(groups.values())).alerts) == 1
+
+
+def test_resolve_all_then_reopen() -> None:
+    nodes = {f"n{i}": node(f"n{i}") for i in range(3)}
+    groups: dict[str, AlertGroup] = {}
+    for i in range(3):
+        apply(groups, alert(f"fp{i}", node_name=f"n{i}"), nodes.get)
+    resolved = AlertStatus.RESOLVED
+    assert apply(groups, alert("fp0", node_name="n0", status=resolved), nodes.get) is (
+        Change.RESOLVED_MEMBER
+    )
+    assert apply(groups, alert("fp1", node_name="n1", status=resolved), nodes.get) is (
+        Change.RESOLVED_MEMBER
+    )
+    assert apply(groups, alert("fp2", node_name="n2", status=resolved), nodes.get) is (
+        Change.GROUP_RESOLVED
+    )
+    (group,) = groups.values()
+    assert group.resolved and len(group.alerts) == 3
+    assert apply(groups, alert("fp2", node_name="n2", status=resolved), nodes.get) is Change.REPEAT
+    assert apply(groups, alert("fp1", node_name="n1"), nodes.get) is Change.REOPENED
+    assert not groups[group.key.id].resolved
+
+
+def test_resolved_alert_for_unknown_fingerprint_changes_nothing() -> None:
+    groups: dict[str, AlertGroup] = {}
+    nodes = {"n001": node("n001")}
+    assert apply(groups, alert("x", status=AlertStatus.RESOLVED), nodes.get) is Change.IGNORED
+    assert groups == {}
+    apply(groups, alert("fp"), nodes.get)
+    assert apply(groups, alert("other", status=AlertStatus.RESOLVED), nodes.get) is Change.IGNORED
+    assert len(next(iter(groups.values())).alerts) == 1
+
+
+# --- sweep ----------------------------------------------------------------------------------
+
+
+def fault(kind: FaultKind, node_name: str, gpu: int | None = None) -> Fault:
+    return Fault(
+        kind=kind,
+        node=node_name,
+        gpu=gpu,
+        since=T0 - timedelta(minutes=5),
+        severity=Severity.CRITICAL,
+        action=Action.DRAIN,
+        summary="Xid 79: GPU fell off the bus",
+    )
+
+
+def test_sweep_alerts_have_stable_fingerprints_and_resolve_when_gone() -> None:
+    faults = [
+        fault(FaultKind.XID, "n1", 3),
+        fault(FaultKind.XID, "n1", 3),
+        fault(FaultKind.XID, "n2"),
+    ]
+    first = alerts_from_faults(faults, T0)
+    assert len(first) == 2  # the same fault twice is one alert
+    again = alerts_from_faults([fault(FaultKind.XID, "n1", 3)], T0 + timedelta(minutes=1))
+    assert again[0].fingerprint == first[0].fingerprint
+    assert first[0].cause == "xid" and first[0].labels == {"node": "n1", "gpu": "3"}
+    assert first[0].severity is Severity.CRITICAL and first[0].starts_at == T0 - timedelta(
+        minutes=5
+    )
+    later = T0 + timedelta(minutes=1)
+    gone = resolved_by_sweep({a.fingerprint: a for a in first}, again, later)
+    assert [(a.node, a.status, a.ends_at) for a in gone] == [("n2", AlertStatus.RESOLVED, later)]
+
+
+# --- route ----------------------------------------------------------------------------------
+
+
+def group_of(*alerts: Alert, channel: str = "C_ALERTS", ts: str | None = None) -> AlertGroup:
+    a = alerts[0]
+    key = GroupKey(cause=a.cause, scope=Scope.NODE, scope_value=a.node or "")
+    return AlertGroup(key=key, alerts=alerts, opened_at=T0, channel=channel, ts=ts)
+
+
+def test_routes_first_match_wins_else_default() -> None:
+    cfg = AlertsConfig.parse(
+        {
+            "default_channel": "C_DEFAULT",
+            "routes": [
+                {"match": {"severity": "critical", "cause": "xid"}, "channel": "C_XID"},
+                {"match": {"severity": "critical"}, "channel": "C_CRIT"},
+                {"match": {"cause": "xid"}, "channel": "C_XID_LOW"},
+            ],
+        }
+    )
+    assert (
+        route(group_of(alert("a", cause="xid", severity=Severity.CRITICAL)), cfg, T0).channel
+        == "C_XID"
+    )
+    assert (
+        route(group_of(alert("a", cause="ecc_dbe", severity=Severity.CRITICAL)), cfg, T0).channel
+        == "C_CRIT"
+    )
+    assert route(group_of(alert("a", cause="xid")), cfg, T0).channel == "C_XID_LOW"
+    assert route(group_of(alert("a", cause="nic_errors")), cfg, T0).channel == "C_DEFAULT"
+
+
+def test_no_channel_is_an_error_value() -> None:
+    r = route(group_of(alert("a")), AlertsConfig(), T0)
+    assert not r.ok and r.channel == "" and "MEOWBOT_ALERT_CHANNEL" in r.error
+
+
+def test_quiet_hours_in_a_non_utc_timezone_hold_low_severity() -> None:
+    cfg = AlertsConfig.parse(
+        {
+            "default_channel": "C",
+            "quiet_hours": {
+                "start": "22:00",
+                "end": "07:00",
+                "timezone": "America/New_York",
+                "max_severity": "warning",
+            },
+        }
+    )
+    # 03:30 UTC on 3 Dec is 22:30 in New York (EST, UTC-5): quiet.
+    night = datetime(2026, 12, 4, 3, 30, tzinfo=UTC)
+    low = route(group_of(alert("a", severity=Severity.WARNING)), cfg, night)
+    assert low.quiet and low.hold_until == datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
+    high = route(group_of(alert("a", severity=Severity.CRITICAL)), cfg, night)
+    assert not high.quiet and high.hold_until is None
+    # 23:30 UTC is 18:30 in New York: not quiet, though it would be in UTC.
+    evening = datetime(2026, 12, 3, 23, 30, tzinfo=UTC)
+    assert not route(group_of(alert("a", severity=Severity.INFO)), cfg, evening).quiet
+
+
+# --- config ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "where"),
+    [
+        (
+            {"quiet_hours": {"start": "22:00", "end": "07:00", "timezone": "Mars/Olympus"}},
+            "timezone",
+        ),
+        ({"storm_groups": 0}, "storm_groups"),
+        ({"routes": [{"match": {"severity": "loud"}, "channel": "C"}]}, "severity"),
+        ({"runbooks": {"xid": "ftp://x"}}, "runbooks"),
+        ({"silence_durations_s": [10]}, "silence_durations_s"),
+        ({"drain_share_per_hour": 2}, "drain_share_per_hour"),
+        ({"bogus": 1}, "bogus"),
+    ],
+)
+def test_config_errors_are_one_sentence(data: dict[str, object], where: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        AlertsConfig.parse(data)
+    text = str(info.value)
+    assert where in text and text.endswith(".") and "\n" not in text
+
+
+def test_config_from_settings(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "meowbot.yaml"
+    path.write_text("alerts:\n  storm_groups: 5\n  auto_drain_causes: [xid]\n")
+    settings = load_settings(
+        MEOWBOT_CONFIG=str(path), MEOWBOT_ALERT_CHANNEL="C_ENV", MEOWBOT_SWEEP_INTERVAL="30"
+    )
+    cfg = AlertsConfig.from_settings(settings)
+    assert (cfg.default_channel, cfg.sweep_interval_s, cfg.storm_groups) == ("C_ENV", 30, 5)
+    assert cfg.auto_drain_causes == frozenset({"xid"}) and cfg.drain_share_per_hour == 0.02
+    with pytest.raises(ConfigError, match="MEOWBOT_SWEEP_INTERVAL"):
+        load_settings(MEOWBOT_SWEEP_INTERVAL="2")
+
+
+# --- notify: the rate planner ---------------------------------------------------------------
+
+
+def test_storm_of_500_alerts_never_plans_more_than_one_call_a_second_a_channel() -> None:
+    cfg = AlertsConfig(default_channel="C", storm_groups=20)
+    nodes = {f"n{i:03d}": node(f"n{i:03d}", leaf=f"leaf-{i % 16:02d}") for i in range(500)}
+    channels = ["C_A", "C_B"]
+    groups: dict[str, AlertGroup] = {}
+    dirty: set[str] = set()
+    last_call: dict[str, datetime] = {}
+    shown: dict[str, str] = {}
+    calls: dict[str, list[datetime]] = defaultdict(list)
+    kinds: list[StepKind] = []
+    posted = 0
+    names = list(nodes)
+    # 500 distinct causes on half the nodes make 250 one-node groups; the rest join leaf groups
+    pending = [
+        alert(f"fp{i}", node_name=n, cause="ib_link_down" if i % 2 else f"xid_{i}")
+        for i, n in enumerate(names)
+    ]
+    now = T0
+    for tick in range(400):  # ticks of 250 ms: 10 s of arrivals, then the backlog drains
+        now = T0 + timedelta(milliseconds=250 * tick)
+        for a in pending[tick * 13 : tick * 13 + 13]:
+            key = group_key(a, nodes.get, cfg)
+            g, change = merge(groups.get(key.id), a, now, key=key)
+            if change is Change.NEW_GROUP:
+                g = g.model_copy(update={"channel": channels[len(groups) % 2]})
+            groups[key.id] = g
+            dirty.add(key.id)
+        steps = plan(
+            [groups[i] for i in dirty],
+            now,
+            last_call,
+            cfg,
+            open_groups=list(groups.values()),
+            storm_digest_shown=shown,
+        )
+        assert len({s.channel for s in steps}) == len(steps)
+        for step in steps:
+            calls[step.channel].append(now)
+            last_call[step.channel] = now
+            kinds.append(step.kind)
+            if step.kind is StepKind.STORM_SUMMARY:
+                shown[step.channel] = step.text
+                assert len(step.groups) > 0
+            else:
+                assert step.group is not None
+                gid = step.group.key.id
+                if step.kind is StepKind.POST:
+                    posted += 1
+                    groups[gid] = groups[gid].model_copy(update={"ts": f"{tick}.0"})
+                dirty.discard(gid)
+    for channel, times in calls.items():
+        assert all(b - a >= timedelta(seconds=1) for a, b in zip(times, times[1:], strict=False))
+    # odd nodes (ib_link_down) sit on the 8 odd leaves; even ones are one group each
+    assert len(groups) == 250 + 8
+    assert sum(len(g.alerts) for g in groups.values()) == 500  # none lost, none twice
+    assert not dirty - {gid for gid, g in groups.items() if g.ts is None}  # only storm-held wait
+    # above the threshold, nothing new is posted one by one: only the storm summary
+    assert posted <= 2 * cfg.storm_groups + 2
+    assert StepKind.STORM_SUMMARY in kinds
+    assert sum(len(t) for t in calls.values()) < 2 * 100  # bounded: 100 s at most
+
+
+def test_planner_coalesces_changes_and_waits_a_second() -> None:
+    g = group_of(alert("a"), ts="1.0")
+    newer = g.model_copy(update={"alerts": (*g.alerts, alert("b", node_name="n002"))})
+    steps = plan([g, newer], T0, {}, CFG)
+    assert [(s.kind, s.group) for s in steps] == [(StepKind.UPDATE, newer)]
+    assert plan([newer], T0 + timedelta(milliseconds=999), {"C_ALERTS": T0}, CFG) == []
+    assert len(plan([newer], T0 + timedelta(seconds=1), {"C_ALERTS": T0}, CFG)) == 1
+
+
+def test_planner_replies_posts_worst_first_and_skips_never_posted_resolved() -> None:
+    warn = group_of(alert("w", node_name="n1"))
+    crit = group_of(alert("c", node_name="n2", severity=Severity.CRITICAL))
+    (step,) = plan([warn, crit], T0, {}, CFG)
+    assert step.kind is StepKind.POST and step.group == crit
+    gone = group_of(alert("r", node_name="n3", status=AlertStatus.RESOLVED))
+    assert not needs_message(gone) and plan([gone], T0, {}, CFG) == []
+    posted = group_of(alert("p", node_name="n4"), ts="9.9")
+    (reply,) = plan([], T0, {}, CFG, open_groups=[posted], replies={posted.key.id: ["x", "y"]})
+    assert reply.kind is StepKind.THREAD_REPLY and reply.text == "x\ny"
+
+
+def test_storm_summary_above_threshold_then_over() -> None:
+    cfg = AlertsConfig(default_channel="C", storm_groups=3)
+    open_groups = [group_of(alert(f"a{i}", node_name=f"n{i}")) for i in range(4)]
+    (step,) = plan(open_groups, T0, {}, cfg)
+    assert step.kind is StepKind.STORM_SUMMARY and len(step.groups) == 4
+    # unchanged: no second summary; instead nothing else to do for unposted groups
+    assert (
+        plan(
+            open_groups,
+            T0 + timedelta(seconds=2),
+            {},
+            cfg,
+            storm_digest_shown={"C_ALERTS": step.text},
+        )
+        == []
+    )
+    # back under the threshold: the summary says the storm is over once, then posts resume
+    three = open_groups[:3]
+    (over,) = plan(three, T0, {}, cfg, storm_digest_shown={"C_ALERTS": step.text})
+    assert over.kind is StepKind.STORM_SUMMARY and over.groups == ()
+    (post,) = plan(three, T0, {}, cfg, storm_digest_shown={"C_ALERTS": ""})
+    assert post.kind is StepKind.POST
+
+
+# --- policy ---------------------------------------------------------------------------------
+
+
+def test_offered_actions_follow_severity() -> None:
+    assert DRAIN_NOW in offered_actions(
+        group_of(alert("a", cause="xid", severity=Severity.CRITICAL))
+    )
+    low = offered_actions(group_of(alert("a", severity=Severity.WARNING)))
+    assert DRAIN_AFTER_JOBS in low and DRAIN_NOW not in low
+    assert offered_actions(group_of(alert("a", status=AlertStatus.RESOLVED))) == []
+
+
+def test_drain_reason_is_owned_and_bounded() -> None:
+    assert drain_reason("xid", "ana") == "meowbot: xid by @ana"
+    long = drain_reason("x" * 300, "ana")
+    assert len(long) <= 120 and long.startswith("meowbot: ") and long.endswith(" by @ana")
+
+
+def test_blast_radius_at_the_boundary() -> None:
+    # 2% of 500 is 10
+    assert blast_radius(9, 500, 0.02).outcome is Outcome.ALLOW
+    refused = blast_radius(10, 500, 0.02)
+    assert refused.outcome is Outcome.NEEDS_SECOND_PERSON and "second" in refused.sentence
+    assert blast_radius(8, 500, 0.02, asking=2).allowed
+    assert not blast_radius(8, 500, 0.02, asking=3).allowed
+
+
+def test_auto_drain_only_for_named_causes() -> None:
+    g = group_of(alert("a", cause="xid", severity=Severity.CRITICAL))
+    assert not auto_drain(g, AlertsConfig())
+    assert auto_drain(g, AlertsConfig(auto_drain_causes=frozenset({"xid"})))
+    assert not auto_drain(
+        group_of(alert("a", cause="ecc_dbe")), AlertsConfig(auto_drain_causes=frozenset({"xid"}))
+    )

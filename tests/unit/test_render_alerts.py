@@ -1,0 +1,189 @@
+"""Alert messages: what they say, the buttons they carry, escaping, and Slack's limits."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bot.alerts.config import AlertsConfig
+from bot.alerts.models import Alert, AlertGroup, AlertSource, AlertStatus, Claim, GroupKey, Scope
+from bot.models import Severity
+from bot.render.alerts import (
+    ALERT_ACK_ACTION,
+    ALERT_DRAIN_ACTION,
+    ALERT_RESUME_ACTION,
+    ALERT_RUNBOOK_ACTION,
+    ALERT_SILENCE_ACTION,
+    MAX_NODE_BUTTONS,
+    audit_line,
+    render_group,
+    render_storm,
+    repeat_line,
+    split_value,
+)
+from bot.render.blocks import SlackMessage, base_action_id
+from bot.render.mrkdwn import WORD_JOINER
+from bot.shell.slack_emulator import validate_blocks
+
+T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+NOW = T0 + timedelta(minutes=25)
+CFG = AlertsConfig(default_channel="C", runbooks={"ib_link_down": "https://wiki/ib"})
+
+
+def member(
+    i: int,
+    *,
+    status: AlertStatus = AlertStatus.FIRING,
+    summary: str = "port down",
+    severity: Severity = Severity.WARNING,
+) -> Alert:
+    return Alert(
+        fingerprint=f"fp{i}",
+        source=AlertSource.ALERTMANAGER,
+        status=status,
+        cause="ib_link_down",
+        node=f"n{i:03d}",
+        severity=severity,
+        summary=summary,
+        starts_at=T0,
+        ends_at=NOW if status is AlertStatus.RESOLVED else None,
+    )
+
+
+def leaf_group(alerts: list[Alert], **extra: Any) -> AlertGroup:
+    key = GroupKey(cause="ib_link_down", scope=Scope.LEAF_SWITCH, scope_value="leaf-07")
+    return AlertGroup(key=key, alerts=tuple(alerts), opened_at=T0, channel="C", **extra)
+
+
+def elements(msg: SlackMessage) -> list[dict[str, Any]]:
+    return [e for b in msg.blocks if b["type"] == "actions" for e in b["elements"]]
+
+
+def text_of(msg: SlackMessage) -> str:
+    return repr(msg.blocks)
+
+
+def valid(msg: SlackMessage) -> SlackMessage:
+    assert validate_blocks(msg.blocks) == []
+    return msg
+
+
+def test_group_header_says_cause_scope_and_count() -> None:
+    msg = valid(render_group(leaf_group([member(i) for i in range(32)]), CFG, NOW))
+    header = msg.blocks[0]
+    assert header["type"] == "header"
+    assert header["text"]["text"] == ":large_orange_circle: ib_link_down on 32 nodes under leaf-07"
+    assert "…and 17 more" in text_of(msg)  # 15 member lines shown
+    assert "2026-12-03 12:00 UTC (25 min ago)" in text_of(msg)
+
+
+def test_buttons_carry_the_group_id_and_per_node_values() -> None:
+    group = leaf_group([member(i) for i in range(5)])
+    els = elements(valid(render_group(group, CFG, NOW)))
+    by_action: dict[str, list[dict[str, Any]]] = {}
+    for e in els:
+        by_action.setdefault(base_action_id(e["action_id"]), []).append(e)
+    assert by_action[ALERT_ACK_ACTION][0]["value"] == group.key.id
+    drains = by_action[ALERT_DRAIN_ACTION]
+    assert len(drains) == MAX_NODE_BUTTONS
+    assert [split_value(d["value"]) for d in drains][0] == (group.key, "n000")
+    assert "after jobs" in drains[0]["text"]["text"]  # warning: a drain that waits for jobs
+    assert len(by_action[ALERT_RESUME_ACTION]) == MAX_NODE_BUTTONS
+    runbook = by_action[ALERT_RUNBOOK_ACTION][0]
+    assert runbook["url"] == "https://wiki/ib" and runbook["value"] == group.key.id
+    silence = by_action[ALERT_SILENCE_ACTION][0]
+    assert silence["type"] == "static_select"
+    values = [o["value"] for o in silence["options"]]
+    assert values == [f"{group.key.id}|{s}" for s in (3600, 14400, 86400)] + [
+        f"{group.key.id}|custom"
+    ]
+    assert [o["text"]["text"] for o in silence["options"]] == ["1 h", "4 h", "1 d", "custom…"]
+    assert "/node-health" in text_of(render_group(group, CFG, NOW))
+
+
+def test_critical_group_offers_drain_now_with_a_confirmation() -> None:
+    group = leaf_group([member(0, severity=Severity.CRITICAL)])
+    (drain,) = [
+        e
+        for e in elements(valid(render_group(group, CFG, NOW)))
+        if e["action_id"].startswith(ALERT_DRAIN_ACTION)
+    ]
+    assert (
+        drain["style"] == "danger"
+        and "confirm" in drain
+        and "after jobs" not in drain["text"]["text"]
+    )
+
+
+def test_claim_silence_and_resolved_members() -> None:
+    group = leaf_group(
+        [member(0), member(1, status=AlertStatus.RESOLVED)],
+        claim=Claim(user_id="U0ANA", user_name="ana", at=T0),
+        silenced_until=NOW + timedelta(hours=4),
+    )
+    text = text_of(valid(render_group(group, CFG, NOW)))
+    assert "<@U0ANA> is on it" in text
+    assert "Silenced until 2026-12-03 16:25 UTC" in text
+    assert "~`n001`~ resolved" in text
+    assert text.index("`n000`") < text.index("`n001`")  # firing first
+
+
+def test_resolved_group_is_marked_and_has_no_buttons() -> None:
+    group = leaf_group([member(i, status=AlertStatus.RESOLVED) for i in range(3)])
+    msg = valid(render_group(group, CFG, NOW))
+    assert msg.blocks[0]["text"]["text"].startswith(":white_check_mark: RESOLVED: ib_link_down")
+    assert elements(msg) == []
+
+
+def test_annotations_cannot_ping_anyone() -> None:
+    nasty = "<!channel> @here <@U999> <https://evil|click> & *bold*"
+    group = leaf_group([member(0, summary=nasty)])
+    msg = valid(render_group(group, CFG, NOW))
+    text = text_of(msg)
+    assert "<!channel>" not in text and "<@U999>" not in text and "<https://evil" not in text
+    assert "@here" not in text  # a word joiner follows the "@"
+    assert "&lt;!channel&gt;" in text
+    line = repeat_line(member(0, summary=nasty))
+    assert "<!channel>" not in line and "@here" not in line
+    audit = audit_line("here", "drained", "<!everyone> n001")
+    assert "<!everyone>" not in audit and "@here" not in audit
+
+
+def test_huge_groups_and_long_labels_stay_within_limits() -> None:
+    alerts = [member(i, summary="x" * 5000 + " @channel") for i in range(1000)]
+    group = leaf_group(alerts)
+    msg = valid(render_group(group, CFG, NOW))
+    assert len(msg.blocks) <= 50
+    long_cause = "c" * 100
+    key = GroupKey(cause=long_cause, scope=Scope.NODE, scope_value="n" * 30)
+    odd = AlertGroup(
+        key=key,
+        alerts=tuple(a.model_copy(update={"cause": long_cause}) for a in alerts[:3]),
+        opened_at=T0,
+    )
+    valid(render_group(odd, AlertsConfig(), NOW))
+
+
+def test_storm_summary_counts_worst_first_and_cuts_visibly() -> None:
+    groups = []
+    for i in range(60):
+        cause = f"cause_{i:02d}"
+        sev = Severity.CRITICAL if i == 59 else Severity.WARNING
+        key = GroupKey(cause=cause, scope=Scope.NODE, scope_value=f"n{i}")
+        a = member(i, severity=sev).model_copy(update={"cause": cause})
+        groups.append(AlertGroup(key=key, alerts=(a,), opened_at=T0, channel="C"))
+    msg = valid(render_storm(groups, NOW))
+    text = text_of(msg)
+    assert "Alert storm: 60 groups, 60 firing alerts" in msg.blocks[0]["text"]["text"]
+    assert text.index("cause_59") < text.index("cause_00")  # the critical one first
+    assert "…and 40 more" in text
+    over = valid(render_storm([], NOW))
+    assert "storm is over" in text_of(over)
+
+
+def test_audit_and_repeat_lines() -> None:
+    assert (
+        audit_line("ana", "silenced for 4 h", "until 16:00 UTC")
+        == f"@{WORD_JOINER}ana silenced for 4 h: until 16:00 UTC"
+    )
+    assert repeat_line(member(7)) == ":repeat: `n007` again: port down"
