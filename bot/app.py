@@ -30,16 +30,17 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 import handlers
 from bot.alerts.runtime import Alerting
-from bot.backends.alert_store import RedisAlertStore
-from bot.backends.slack_poster import SlackPoster
-from bot.triage.service import Triage
 from bot.authz import Authorizer
+from bot.backends.alert_store import RedisAlertStore
+from bot.backends.alertmanager import AlertmanagerClient
+from bot.backends.slack_poster import SlackPoster
 from bot.backends.state import MemoryStore, RedisStore
 from bot.config import Settings
 from bot.deps import Deps
 from bot.inflight import InFlight
 from bot.ports import StateStore
 from bot.telemetry import Telemetry
+from bot.triage.service import Triage
 from bot.usermap import UserMap
 from bot.wiring import alerts_config, make_triage, user_mapping
 from handlers import alertmanager
@@ -120,6 +121,8 @@ class Bot:
             await asyncio.wait(self.background, timeout=SHUTDOWN_GRACE_S)
         if self.deps.alerting is not None:
             await self.deps.alerting.release()  # the next replica leads at once, not in 5 s
+            if self.deps.alerting.silencer is not None:
+                await self.deps.alerting.silencer.close()
         if self.runner is not None:
             await self.runner.cleanup()
         await self.deps.store.close()
@@ -137,8 +140,13 @@ def make_alerting(
 ) -> Alerting | None:
     if not isinstance(store, RedisStore):
         return None  # alerts are shared state: without Redis there is nothing to share
+    silencer = AlertmanagerClient(settings.alertmanager_url) if settings.alertmanager_url else None
     return Alerting(
-        RedisAlertStore(store.redis), SlackPoster(client), alerts_config(settings), triage
+        RedisAlertStore(store.redis),
+        SlackPoster(client),
+        alerts_config(settings),
+        triage,
+        silencer=silencer,
     )
 
 

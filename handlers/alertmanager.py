@@ -28,7 +28,7 @@ def receiver(deps: Deps) -> Handler:
     secret = token.get_secret_value() if token else None
 
     async def receive(request: web.Request) -> web.Response:
-        if not authorized(request.headers.get("Authorization"), secret, None):
+        if not authorized(request.headers.get("Authorization"), secret):
             deps.telemetry.webhooks.labels(outcome="unauthorized").inc()
             return web.json_response({"error": "unauthorized"}, status=401)
         if (request.content_length or 0) > MAX_BODY_BYTES:
@@ -41,9 +41,7 @@ def receiver(deps: Deps) -> Handler:
             return web.json_response({"error": str(exc)}, status=400)
         alerting = deps.alerting
         if alerting is None:
-            return web.json_response(
-                {"error": "alerts need REDIS_URL: nothing stored"}, status=503
-            )
+            return web.json_response({"error": "alerts need REDIS_URL: nothing stored"}, status=503)
         try:
             done = await alerting.receive(alerts, datetime.now(UTC))
         except (RedisError, OSError) as exc:

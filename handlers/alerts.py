@@ -58,10 +58,14 @@ def register(reg: Registry, deps: Deps) -> None:
                 log.warning("audit reply failed", extra={"error": exc.response.get("error")})
         alerting.wake.set()  # the group's message shows the change
 
-    async def may_act(body: dict[str, Any], client: AsyncWebClient, respond: Any, verb: str) -> bool:
+    async def may_act(
+        body: dict[str, Any], client: AsyncWebClient, respond: Any, verb: str
+    ) -> bool:
         if await deps.authz.allowed(_actor(body).user_id, client):
             return True
-        await tell(respond, f":no_entry: Only people in MEOWBOT_ADMINS may {verb}; nothing was changed.")
+        await tell(
+            respond, f":no_entry: Only people in MEOWBOT_ADMINS may {verb}; nothing was changed."
+        )
         return False
 
     def alerting_or_none() -> Alerting | None:
@@ -72,7 +76,7 @@ def register(reg: Registry, deps: Deps) -> None:
         alerting = alerting_or_none()
         if alerting is None:
             return await tell(respond, "Alerts are off here (no REDIS_URL).")
-        gid, _ = split_value(_value(body))
+        gid = split_value(_value(body))[0].id
         out = await acts.acknowledge(alerting.store, gid, _actor(body), datetime.now(UTC))
         await thread(client, alerting, out)
         await tell(respond, out.sentence)
@@ -84,7 +88,8 @@ def register(reg: Registry, deps: Deps) -> None:
         alerting = alerting_or_none()
         if alerting is None or not await may_act(body, client, respond, "silence alerts"):
             return
-        gid, extra = split_value(_value(body))
+        key, extra = split_value(_value(body))
+        gid = key.id
         if extra == "custom":
             # views.open must use the trigger within 3 s: nothing slow before it.
             await client.views_open(trigger_id=body["trigger_id"], view=_silence_modal(gid))
@@ -131,7 +136,8 @@ def register(reg: Registry, deps: Deps) -> None:
         alerting = alerting_or_none()
         if alerting is None or not await may_act(body, client, respond, "drain nodes"):
             return
-        gid, node = split_value(_value(body))
+        key, node = split_value(_value(body))
+        gid = key.id
         await alerting.triage.inventory.load()
         fleet = len(alerting.triage.inventory.names())
         out = await acts.drain(alerting.store, alerting.triage.scheduler, alerting.cfg, gid, node,
@@ -151,8 +157,10 @@ def register(reg: Registry, deps: Deps) -> None:
         if alerting is None or not await may_act(body, client, respond, "confirm drains"):
             return
         fleet = len(alerting.triage.inventory.names())
-        out = await acts.confirm_drain(alerting.store, alerting.triage.scheduler, alerting.cfg,
-                                       _value(body), _actor(body), datetime.now(UTC), fleet)  # fmt: skip
+        out = await acts.confirm_drain(
+            alerting.store, alerting.triage.scheduler, alerting.cfg, _value(body), _actor(body),
+            datetime.now(UTC), fleet,
+        )  # fmt: skip
         await thread(client, alerting, out)
         await tell(respond, out.sentence)
 
@@ -163,7 +171,8 @@ def register(reg: Registry, deps: Deps) -> None:
         alerting = alerting_or_none()
         if alerting is None or not await may_act(body, client, respond, "resume nodes"):
             return
-        gid, node = split_value(_value(body))
+        key, node = split_value(_value(body))
+        gid = key.id
         out = await acts.resume(alerting.store, alerting.triage.scheduler, gid, node, _actor(body))
         await thread(client, alerting, out)
         await tell(respond, out.sentence)

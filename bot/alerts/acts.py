@@ -14,7 +14,7 @@ from typing import Protocol
 
 from bot.alerts.config import AlertsConfig
 from bot.alerts.models import AlertGroup, AlertSource, Claim
-from bot.alerts.policy import Decision, blast_radius
+from bot.alerts.policy import blast_radius
 from bot.alerts.ports import AlertStore
 from bot.backends.alert_store import Update
 from bot.backends.errors import BackendError
@@ -30,6 +30,8 @@ class Silencer(Protocol):
     async def create_silence(
         self, matchers: dict[str, str], duration_s: float, created_by: str, comment: str
     ) -> str: ...
+
+    async def close(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -143,15 +145,14 @@ async def drain(
     if not confirmed_by_second:
         recent = await store.drains_since(now.timestamp() - 3600)
         decision = blast_radius(recent, fleet_size, cfg.drain_share_per_hour)
-        if decision is not Decision.ALLOW:
+        if not decision.allowed:
             pid = secrets.token_hex(8)
             await store.put_pending(
                 pid, {"group": gid, "node": node, "by": actor.user_id}, CONFIRM_TTL_S
             )
             await _audit(store, actor, "drain_needs_confirmation", gid, node)
             return Outcome(
-                f"{recent} node(s) were drained through meowbot in the last hour, the limit for "
-                f"{fleet_size} nodes: a second authorised person must confirm draining `{node}`.",
+                decision.sentence,
                 audit_line(actor.user_name, "asked to drain", f"`{node}`: needs a second person"),
                 group,
                 confirm_id=pid,

@@ -77,6 +77,8 @@ class QuietHours(_Cfg):
 
 class AlertsConfig(_Cfg):
     sweep_interval_s: int = Field(60, ge=5, le=86400)
+    sweep_window_s: int = Field(900, ge=60, le=86400)
+    """How far back a sweep's counter checks look: a fault clears once it is this quiet."""
     default_channel: str | None = None
     routes: tuple[RouteRule, ...] = ()
     quiet_hours: QuietHours | None = None

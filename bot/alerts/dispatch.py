@@ -53,14 +53,20 @@ def group_key(alert: Alert, topology: Callable[[str], Node | None], cfg: AlertsC
     """The group `alert` belongs to.
 
     Alertmanager alerts may say their topology in labels (`leaf_switch`, `rack`, `job_id`);
-    those win over the inventory, and a `job_id` label groups by job unless the cause's scope is
-    configured. When the wanted topology is unknown the alert groups by its node, and an alert
+    those win over the inventory, and unless the cause's scope is configured a `job_id` label
+    groups by job, and a `leaf_switch` or `rack` label groups a per-node cause by that place. When the wanted topology is unknown the alert groups by its node, and an alert
     with no node at all groups cluster-wide (`Scope.NONE`).
     """
     labels = alert.labels if alert.source is AlertSource.ALERTMANAGER else {}
     scope = scope_for(alert.cause, cfg)
-    if labels.get("job_id") and alert.cause not in cfg.group_scope:
-        scope = Scope.JOB
+    if alert.cause not in cfg.group_scope:
+        # Labels that name a shared place say how the rule's author wants it grouped.
+        if labels.get("job_id"):
+            scope = Scope.JOB
+        elif scope is Scope.NODE and labels.get("leaf_switch"):
+            scope = Scope.LEAF_SWITCH
+        elif scope is Scope.NODE and labels.get("rack"):
+            scope = Scope.RACK
     node = topology(alert.node) if alert.node else None
     value = ""
     if scope is Scope.LEAF_SWITCH:

@@ -14,9 +14,9 @@ from datetime import datetime
 
 from bot.alerts.config import AlertsConfig
 from bot.alerts.dispatch import Change, group_key, merge
-from bot.alerts.models import Alert, AlertGroup
+from bot.alerts.models import Alert, AlertGroup, GroupKey
 from bot.alerts.ports import AlertStore
-from bot.backends.alert_store import Update
+from bot.backends.alert_store import Fence, Update
 from bot.models import Node
 
 # Changes that need the group's message posted or updated. A REPEAT (the same alert in the same
@@ -46,14 +46,19 @@ async def ingest(
     topology: Callable[[str], Node | None],
     cfg: AlertsConfig,
     now: datetime,
+    *,
+    fence: Fence | None = None,
 ) -> Ingested:
     done = Ingested()
     for alert in alerts:
         gid = await store.group_of(alert.fingerprint) or group_key(alert, topology, cfg).id
+        key = GroupKey.parse(gid)
 
-        def change(group: AlertGroup | None, alert: Alert = alert) -> Update[Change]:
-            merged, what = merge(group, alert, now)
-            if merged is None:
+        def change(
+            group: AlertGroup | None, alert: Alert = alert, key: GroupKey = key
+        ) -> Update[Change]:
+            merged, what = merge(group, alert, now, key=key if group is None else None)
+            if what in (Change.REPEAT, Change.IGNORED):
                 return Update(None, what, dirty=False)
             return Update(
                 merged,
@@ -62,7 +67,7 @@ async def ingest(
                 fingerprints=(alert.fingerprint,),
             )
 
-        what = await store.update(gid, change)
+        what = await store.update(gid, change, fence=fence)
         done.changes[what] += 1
         done.groups.add(gid)
     return done

@@ -17,15 +17,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from bot.alerts import notify
+from bot.alerts.acts import Silencer
 from bot.alerts.config import AlertsConfig
 from bot.alerts.ingest import Ingested, ingest
-from bot.alerts.models import AlertGroup, AlertSource
+from bot.alerts.models import Alert, AlertGroup, AlertSource
 from bot.alerts.ports import AlertStore, Poster, PostError
 from bot.alerts.route import route
 from bot.alerts.sweep import alerts_from_faults, resolved_by_sweep
-from bot.backends.alert_store import FenceLost, Update
+from bot.backends.alert_store import Fence, FenceLost, Update
 from bot.backends.errors import BackendError
 from bot.models import Node
+from bot.render import SlackMessage
 from bot.render.alerts import render_group, render_storm
 from bot.triage.service import Triage, fleet_faults
 
@@ -48,7 +50,9 @@ class Alerting:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     # The notifier's memory of its own calls, for Slack's one message a second a channel.
     last_call_at: dict[str, datetime] = field(default_factory=dict)
-    _fence: object | None = None
+    storm_shown: dict[str, str] = field(default_factory=dict)  # channel -> digest on show
+    silencer: Silencer | None = None
+    _fence: Fence | None = None
 
     # ingest -----------------------------------------------------------------------------------
 
@@ -61,7 +65,7 @@ class Alerting:
             log.warning("topology unavailable; alerts group by node")
         return inventory.node
 
-    async def receive(self, alerts: list, now: datetime) -> Ingested:  # type: ignore[type-arg]
+    async def receive(self, alerts: list[Alert], now: datetime) -> Ingested:
         done = await ingest(self.store, alerts, await self.topology(), self.cfg, now)
         self.wake.set()
         return done
@@ -103,13 +107,24 @@ class Alerting:
 
     # the notifier -------------------------------------------------------------------------------
 
-    async def _lead(self) -> object | None:
+    async def _lead(self) -> Fence | None:
         if self._fence is not None and await self.store.renew(self._fence, LOCK_TTL_MS):
             return self._fence
         self._fence = await self.store.acquire(NOTIFY_LOCK, LOCK_TTL_MS)
         if self._fence is not None:
-            self.last_call_at.clear()  # a new leader knows nothing of the last one's calls
+            # A new leader knows nothing of the last one's calls or what its summaries show.
+            self.last_call_at.clear()
+            self.storm_shown.clear()
         return self._fence
+
+    def _routed(self, group: AlertGroup, now: datetime) -> AlertGroup | None:
+        """The group with its channel; None while it is held (quiet hours, no channel)."""
+        if group.channel:
+            return group
+        where = route(group, self.cfg, now)
+        if where.quiet or not where.channel:
+            return None
+        return group.model_copy(update={"channel": where.channel})
 
     async def notify_once(self) -> int:
         """One pass of the notifier; returns the Slack calls made (0 when not the leader)."""
@@ -117,34 +132,35 @@ class Alerting:
         if fence is None:
             return 0
         queued = await self.store.dirty()
-        if not queued:
+        if not queued and not any(self.storm_shown.values()):
             return 0
         seen = dict(queued)
-        groups = await self.store.groups(list(seen))
         now = self.clock()
-        by_channel: dict[str, list[AlertGroup]] = {}
-        for gid, group in groups.items():
-            where = route(group, self.cfg, now)
-            if where.quiet:
-                continue  # held until quiet hours end; it stays queued
-            by_channel.setdefault(where.channel, []).append(group)
+        dirty = [
+            g
+            for g in (self._routed(g, now) for g in (await self.store.groups(list(seen))).values())
+            if g is not None
+        ]
+        everyone = [
+            g
+            for g in (
+                self._routed(g, now)
+                for g in (await self.store.groups(await self.store.open_ids())).values()
+            )
+            if g is not None
+        ]
+        steps = notify.plan(
+            dirty, now, self.last_call_at, self.cfg,
+            open_groups=everyone, storm_digest_shown=self.storm_shown,
+        )  # fmt: skip
         calls = 0
-        for channel, dirty in by_channel.items():
-            open_count = await self._open_count(channel)
-            steps = notify.plan(dirty, now, self.last_call_at.get(channel), self.cfg, open_count)
-            for step in steps:
-                calls += await self._run_step(step, channel, fence, seen)
-                self.last_call_at[channel] = now
+        for step in steps:
+            self.last_call_at[step.channel] = now
+            calls += await self._run_step(step, fence, seen)
         return calls
 
-    async def _open_count(self, channel: str) -> int:
-        groups = await self.store.groups(await self.store.open_ids())
-        return sum(1 for g in groups.values() if g.channel in ("", channel) and not g.resolved)
-
-    async def _run_step(
-        self, step: notify.Step, channel: str, fence: object, seen: dict[str, float]
-    ) -> int:
-        group = step.group
+    async def _run_step(self, step: notify.Step, fence: Fence, seen: dict[str, float]) -> int:
+        channel = step.channel
         try:
             if step.kind is notify.StepKind.STORM_SUMMARY:
                 message = render_storm(step.groups, self.clock())
@@ -154,31 +170,35 @@ class Alerting:
                     await self.store.set_storm_ts(channel, ts, fence)
                 else:
                     await self.poster.update(channel, ts, message)
-                for g in step.groups:
-                    await self.store.clean(g.key.id, seen.get(g.key.id, 0.0))
+                self.storm_shown[channel] = step.text
+                if not step.groups:  # the storm is over: the next one gets a new summary
+                    await self.store.set_storm_ts(channel, None, fence)
                 return 1
+            group = step.group
             assert group is not None
             gid = group.key.id
             if step.kind is notify.StepKind.THREAD_REPLY:
                 if group.ts:
-                    await self.poster.post(channel, step.message, thread_ts=group.ts)
+                    await self.poster.post(channel, SlackMessage(step.text, []), thread_ts=group.ts)
                 return 1
             message = render_group(group, self.cfg, self.clock())
-            if group.ts is None:
+            ts = group.ts
+            if ts is None:
                 ts = await self.poster.post(channel, message)
-
-                def posted(g: AlertGroup | None) -> Update[None]:
-                    base = g or group
-                    return Update(base.model_copy(update={"ts": ts, "channel": channel}), None,
-                                  dirty=False)
-
-                await self.store.update(gid, posted, fence=fence)
             else:
-                await self.poster.update(group.channel or channel, group.ts, message)
+                await self.poster.update(channel, ts, message)
+
+            def shown(g: AlertGroup | None, ts: str = ts) -> Update[None]:
+                base = g or group
+                # Storing it again also retires a fully resolved group from the open set.
+                return Update(base.model_copy(update={"ts": ts, "channel": channel}), None,
+                              dirty=False)  # fmt: skip
+
+            await self.store.update(gid, shown, fence=fence)
             await self.store.clean(gid, seen.get(gid, 0.0))
             return 1
         except PostError as exc:
-            # Left queued: the next pass tries again. A channel that does not exist is logged.
+            # Left queued: a later pass tries again (slack_sdk already waited out 429s).
             log.warning("slack refused an alert message", extra={"error": exc.error})
             return 1
 

@@ -23,6 +23,7 @@ ALERT_ACK_ACTION = "meowbot_alert_ack"
 ALERT_SILENCE_ACTION = "meowbot_alert_silence"
 ALERT_DRAIN_ACTION = "meowbot_alert_drain"
 ALERT_RESUME_ACTION = "meowbot_alert_resume"
+ALERT_CONFIRM_DRAIN_ACTION = "meowbot_alert_confirm_drain"
 ALERT_RUNBOOK_ACTION = "meowbot_alert_runbook"  # a link: Slack still sends the click
 CUSTOM_SILENCE = "custom"
 
@@ -213,3 +214,15 @@ def repeat_line(alert: Alert) -> str:
     return truncate(
         f":repeat: {where} again: {summary}" if summary else f":repeat: {where} again", 3000
     )
+
+
+def confirm_drain_message(pending_id: str, node: str, asker: str) -> SlackMessage:
+    """Past the hourly drain limit: a button for a second authorised person (not the asker)."""
+    text = (
+        f"@{escape(asker)} asked to drain {code(node)}, past the hourly drain limit: "
+        "a second authorised person must confirm."
+    )
+    msg = Message(text).section(text)
+    msg.actions(button(f"Confirm drain of {node}", ALERT_CONFIRM_DRAIN_ACTION, pending_id,
+                       style="danger"))  # fmt: skip
+    return msg.build()

@@ -16,12 +16,12 @@ from typing import Any
 import aiohttp
 import pytest
 import redis.asyncio as aioredis
+
+from bot.app import SLACK_EVENTS_PATH, Bot, create_bot
 from bot.render.alerts import (
     ALERT_ACK_ACTION,
     ALERT_DRAIN_ACTION,
 )
-
-from bot.app import SLACK_EVENTS_PATH, Bot, create_bot
 from bot.shell.slack_emulator import SlackEmulator, validate_blocks
 from handlers.alertmanager import ALERTMANAGER_PATH
 from tests.conftest import RedisServer
@@ -123,15 +123,18 @@ def top_level(emulator: SlackEmulator) -> list[dict[str, Any]]:
     ]
 
 
-async def settle(emulator: SlackEmulator, quiet_s: float = 1.5, timeout_s: float = 30) -> None:
-    """Waits until no Slack call has come for `quiet_s` (the notifier is done)."""
+async def settle(r: Replica, quiet_s: float = 1.2, timeout_s: float = 30) -> None:
+    """Waits until the notifier's queue is empty and Slack has heard nothing for `quiet_s`."""
+    alerting = r.bot.deps.alerting
+    assert alerting is not None
+    emulator = r.slack.emulator
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         last = max((c.at for c in emulator.calls), default=0.0)
-        if emulator.calls and time.monotonic() - last > quiet_s:
+        if time.monotonic() - last > quiet_s and not await alerting.store.dirty():
             return
         await asyncio.sleep(0.1)
-    raise TimeoutError("the notifier kept calling Slack")
+    raise TimeoutError("the notifier did not finish")
 
 
 def leaf_nodes(bot: Bot, count: int) -> tuple[str, list[str]]:
@@ -168,12 +171,13 @@ async def test_one_broken_switch_is_one_message_updated_in_place(
 ) -> None:
     r = await start_replica()
     leaf, nodes = leaf_nodes(r.bot, 8)
-    status, body = await r.send(webhook([am_alert(n) for n in nodes[:4]]))
+    down = [am_alert(n, leaf_switch=leaf) for n in nodes]
+    status, body = await r.send(webhook(down[:4]))
     assert status == 200 and body["alerts"] == 4 and body["groups"] == 1
     await emulator.wait_for_call("chat.postMessage", timeout=10)
-    await r.send(webhook([am_alert(n) for n in nodes]))  # 4 repeats, 4 new members
-    await r.send(webhook([am_alert(n) for n in nodes]))  # delivered twice: nothing new
-    await settle(emulator)
+    await r.send(webhook(down))  # 4 repeats, 4 new members
+    await r.send(webhook(down))  # delivered twice: nothing new
+    await settle(r)
     [msg] = top_level(emulator)
     assert len(emulator.calls_to("chat.postMessage")) == 1
     assert emulator.calls_to("chat.update"), "the message grows in place"
@@ -181,8 +185,8 @@ async def test_one_broken_switch_is_one_message_updated_in_place(
     assert leaf in text and all(n in text for n in nodes)
     assert validate_blocks(msg["blocks"]) == []
     # Every member resolves: the same message says so; nothing is deleted.
-    await r.send(webhook([am_alert(n, resolved=True) for n in nodes]))
-    await settle(emulator)
+    await r.send(webhook([am_alert(n, resolved=True, leaf_switch=leaf) for n in nodes]))
+    await settle(r)
     [msg] = top_level(emulator)
     assert "resolved" in json.dumps(msg["blocks"]).lower()
     assert emulator.calls_to("chat.delete") == []
@@ -194,12 +198,12 @@ async def test_three_replicas_given_the_same_webhooks_post_each_group_once(
     replicas = [await start_replica() for _ in range(3)]
     _, nodes = leaf_nodes(replicas[0].bot, 6)
     payloads = [
-        webhook([am_alert(n) for n in nodes]),
+        webhook([am_alert(n, leaf_switch="leaf-x") for n in nodes]),
         webhook([am_alert("gpu-0100", "GpuXid79", severity="critical")]),
     ]
     answers = await asyncio.gather(*(r.send(p) for p in payloads for r in replicas))
     assert all(status == 200 for status, _ in answers)
-    await settle(emulator)
+    await settle(replicas[0])
     posts = emulator.calls_to("chat.postMessage")
     assert len(top_level(emulator)) == 2 and len(posts) == 2
 
@@ -211,7 +215,7 @@ async def test_slack_rate_limit_is_waited_out_and_nothing_is_lost(
     emulator.fail_next("chat.postMessage", status=429, retry_after=1, count=2)
     await r.send(webhook([am_alert("gpu-0003")]))
     await emulator.wait_for_call("chat.postMessage", count=3, timeout=15)
-    await settle(emulator)
+    await settle(r)
     [msg] = top_level(emulator)
     assert "gpu-0003" in json.dumps(msg["blocks"])
     failed = [c for c in emulator.calls_to("chat.postMessage") if c.status == 429]
@@ -224,11 +228,11 @@ async def test_a_restarted_bot_updates_the_same_messages(
     first = await start_replica()
     await first.send(webhook([am_alert("gpu-0007")]))
     await emulator.wait_for_call("chat.postMessage", timeout=10)
-    await settle(emulator)
+    await settle(first)
     await first.bot.close()
     second = await start_replica()
     await second.send(webhook([am_alert("gpu-0007", resolved=True)]))
-    await settle(emulator)
+    await settle(second)
     [msg] = top_level(emulator)
     assert len(emulator.calls_to("chat.postMessage")) == 1
     update = emulator.calls_to("chat.update")[-1]
@@ -253,7 +257,7 @@ async def test_redis_stopped_mid_storm_loses_nothing_and_posts_nothing_twice(
         assert time.monotonic() < deadline, status
         await asyncio.sleep(0.2)
     await r.send(webhook(first + rest))  # and a repeat of everything
-    await settle(emulator, timeout_s=60)
+    await settle(r, timeout_s=60)
     text = json.dumps([m["blocks"] for m in top_level(emulator)])
     assert all(f"gpu-{i:04d}" in text for i in range(1, 21))
     assert len(emulator.calls_to("chat.postMessage")) == len(top_level(emulator))
@@ -265,7 +269,7 @@ async def test_buttons_need_authorised_people_and_are_audited(
     r = await start_replica()
     await r.send(webhook([am_alert("gpu-0009", "GpuXid79", severity="critical")]))
     await emulator.wait_for_call("chat.postMessage", timeout=10)
-    await settle(emulator)
+    await settle(r)
     [msg] = top_level(emulator)
     slack = r.slack
     # Bob is not in MEOWBOT_ADMINS: refused, ephemerally, and the node stays as it was.
@@ -288,7 +292,7 @@ async def test_buttons_need_authorised_people_and_are_audited(
     node = (await sched.nodes(["gpu-0009"]))["gpu-0009"]
     assert node.draining and node.reason is not None
     assert node.reason.startswith("meowbot: ") and "@ana" in node.reason
-    await settle(emulator)
+    await settle(r)
     thread = [
         m
         for m in emulator.messages(CHANNEL)

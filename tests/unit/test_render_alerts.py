@@ -86,7 +86,7 @@ def test_buttons_carry_the_group_id_and_per_node_values() -> None:
     assert by_action[ALERT_ACK_ACTION][0]["value"] == group.key.id
     drains = by_action[ALERT_DRAIN_ACTION]
     assert len(drains) == MAX_NODE_BUTTONS
-    assert [split_value(d["value"]) for d in drains][0] == (group.key, "n000")
+    assert next(split_value(d["value"]) for d in drains) == (group.key, "n000")
     assert "after jobs" in drains[0]["text"]["text"]  # warning: a drain that waits for jobs
     assert len(by_action[ALERT_RESUME_ACTION]) == MAX_NODE_BUTTONS
     runbook = by_action[ALERT_RUNBOOK_ACTION][0]
