@@ -54,7 +54,8 @@ def group_key(alert: Alert, topology: Callable[[str], Node | None], cfg: AlertsC
 
     Alertmanager alerts may say their topology in labels (`leaf_switch`, `rack`, `job_id`);
     those win over the inventory, and unless the cause's scope is configured a `job_id` label
-    groups by job, and a `leaf_switch` or `rack` label groups a per-node cause by that place. When the wanted topology is unknown the alert groups by its node, and an alert
+    groups by job, and a `leaf_switch` or `rack` label groups a per-node cause by that place.
+    When the wanted topology is unknown the alert groups by its node, and an alert
     with no node at all groups cluster-wide (`Scope.NONE`).
     """
     labels = alert.labels if alert.source is AlertSource.ALERTMANAGER else {}
