@@ -103,16 +103,15 @@ async def start_replica(
     async with AsyncExitStack() as stack:
         http = await stack.enter_async_context(aiohttp.ClientSession())
 
-        async def start(url: str = redis_url, **extra: Any) -> Replica:
-            settings = bot_settings(
-                emulator, url, ALERTMANAGER_WEBHOOK_TOKEN=TOKEN,
-                MEOWBOT_ALERT_CHANNEL=CHANNEL, MEOWBOT_ADMINS="U0ADMIN", **extra,
-            )  # fmt: skip
+        async def start(url: str = redis_url, port: int = 0, **extra: Any) -> Replica:
+            base = {"ALERTMANAGER_WEBHOOK_TOKEN": TOKEN, "MEOWBOT_ALERT_CHANNEL": CHANNEL,
+                    "MEOWBOT_ADMINS": "U0ADMIN", "ALERTMANAGER_URL": None}  # fmt: skip
+            settings = bot_settings(emulator, url, **{**base, **extra})
             bot = await create_bot(settings)
             stack.push_async_callback(bot.close)
-            port = await bot.start_http("127.0.0.1", 0)
+            bound = await bot.start_http("127.0.0.1", port)
             bot.start_background(sweep=False)
-            return Replica(bot, port, http, emulator)
+            return Replica(bot, bound, http, emulator)
 
         yield start
 
