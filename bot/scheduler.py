@@ -31,6 +31,15 @@ class SchedulerNode(BaseModel):
         return "DRAIN" in self.flags or self.state in {"drain", "draining", "drained"}
 
     @property
+    def down(self) -> bool:
+        return self.state == "down" or "DOWN" in self.flags
+
+    @property
+    def out_of_service(self) -> bool:
+        """Drained or set down: what a resume brings back."""
+        return self.draining or self.down
+
+    @property
     def reason_is_ours(self) -> bool:
         return bool(self.reason and self.reason.startswith("meowbot:"))
 
@@ -54,7 +63,11 @@ class Scheduler(Protocol):
         """The earlier run of the same job (a requeue or resubmission), when known."""
         ...
 
-    async def drain(self, node: str, reason: str) -> None: ...
+    async def drain(self, node: str, reason: str, *, now: bool = False) -> None:
+        """Takes the node out of scheduling. `now=False` lets running jobs finish (Slurm DRAIN,
+        a Kubernetes cordon); `now=True` stops them too (Slurm DOWN: its jobs end and are
+        requeued where they allow it; cordon and evict), for faults that have broken them."""
+        ...
 
     async def resume(self, node: str) -> None: ...
 

@@ -9,11 +9,17 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.deps import Deps
 from bot.render.palette import OPEN_PALETTE_ACTION, palette_modal
-from bot.render.triage import DASHBOARD_ACTION, DRAIN_ACTION, RESUME_ACTION
+from bot.render.triage import (
+    DASHBOARD_ACTION,
+    DRAIN_ACTION,
+    RESUME_ACTION,
+    RESUME_ANYWAY_ACTION,
+    resume_anyway,
+)
 from bot.triage import actions as node_actions
 from handlers.registry import Listener, Registry
 
-NodeAction = Callable[[str, str], Awaitable[str]]
+NodeAction = Callable[[str, str], Awaitable[node_actions.Done]]
 
 
 def register(reg: Registry, deps: Deps) -> None:
@@ -28,25 +34,35 @@ def register(reg: Registry, deps: Deps) -> None:
         ) -> None:
             await ack()
             user = body.get("user", {})
-            if await deps.authz.allowed(str(user.get("id", "")), client):
-                value = str(body["actions"][0].get("value", ""))
-                name = str(user.get("username") or user.get("name") or user.get("id"))
-                sentence = await run(value, name)
-            else:
+            if not await deps.authz.allowed(str(user.get("id", "")), client):
                 sentence = (
                     f":no_entry: Only people in MEOWBOT_ADMINS may {verb} nodes; "
                     "nothing was changed."
                 )
-            await respond(response_type="ephemeral", replace_original=False, text=sentence)
+                await respond(response_type="ephemeral", replace_original=False, text=sentence)
+                return
+            value = str(body["actions"][0].get("value", ""))
+            name = str(user.get("username") or user.get("name") or user.get("id"))
+            done = await run(value, name)
+            if done.can_force:
+                msg = resume_anyway(done.sentence, value, RESUME_ANYWAY_ACTION, value)
+                await respond(response_type="ephemeral", replace_original=False, text=msg.text,
+                              blocks=msg.blocks)  # fmt: skip
+                return
+            await respond(response_type="ephemeral", replace_original=False, text=done.sentence)
 
         return on_press
 
-    async def drain(value: str, user_name: str) -> str:
+    async def drain(value: str, user_name: str) -> node_actions.Done:
         node, _, cause = value.partition("|")
-        return (await node_actions.drain(deps.triage.scheduler, node, cause, user_name)).sentence
+        return await node_actions.drain(deps.triage.scheduler, node, cause, user_name)
 
-    async def resume(value: str, user_name: str) -> str:
-        return (await node_actions.resume(deps.triage.scheduler, value, user_name)).sentence
+    async def resume(value: str, user_name: str) -> node_actions.Done:
+        return await node_actions.resume(deps.triage.scheduler, value, user_name)
+
+    async def resume_forced(value: str, user_name: str) -> node_actions.Done:
+        # The person pressed "Resume anyway" through its confirmation dialog.
+        return await node_actions.resume(deps.triage.scheduler, value, user_name, force=True)
 
     async def on_link(ack: Any) -> None:
         # Slack opens the URL itself; the click is still delivered and must be acked.
@@ -56,3 +72,4 @@ def register(reg: Registry, deps: Deps) -> None:
     reg.action(DASHBOARD_ACTION, on_link)
     reg.action(DRAIN_ACTION, node_action("drain", drain))
     reg.action(RESUME_ACTION, node_action("resume", resume))
+    reg.action(RESUME_ANYWAY_ACTION, node_action("resume", resume_forced))

@@ -19,11 +19,13 @@ from bot.render.alerts import (
     ALERT_CONFIRM_DRAIN_ACTION,
     ALERT_DRAIN_ACTION,
     ALERT_RESUME_ACTION,
+    ALERT_RESUME_ANYWAY_ACTION,
     ALERT_RUNBOOK_ACTION,
     ALERT_SILENCE_ACTION,
     confirm_drain_message,
     split_value,
 )
+from bot.render.triage import resume_anyway
 from handlers.registry import Registry
 
 log = logging.getLogger(__name__)
@@ -164,18 +166,28 @@ def register(reg: Registry, deps: Deps) -> None:
         await thread(client, alerting, out)
         await tell(respond, out.sentence)
 
-    async def on_resume(
-        ack: Any, body: dict[str, Any], respond: Any, client: AsyncWebClient
-    ) -> None:
-        await ack()
-        alerting = alerting_or_none()
-        if alerting is None or not await may_act(body, client, respond, "resume nodes"):
-            return
-        key, node = split_value(_value(body))
-        gid = key.id
-        out = await acts.resume(alerting.store, alerting.triage.scheduler, gid, node, _actor(body))
-        await thread(client, alerting, out)
-        await tell(respond, out.sentence)
+    def on_resume_with(force: bool) -> Any:
+        async def on_resume(
+            ack: Any, body: dict[str, Any], respond: Any, client: AsyncWebClient
+        ) -> None:
+            await ack()
+            alerting = alerting_or_none()
+            if alerting is None or not await may_act(body, client, respond, "resume nodes"):
+                return
+            value = _value(body)
+            key, node = split_value(value)
+            out = await acts.resume(alerting.store, alerting.triage.scheduler, key.id, node,
+                                    _actor(body), force=force)  # fmt: skip
+            await thread(client, alerting, out)
+            if out.can_force:
+                # Someone else's reason: the person may confirm over it ("Resume anyway").
+                msg = resume_anyway(out.sentence, node, ALERT_RESUME_ANYWAY_ACTION, value)
+                await respond(response_type="ephemeral", replace_original=False,
+                              text=msg.text, blocks=msg.blocks)  # fmt: skip
+                return
+            await tell(respond, out.sentence)
+
+        return on_resume
 
     async def on_link(ack: Any) -> None:
         await ack()
@@ -184,7 +196,8 @@ def register(reg: Registry, deps: Deps) -> None:
     reg.action(ALERT_SILENCE_ACTION, on_silence)
     reg.action(ALERT_DRAIN_ACTION, on_drain)
     reg.action(ALERT_CONFIRM_DRAIN_ACTION, on_confirm_drain)
-    reg.action(ALERT_RESUME_ACTION, on_resume)
+    reg.action(ALERT_RESUME_ACTION, on_resume_with(force=False))
+    reg.action(ALERT_RESUME_ANYWAY_ACTION, on_resume_with(force=True))
     reg.action(ALERT_RUNBOOK_ACTION, on_link)
     reg.view(SILENCE_MODAL, on_silence_modal)
 

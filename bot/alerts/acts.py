@@ -14,7 +14,7 @@ from typing import Protocol
 
 from bot.alerts.config import AlertsConfig
 from bot.alerts.models import AlertGroup, AlertSource, Claim
-from bot.alerts.policy import blast_radius
+from bot.alerts.policy import DRAIN_NOW, auto_drain, blast_radius, offered_actions
 from bot.alerts.ports import AlertStore
 from bot.backends.alert_store import Update
 from bot.backends.errors import BackendError
@@ -46,6 +46,7 @@ class Outcome:
     thread_line: str | None = None  # posted in the alert's thread when set
     group: AlertGroup | None = None
     confirm_id: str | None = None  # a second authorised person must confirm this drain
+    can_force: bool = False  # a resume refused for someone else's reason: offer "anyway"
 
 
 async def _audit(store: AlertStore, actor: Actor, verb: str, gid: str, detail: str) -> None:
@@ -157,12 +158,16 @@ async def drain(
                 group,
                 confirm_id=pid,
             )
-    done = await node_actions.drain(scheduler, node, group.key.cause, actor.user_name)
+    # The group's severity, not the button, says whether running jobs may finish first.
+    at_once = DRAIN_NOW in offered_actions(group)
+    done = await node_actions.drain(scheduler, node, group.key.cause, actor.user_name,
+                                    now=at_once)  # fmt: skip
     if not done.changed:
         return Outcome(done.sentence)
     await store.record_drain(node, now.timestamp())
-    await _audit(store, actor, "drain", gid, node)
-    return Outcome(done.sentence, audit_line(actor.user_name, "drained", f"`{node}`"), group)
+    verb = "set down" if at_once else "drained"
+    await _audit(store, actor, "drain_now" if at_once else "drain", gid, node)
+    return Outcome(done.sentence, audit_line(actor.user_name, verb, f"`{node}`"), group)
 
 
 async def confirm_drain(
@@ -186,13 +191,59 @@ async def confirm_drain(
 
 
 async def resume(
-    store: AlertStore, scheduler: Scheduler | None, gid: str, node: str, actor: Actor
+    store: AlertStore,
+    scheduler: Scheduler | None,
+    gid: str,
+    node: str,
+    actor: Actor,
+    *,
+    force: bool = False,
 ) -> Outcome:
+    """Resumes a node of the group; `force` is the person's confirmation for a node that
+    someone else took out (an operator's reason), which is otherwise refused."""
     group = await store.group(gid)
     if group is None or node not in group.nodes:
         return Outcome(f"`{node}` is not part of that alert; nothing was changed.")
-    done = await node_actions.resume(scheduler, node, actor.user_name)
+    done = await node_actions.resume(scheduler, node, actor.user_name, force=force)
     if not done.changed:
-        return Outcome(done.sentence)
-    await _audit(store, actor, "resume", gid, node)
-    return Outcome(done.sentence, audit_line(actor.user_name, "resumed", f"`{node}`"), group)
+        return Outcome(done.sentence, can_force=done.can_force)
+    await _audit(store, actor, "resume_confirmed" if force else "resume", gid, node)
+    verb = "resumed (confirmed over another's reason)" if force else "resumed"
+    return Outcome(done.sentence, audit_line(actor.user_name, verb, f"`{node}`"), group)
+
+
+AUTO_ACTOR = Actor("meowbot", "meowbot-auto-drain")
+
+
+async def auto_drain_group(
+    store: AlertStore,
+    scheduler: Scheduler | None,
+    cfg: AlertsConfig,
+    group: AlertGroup,
+    now: datetime,
+    fleet_size: int,
+) -> list[str]:
+    """Drains the group's firing nodes not yet tried, when policy names its cause; the
+    thread lines to post. Each node is tried once per group (`claim_auto_drain`), and the
+    hourly limit holds: past it nothing is drained and the thread says a person must act."""
+    if scheduler is None or not auto_drain(group, cfg):
+        return []
+    lines: list[str] = []
+    gid = group.key.id
+    for node in sorted({a.node for a in group.firing if a.node}):
+        if not await store.claim_auto_drain(gid, node):
+            continue
+        recent = await store.drains_since(now.timestamp() - 3600)
+        decision = blast_radius(recent, fleet_size, cfg.drain_share_per_hour)
+        if not decision.allowed:
+            await _audit(store, AUTO_ACTOR, "auto_drain_held", gid, node)
+            lines.append(audit_line(AUTO_ACTOR.user_name, "held",
+                                    f"`{node}` not drained: {decision.sentence}"))  # fmt: skip
+            continue
+        out = await drain(store, scheduler, cfg, gid, node, AUTO_ACTOR, now, fleet_size,
+                          confirmed_by_second=True)  # fmt: skip
+        if out.thread_line:
+            lines.append(out.thread_line)
+        else:
+            lines.append(audit_line(AUTO_ACTOR.user_name, "did not drain", out.sentence))
+    return lines

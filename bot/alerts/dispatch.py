@@ -34,6 +34,8 @@ class Change(StrEnum):
     RESOLVED_MEMBER = "resolved_member"
     GROUP_RESOLVED = "group_resolved"
     REOPENED = "reopened"
+    REFIRED = "refired"
+    """A member that had resolved fires again while its group is open: a line in the thread."""
     IGNORED = "ignored"
     """A resolved alert for a fingerprint the group does not hold: nothing to store or post."""
 
@@ -125,4 +127,4 @@ def merge(
     updated = group.model_copy(update={"alerts": members})
     if alert.status is AlertStatus.RESOLVED:
         return updated, Change.GROUP_RESOLVED if updated.resolved else Change.RESOLVED_MEMBER
-    return updated, Change.REOPENED if group.resolved else Change.JOINED
+    return updated, Change.REOPENED if group.resolved else Change.REFIRED

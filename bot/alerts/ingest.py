@@ -18,6 +18,9 @@ from bot.alerts.models import Alert, AlertGroup, GroupKey
 from bot.alerts.ports import AlertStore
 from bot.backends.alert_store import Fence, Update
 from bot.models import Node
+from bot.render.alerts import repeat_line
+
+MAX_REPLIES = 50  # waiting thread lines a group keeps; a flapping alert cannot grow it forever
 
 # Changes that need the group's message posted or updated. A REPEAT (the same alert in the same
 # state again: a webhook delivered twice, or to three replicas) changes nothing anyone sees.
@@ -27,6 +30,7 @@ _SHOWN = {
     Change.RESOLVED_MEMBER,
     Change.GROUP_RESOLVED,
     Change.REOPENED,
+    Change.REFIRED,
 }
 
 
@@ -60,6 +64,11 @@ async def ingest(
             merged, what = merge(group, alert, now, key=key if group is None else None)
             if what in (Change.REPEAT, Change.IGNORED):
                 return Update(None, what, dirty=False)
+            if what is Change.REFIRED:
+                # Repeats go into the thread, besides the message's own update.
+                merged = merged.model_copy(
+                    update={"replies": (*merged.replies, repeat_line(alert))[-MAX_REPLIES:]}
+                )
             return Update(
                 merged,
                 what,

@@ -85,6 +85,8 @@ class AlertGroup(_Frozen):
     """The group's Slack message, once posted."""
     claim: Claim | None = None
     silenced_until: UtcDatetime | None = None
+    replies: tuple[str, ...] = ()
+    """Lines waiting to go into the group's thread (repeats, auto-drains), mrkdwn-ready."""
 
     @property
     def firing(self) -> tuple[Alert, ...]:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from bot.alerts import notify
+from bot.alerts import acts, notify, policy
 from bot.alerts.acts import Silencer
 from bot.alerts.config import AlertsConfig
 from bot.alerts.ingest import Ingested, ingest
@@ -53,6 +53,9 @@ class Alerting:
     storm_shown: dict[str, str] = field(default_factory=dict)  # channel -> digest on show
     silencer: Silencer | None = None
     _fence: Fence | None = None
+    # Thread lines were waiting at the last pass: the next one looks even with nothing queued.
+    _replies_waiting: bool = False
+    _auto_tried: set[tuple[str, str]] = field(default_factory=set)
 
     # ingest -----------------------------------------------------------------------------------
 
@@ -132,7 +135,7 @@ class Alerting:
         if fence is None:
             return 0
         queued = await self.store.dirty()
-        if not queued and not any(self.storm_shown.values()):
+        if not queued and not any(self.storm_shown.values()) and not self._replies_waiting:
             return 0
         seen = dict(queued)
         now = self.clock()
@@ -149,15 +152,42 @@ class Alerting:
             )
             if g is not None
         ]
+        replies = {g.key.id: g.replies for g in (*everyone, *dirty) if g.replies}
+        self._replies_waiting = bool(replies)
         steps = notify.plan(
             dirty, now, self.last_call_at, self.cfg,
-            open_groups=everyone, storm_digest_shown=self.storm_shown,
+            open_groups=everyone, replies=replies, storm_digest_shown=self.storm_shown,
         )  # fmt: skip
         calls = 0
         for step in steps:
             self.last_call_at[step.channel] = now
             calls += await self._run_step(step, fence, seen)
+        if self.cfg.auto_drain_causes:
+            await self._auto_drain(dirty, now, fence)
         return calls
+
+    async def _auto_drain(self, groups: list[AlertGroup], now: datetime, fence: Fence) -> None:
+        """The opt-in auto-drain, run by the notifier's leader only: once per node and group
+        (claimed in Redis, so a new leader does not drain again); its lines join the thread."""
+        wanted = [
+            g for g in groups
+            if policy.auto_drain(g, self.cfg)
+            and any((g.key.id, a.node) not in self._auto_tried for a in g.firing if a.node)
+        ]  # fmt: skip
+        if not wanted:
+            return
+        inventory = self.triage.inventory
+        await inventory.load()
+        fleet = len(inventory.names())
+        for group in wanted:
+            gid = group.key.id
+            self._auto_tried.update((gid, a.node) for a in group.firing if a.node)
+            lines = await acts.auto_drain_group(
+                self.store, self.triage.scheduler, self.cfg, group, now, fleet
+            )
+            if lines:
+                log.info("auto-drain", extra={"group": gid, "lines": len(lines)})
+                await self.store.update(gid, _add_replies(lines), fence=fence)
 
     async def _run_step(self, step: notify.Step, fence: Fence, seen: dict[str, float]) -> int:
         channel = step.channel
@@ -180,6 +210,7 @@ class Alerting:
             if step.kind is notify.StepKind.THREAD_REPLY:
                 if group.ts:
                     await self.poster.post(channel, SlackMessage(step.text, []), thread_ts=group.ts)
+                await self.store.update(gid, _drop_replies(group.replies), fence=fence)
                 return 1
             message = render_group(group, self.cfg, self.clock())
             ts = group.ts
@@ -219,3 +250,27 @@ class Alerting:
             with contextlib.suppress(Exception):
                 await self.store.release(self._fence)
             self._fence = None
+
+
+def _add_replies(lines: list[str]) -> Callable[[AlertGroup | None], Update[None]]:
+    def add(g: AlertGroup | None) -> Update[None]:
+        if g is None:
+            return Update(None, None, dirty=False)
+        return Update(g.model_copy(update={"replies": (*g.replies, *lines)}), None, dirty=True)
+
+    return add
+
+
+def _drop_replies(posted: tuple[str, ...]) -> Callable[[AlertGroup | None], Update[None]]:
+    """Removes the lines just posted; lines added meanwhile stay for the next reply."""
+
+    def drop(g: AlertGroup | None) -> Update[None]:
+        if g is None:
+            return Update(None, None, dirty=False)
+        left = list(g.replies)
+        for line in posted:
+            if line in left:
+                left.remove(line)
+        return Update(g.model_copy(update={"replies": tuple(left)}), None, dirty=False)
+
+    return drop

@@ -30,6 +30,9 @@ T = TypeVar("T")
 AUDIT_MAXLEN = 100_000
 FP_TTL_S = 30 * 86400  # a fingerprint seen again within a month finds its group
 RESOLVED_TTL_S = 7 * 86400  # a resolved group is kept (and shown resolved) for a week
+# The auto-drain tries a node of a group once in this long: a fault that comes back after a
+# person resumed the node is drained again, but not on every pass of the notifier.
+AUTO_DRAIN_MEMORY_S = 6 * 3600
 
 # Deletes the lock only when it is still ours, and extends it likewise.
 _RELEASE = (
@@ -209,6 +212,11 @@ class RedisAlertStore:
 
     async def drains_since(self, since_s: float) -> int:
         return int(await self.redis.zcount(self._k("drains"), since_s, "+inf"))
+
+    async def claim_auto_drain(self, gid: str, node: str) -> bool:
+        """True once per (group, node), across replicas: the auto-drain tries a node once."""
+        key = self._k("autodrain", gid, node)
+        return bool(await self.redis.set(key, "1", nx=True, ex=AUTO_DRAIN_MEMORY_S))
 
     async def put_pending(self, pid: str, data: dict[str, Any], ttl_s: int) -> None:
         await self.redis.set(self._k("pending", pid), json.dumps(data), ex=ttl_s)

@@ -576,11 +576,12 @@ class SlurmRest:
                 return parse_job(raw)
         return None
 
-    async def drain(self, node: str, reason: str) -> None:
+    async def drain(self, node: str, reason: str, *, now: bool = False) -> None:
         name = check_node_name(node)
         why = check_reason(reason)
-        await self._update_node(name, {"state": ["DRAIN"], "reason": why},
-                                ["state=drain", f"reason={why}"])  # fmt: skip
+        state = "DOWN" if now else "DRAIN"
+        await self._update_node(name, {"state": [state], "reason": why},
+                                [f"state={state.lower()}", f"reason={why}"])  # fmt: skip
 
     async def resume(self, node: str) -> None:
         name = check_node_name(node)

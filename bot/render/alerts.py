@@ -24,6 +24,7 @@ ALERT_SILENCE_ACTION = "meowbot_alert_silence"
 ALERT_DRAIN_ACTION = "meowbot_alert_drain"
 ALERT_RESUME_ACTION = "meowbot_alert_resume"
 ALERT_CONFIRM_DRAIN_ACTION = "meowbot_alert_confirm_drain"
+ALERT_RESUME_ANYWAY_ACTION = "meowbot_alert_resume_anyway"
 ALERT_RUNBOOK_ACTION = "meowbot_alert_runbook"  # a link: Slack still sends the click
 CUSTOM_SILENCE = "custom"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bot.models import Fault, FaultKind, VerdictLevel
-from bot.render.blocks import Message, SlackMessage, button
+from bot.render.blocks import Message, SlackMessage, button, confirm_dialog
 from bot.render.blocks import error as error_message
 from bot.render.mrkdwn import code, escape
 from bot.triage.service import (
@@ -19,6 +19,7 @@ from bot.triage.targets import compress
 
 DRAIN_ACTION = "meowbot_drain_node"
 RESUME_ACTION = "meowbot_resume_node"
+RESUME_ANYWAY_ACTION = "meowbot_resume_node_anyway"
 DASHBOARD_ACTION = "meowbot_open_dashboard"  # a link: Slack still sends the click
 MAX_FAULT_LINES = 15
 MAX_GROUP_LINES = 20
@@ -139,7 +140,7 @@ def render_node(
     if can_act and v.level.rank >= VerdictLevel.DRAIN.rank:
         value = f"{report.node}|{v.drain_reason or ''}"
         buttons.append(button("Drain node", DRAIN_ACTION, value, style="danger"))
-    elif can_act and report.scheduler is not None and report.scheduler.draining:
+    elif can_act and report.scheduler is not None and report.scheduler.out_of_service:
         buttons.append(button("Resume node", RESUME_ACTION, report.node, style="primary"))
     if dashboard_url:
         url = dashboard_url.replace("{node}", report.node)
@@ -245,3 +246,24 @@ def jobs_lines(u: UserJobs) -> list[str]:
     if len(u.jobs) > MAX_HOME_JOBS:
         lines.append(f"…and {len(u.jobs) - MAX_HOME_JOBS} more.")
     return lines
+
+
+def resume_anyway(sentence: str, node: str, action_id: str, value: str) -> SlackMessage:
+    """A refused resume (someone else's reason) with the confirmed button that overrides it."""
+    msg = Message(sentence).section(escape(sentence))
+    msg.actions(
+        button(
+            f"Resume {node} anyway",
+            action_id,
+            value,
+            style="danger",
+            confirm=confirm_dialog(
+                f"Resume {node}?",
+                f"Someone else took {code(node)} out of service. Resuming puts it back into "
+                "scheduling now.",
+                confirm="Resume",
+                style="danger",
+            ),
+        )
+    )
+    return msg.build()

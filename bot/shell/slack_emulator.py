@@ -1072,8 +1072,29 @@ class SlackEmulator:
         Raises LookupError when the message has no element with that action_id.
         """
         msg = self._render_message(channel, self._find_message(channel, ts))
+        action = self._action(msg.get("blocks", []), action_id, selected_value, f"{channel}/{ts}")
+        return self._actions_payload(channel, ts, msg, action, user, ephemeral=False)
+
+    def ephemeral_actions_payload(
+        self, response_index: int, action_id: str, *, user: str = "U0ADMIN"
+    ) -> dict[str, Any]:
+        """A ``block_actions`` payload for clicking ``action_id`` in an ephemeral message the
+        bot sent through a response_url (``self.responses[response_index]``)."""
+        url, body = self.responses[response_index]
+        entry = next((e for e in self._response_urls.values() if e.url == url), None)
+        if entry is None or not entry.channel:
+            raise LookupError(f"response {response_index} has no channel to click in")
+        channel = entry.channel
+        ts = f"{time.time():.6f}"  # ephemeral messages have a ts of their own, never stored
+        msg = {"type": "message", "text": body.get("text", ""), "blocks": body.get("blocks", [])}
+        action = self._action(msg["blocks"], action_id, None, f"response {response_index}")
+        return self._actions_payload(channel, ts, msg, action, user, ephemeral=True)
+
+    def _action(
+        self, blocks: list[dict[str, Any]], action_id: str, selected_value: str | None, where: str
+    ) -> dict[str, Any]:
         found: tuple[dict[str, Any], dict[str, Any]] | None = None
-        for block in msg.get("blocks", []):
+        for block in blocks:
             candidates = list(block.get("elements", [])) if block["type"] == "actions" else []
             for key in ("accessory", "element"):
                 if isinstance(block.get(key), dict):
@@ -1082,12 +1103,13 @@ class SlackEmulator:
                 if isinstance(el, dict) and el.get("action_id") == action_id:
                     found = (block, el)
         if found is None:
-            raise LookupError(f"no element with action_id {action_id!r} in {channel}/{ts}")
+            raise LookupError(f"no element with action_id {action_id!r} in {where}")
         block, el = found
         action: dict[str, Any] = {
             "type": el["type"],
             "action_id": action_id,
-            "block_id": block["block_id"],
+            # Slack gives a block without an id a random one; the bot must not rely on it.
+            "block_id": block.get("block_id") or secrets.token_hex(3),
             "action_ts": f"{time.time():.6f}",
         }
         if el["type"] == "button":
@@ -1104,6 +1126,18 @@ class SlackEmulator:
                     raise LookupError(f"no option {selected_value!r} in {action_id!r}")
                 chosen = options[0]
             action["selected_option"] = chosen
+        return action
+
+    def _actions_payload(
+        self,
+        channel: str,
+        ts: str,
+        msg: dict[str, Any],
+        action: dict[str, Any],
+        user: str,
+        *,
+        ephemeral: bool,
+    ) -> dict[str, Any]:
         u = self._users[user]
         ch = self._channels[channel]
         return {
@@ -1115,7 +1149,7 @@ class SlackEmulator:
                 "type": "message",
                 "message_ts": ts,
                 "channel_id": channel,
-                "is_ephemeral": False,
+                "is_ephemeral": ephemeral,
             },
             "trigger_id": self.new_trigger_id(),
             "team": {"id": self.team_id, "domain": TEAM_DOMAIN},

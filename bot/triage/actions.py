@@ -1,7 +1,8 @@
 """Drain and resume through the scheduler, with owned reasons: the rules, not the buttons.
 
 meowbot drains with reasons starting `meowbot:`, never overwrites a reason an operator set,
-and resumes only nodes whose reason it set.
+and resumes only nodes whose reason it set, unless a person confirms (`force`): the answer to a
+refused resume says so (`Done.can_force`) and the caller offers a confirmed "Resume anyway".
 """
 
 from __future__ import annotations
@@ -19,10 +20,13 @@ MAX_REASON = 120
 class Done:
     sentence: str  # what to tell the person, whatever happened
     changed: bool = False  # the scheduler was told to drain or resume
+    can_force: bool = False  # refused only for want of a person's confirmation
 
 
-async def drain(scheduler: Scheduler | None, node: str, cause: str, user_name: str) -> Done:
-    """Drains `node` with the reason `meowbot: <cause> by @<user>`."""
+async def drain(
+    scheduler: Scheduler | None, node: str, cause: str, user_name: str, *, now: bool = False
+) -> Done:
+    """Drains `node` with the reason `meowbot: <cause> by @<user>`; `now` stops its jobs too."""
     if scheduler is None:
         return Done("No scheduler is configured (set SLURM_REST_URL), so I cannot drain anything.")
     if not NODE_RE.fullmatch(node):
@@ -39,15 +43,30 @@ async def drain(scheduler: Scheduler | None, node: str, cause: str, user_name: s
                 f"`{node}` already has a reason set by an operator ({current.reason!r}); "
                 "I do not overwrite it."
             )
-        if current.draining and current.reason_is_ours:
+        if current.down and current.reason_is_ours:
+            return Done(f"`{node}` is already down ({current.reason}).")
+        if current.draining and current.reason_is_ours and not now:
             return Done(f"`{node}` is already draining ({current.reason}).")
-        await scheduler.drain(node, reason)
+        await scheduler.drain(node, reason, now=now)
     except BackendError as exc:
         return Done(f"I could not drain `{node}`: {exc.user_text()}")
-    return Done(f"Draining `{node}` in {scheduler.name} with reason `{reason}`.", changed=True)
+    if now:
+        return Done(
+            f"Set `{node}` down in {scheduler.name} with reason `{reason}`: its running jobs "
+            "are stopped (and requeued where they allow it).",
+            changed=True,
+        )
+    return Done(
+        f"Draining `{node}` in {scheduler.name} with reason `{reason}`: running jobs finish, "
+        "no new ones start.",
+        changed=True,
+    )
 
 
-async def resume(scheduler: Scheduler | None, node: str, user_name: str) -> Done:
+async def resume(
+    scheduler: Scheduler | None, node: str, user_name: str, *, force: bool = False
+) -> Done:
+    """Returns `node` to service; a reason meowbot did not set needs `force` (a confirmation)."""
     if scheduler is None:
         return Done("No scheduler is configured (set SLURM_REST_URL), so I cannot resume anything.")
     if not NODE_RE.fullmatch(node):
@@ -56,13 +75,14 @@ async def resume(scheduler: Scheduler | None, node: str, user_name: str) -> Done
         current = (await scheduler.nodes([node])).get(node)
         if current is None:
             return Done(f"{scheduler.name} does not know `{node}`; nothing was changed.")
-        if current.reason and not current.reason_is_ours:
-            return Done(
-                f"`{node}` was drained by an operator ({current.reason!r}); "
-                "I only resume nodes I drained."
-            )
-        if not current.draining:
+        if not current.out_of_service:
             return Done(f"`{node}` is not drained; nothing to resume.")
+        if current.reason and not current.reason_is_ours and not force:
+            return Done(
+                f"`{node}` was taken out by someone else ({current.reason!r}); I resume only "
+                "nodes I drained, unless you confirm.",
+                can_force=True,
+            )
         await scheduler.resume(node)
     except BackendError as exc:
         return Done(f"I could not resume `{node}`: {exc.user_text()}")

@@ -11,6 +11,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -21,6 +22,8 @@ from bot.app import SLACK_EVENTS_PATH, Bot, create_bot
 from bot.render.alerts import (
     ALERT_ACK_ACTION,
     ALERT_DRAIN_ACTION,
+    ALERT_RESUME_ACTION,
+    ALERT_RESUME_ANYWAY_ACTION,
 )
 from bot.shell.slack_emulator import SlackEmulator, validate_blocks
 from handlers.alertmanager import ALERTMANAGER_PATH
@@ -285,12 +288,14 @@ async def test_buttons_need_authorised_people_and_are_audited(
         emulator.block_actions_payload(CHANNEL, msg["ts"], ALERT_ACK_ACTION, user="U0USER")
     )
     await emulator.wait_for_responses(2)
-    # Ana may drain: the reason is meowbot's and names her.
+    # Ana may drain: the reason is meowbot's and names her. An Xid 79 is critical, so the node
+    # is taken out now (set down: its broken jobs are stopped), not left to finish its jobs.
     await slack.interactive(emulator.block_actions_payload(CHANNEL, msg["ts"], ALERT_DRAIN_ACTION))
     await emulator.wait_for_responses(3)
     node = (await sched.nodes(["gpu-0009"]))["gpu-0009"]
-    assert node.draining and node.reason is not None
+    assert node.down and node.out_of_service and node.reason is not None
     assert node.reason.startswith("meowbot: ") and "@ana" in node.reason
+    assert "running jobs are stopped" in emulator.responses[-1][1]["text"]
     await settle(r)
     thread = [
         m
@@ -299,5 +304,118 @@ async def test_buttons_need_authorised_people_and_are_audited(
     ]
     assert any("bob" in m["text"] for m in thread) and any("ana" in m["text"] for m in thread)
     entries = await r.bot.deps.alerting.store.audit_entries()  # type: ignore[union-attr]
-    assert [e["verb"] for e in entries][:2] == ["drain", "acknowledge"]
+    assert [e["verb"] for e in entries][:2] == ["drain_now", "acknowledge"]
     assert "is on it" in json.dumps(emulator.message(CHANNEL, msg["ts"])["blocks"])
+
+
+def thread_of(emulator: SlackEmulator, ts: str) -> list[dict[str, Any]]:
+    return [m for m in emulator.messages(CHANNEL) if m.get("thread_ts") == ts and m["ts"] != ts]
+
+
+async def test_a_warning_drains_after_jobs_and_a_foreign_reason_needs_a_confirmed_resume(
+    start_replica: StartReplica, emulator: SlackEmulator
+) -> None:
+    r = await start_replica()
+    await r.send(webhook([am_alert("gpu-0011", "NvlinkReplayErrors", severity="warning")]))
+    await emulator.wait_for_call("chat.postMessage", timeout=10)
+    await settle(r)
+    [msg] = top_level(emulator)
+    assert "after jobs" in json.dumps(msg["blocks"])
+    slack = r.slack
+    await slack.interactive(emulator.block_actions_payload(CHANNEL, msg["ts"], ALERT_DRAIN_ACTION))
+    await emulator.wait_for_responses(1)
+    sched = r.bot.deps.triage.scheduler
+    assert sched is not None
+    node = (await sched.nodes(["gpu-0011"]))["gpu-0011"]
+    assert (
+        node.draining
+        and not node.down
+        and "running jobs finish" in emulator.responses[-1][1]["text"]
+    )
+
+    # An operator then puts their own reason on it: a plain resume is refused, with a
+    # confirmed "Resume anyway" that only an authorised person may press.
+    await sched.drain("gpu-0011", "bad DIMM, ticket 4411 (ops)")
+    await slack.interactive(emulator.block_actions_payload(CHANNEL, msg["ts"], ALERT_RESUME_ACTION))
+    await emulator.wait_for_responses(2)
+    refused = emulator.responses[-1][1]
+    assert "unless you confirm" in refused["text"] and refused["response_type"] == "ephemeral"
+    assert (await sched.nodes(["gpu-0011"]))["gpu-0011"].draining
+    validate_blocks(refused["blocks"])
+    button = json.dumps(refused["blocks"])
+    assert ALERT_RESUME_ANYWAY_ACTION in button and '"confirm"' in button
+
+    await slack.interactive(
+        emulator.ephemeral_actions_payload(1, ALERT_RESUME_ANYWAY_ACTION, user="U0USER")
+    )
+    await emulator.wait_for_responses(3)
+    assert "MEOWBOT_ADMINS" in emulator.responses[-1][1]["text"]
+    assert (await sched.nodes(["gpu-0011"]))["gpu-0011"].draining
+
+    await slack.interactive(emulator.ephemeral_actions_payload(1, ALERT_RESUME_ANYWAY_ACTION))
+    await emulator.wait_for_responses(4)
+    assert "Resumed" in emulator.responses[-1][1]["text"]
+    assert not (await sched.nodes(["gpu-0011"]))["gpu-0011"].out_of_service
+    entries = await r.bot.deps.alerting.store.audit_entries()  # type: ignore[union-attr]
+    assert [e["verb"] for e in entries][:2] == ["resume_confirmed", "drain"]
+    await settle(r)
+    assert any("confirmed" in m["text"] for m in thread_of(emulator, msg["ts"]))
+
+
+async def test_auto_drain_takes_named_causes_out_once_and_holds_past_the_limit(
+    start_replica: StartReplica, emulator: SlackEmulator, tmp_path: Path
+) -> None:
+    config = tmp_path / "meowbot.yaml"
+    # A limit of one drain an hour on this fleet: the second node is held for a person.
+    config.write_text(
+        "alerts:\n  auto_drain_causes: [GpuXid79]\n  drain_share_per_hour: 0.000001\n"
+    )
+    r = await start_replica(MEOWBOT_CONFIG=str(config))
+    await r.send(webhook([am_alert("gpu-0021", "GpuXid79", severity="critical")]))
+    await emulator.wait_for_call("chat.postMessage", timeout=10)
+    await settle(r)
+    sched = r.bot.deps.triage.scheduler
+    assert sched is not None
+    node = (await sched.nodes(["gpu-0021"]))["gpu-0021"]
+    assert node.down and node.reason is not None and "meowbot-auto-drain" in node.reason
+    # A cause not named is never drained by itself.
+    await r.send(webhook([am_alert("gpu-0022", "NvlinkReplayErrors", severity="warning")]))
+    # The same alert again and a second Xid 79 node: the first is not drained again, the
+    # second waits for a person because the hour's limit is spent.
+    await r.send(webhook([am_alert("gpu-0021", "GpuXid79", severity="critical"),
+                          am_alert("gpu-0023", "GpuXid79", severity="critical")]))  # fmt: skip
+    await settle(r)
+    assert not (await sched.nodes(["gpu-0022"]))["gpu-0022"].out_of_service
+    assert not (await sched.nodes(["gpu-0023"]))["gpu-0023"].out_of_service
+    entries = await r.bot.deps.alerting.store.audit_entries()  # type: ignore[union-attr]
+    verbs = [e["verb"] for e in entries]
+    assert verbs.count("drain_now") == 1 and verbs.count("auto_drain_held") == 1
+    replies = [
+        m["text"] for m in emulator.messages(CHANNEL) if m.get("thread_ts") not in (None, m["ts"])
+    ]
+    assert any("set down" in t and "gpu-0021" in t for t in replies)
+    assert any("held" in t and "gpu-0023" in t for t in replies)
+
+
+async def test_an_alert_that_fires_again_is_a_line_in_the_thread(
+    start_replica: StartReplica, emulator: SlackEmulator
+) -> None:
+    r = await start_replica()
+    leaf, nodes = leaf_nodes(r.bot, 2)
+    a, b = (am_alert(n, "InfinibandLinkDown", leaf_switch=leaf) for n in nodes)
+    await r.send(webhook([a, b]))
+    await emulator.wait_for_call("chat.postMessage", timeout=10)
+    await settle(r)
+    resolved_a = {**a, "status": "resolved", "endsAt": datetime.now(UTC).isoformat()}
+    await r.send(webhook([resolved_a]))
+    await settle(r)
+    await r.send(webhook([a]))  # nodes[0]'s port flaps back down
+    await settle(r)
+    [msg] = top_level(emulator)
+    replies = thread_of(emulator, msg["ts"])
+    assert len(replies) == 1 and "again" in replies[0]["text"] and nodes[0] in replies[0]["text"]
+    assert len(emulator.calls_to("chat.postMessage")) == 2  # the group and its one reply
+    store = r.bot.deps.alerting.store  # type: ignore[union-attr]
+    [gid] = await store.open_ids()
+    group = await store.group(gid)
+    assert group is not None and group.replies == () and len(group.firing) == 2

@@ -14,7 +14,7 @@ import pytest
 
 from bot.app import SLACK_EVENTS_PATH, create_bot
 from bot.models import FaultKind
-from bot.render.triage import DRAIN_ACTION, RESUME_ACTION
+from bot.render.triage import DRAIN_ACTION, RESUME_ACTION, RESUME_ANYWAY_ACTION
 from bot.shell.slack_emulator import SlackEmulator, validate_blocks
 from tests.conftest import need_service
 from tests.e2e.conftest import Slack, bot_settings
@@ -125,6 +125,44 @@ async def test_admin_drains_and_resumes_through_slurm(slurm_slack: Slack) -> Non
             break
         await asyncio.sleep(0.1)
     assert "meowbot" not in scontrol_reason(node)
+
+
+def scontrol(*args: str, check: bool = True) -> None:
+    subprocess.run(
+        ["scontrol", *args], capture_output=True, text=True, check=check,
+        env={**{k: v for k, v in os.environ.items() if k != "SLURM_JWT"},
+             "SLURM_CONF": need_service("SLURM_CONF")},
+    )  # fmt: skip
+
+
+async def test_an_operators_drain_is_resumed_only_when_confirmed(slurm_slack: Slack) -> None:
+    emu = slurm_slack.emulator
+    node = "gpu-0010"
+    scontrol("update", f"nodename={node}", "state=drain", "reason=bad DIMM (ops ticket 12)")
+    try:
+        await slurm_slack.interactive(press(emu, RESUME_ACTION, node, "U0ADMIN"))
+        await emu.wait_for_responses(1)
+        refused = emu.responses[-1][1]
+        assert "unless you confirm" in refused["text"], refused
+        assert scontrol_reason(node).startswith("bad DIMM")  # nothing changed
+        assert emu.ephemeral_actions_payload(0, RESUME_ANYWAY_ACTION)["actions"][0]["value"] == node
+
+        await slurm_slack.interactive(emu.ephemeral_actions_payload(0, RESUME_ANYWAY_ACTION,
+                                                                    user="U0USER"))  # fmt: skip
+        await emu.wait_for_responses(2)
+        assert "Only people" in emu.responses[-1][1]["text"]
+        assert scontrol_reason(node).startswith("bad DIMM")
+
+        await slurm_slack.interactive(emu.ephemeral_actions_payload(0, RESUME_ANYWAY_ACTION))
+        await emu.wait_for_responses(3)
+        assert "Resumed" in emu.responses[-1][1]["text"], emu.responses[-1]
+        for _ in range(50):
+            if not scontrol_reason(node):
+                break
+            await asyncio.sleep(0.1)
+        assert scontrol_reason(node) == ""
+    finally:
+        scontrol("update", f"nodename={node}", "state=resume", check=False)
 
 
 async def test_home_tab_lists_the_viewers_slurm_jobs(slurm_slack: Slack) -> None:

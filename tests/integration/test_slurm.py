@@ -177,6 +177,27 @@ async def test_drain_reaches_slurm_and_resume_clears_it(
     assert len(fallback) == 1, "the scontrol fallback is said once per adapter"
 
 
+async def test_drain_now_sets_the_node_down_and_resume_returns_it(
+    slurm: SlurmRest, slurm_env: dict[str, str]
+) -> None:
+    try:
+        await slurm.drain(DRAIN_NODE, REASON, now=True)
+        node = (await slurm.nodes([DRAIN_NODE]))[DRAIN_NODE]
+        assert node.down and node.out_of_service and not node.draining
+        assert node.reason == REASON and node.reason_is_ours
+        state = next(
+            w for w in _cli(slurm_env, "scontrol", "show", "node", DRAIN_NODE).split()
+            if w.startswith("State=")
+        )  # fmt: skip
+        assert state.startswith("State=DOWN"), state
+        await slurm.resume(DRAIN_NODE)
+        node = (await slurm.nodes([DRAIN_NODE]))[DRAIN_NODE]
+        assert not node.out_of_service and node.reason is None
+    finally:
+        _cli(slurm_env, "scontrol", "update", f"nodename={DRAIN_NODE}", "state=resume",
+             check=False)  # fmt: skip
+
+
 async def test_drain_of_an_unknown_node_is_a_sentence(slurm: SlurmRest) -> None:
     with pytest.raises(BackendError) as err:
         await slurm.drain("gpu-9999", REASON)

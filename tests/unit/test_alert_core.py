@@ -159,6 +159,9 @@ def test_resolve_all_then_reopen() -> None:
     assert apply(groups, alert("fp2", node_name="n2", status=resolved), nodes.get) is Change.REPEAT
     assert apply(groups, alert("fp1", node_name="n1"), nodes.get) is Change.REOPENED
     assert not groups[group.key.id].resolved
+    # fp0 had resolved inside a group that is open again: its return is a repeat for the thread.
+    assert apply(groups, alert("fp0", node_name="n0"), nodes.get) is Change.REFIRED
+    assert len(groups[group.key.id].firing) == 2
 
 
 def test_resolved_alert_for_unknown_fingerprint_changes_nothing() -> None:

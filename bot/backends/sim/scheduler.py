@@ -20,7 +20,8 @@ class SimScheduler:
 
     def __init__(self, fleet: SimFleet) -> None:
         self.fleet = fleet
-        self._drained: dict[str, tuple[str, datetime]] = {}  # node -> (reason, when set)
+        # node -> (reason, when set, set down rather than drained)
+        self._drained: dict[str, tuple[str, datetime, bool]] = {}
 
     async def nodes(self, names: Sequence[str] | None = None) -> dict[str, SchedulerNode]:
         known = self.fleet.topology.names
@@ -28,11 +29,11 @@ class SimScheduler:
         out: dict[str, SchedulerNode] = {}
         for name in wanted:
             busy = self.fleet.running_job(name) is not None
-            reason, changed = self._drained.get(name, (None, None))
+            reason, changed, down = self._drained.get(name, (None, None, False))
             out[name] = SchedulerNode(
                 name=name,
-                state="allocated" if busy else "idle",
-                flags=("DRAIN",) if reason else (),
+                state="down" if down else "allocated" if busy else "idle",
+                flags=("DRAIN",) if reason and not down else (),
                 reason=reason,
                 reason_set_by="meowbot" if reason else None,
                 reason_changed_at=changed,
@@ -51,9 +52,9 @@ class SimScheduler:
     async def previous_run(self, job: Job) -> Job | None:
         return await self.job(job.prev_job_id) if job.prev_job_id else None
 
-    async def drain(self, node: str, reason: str) -> None:
+    async def drain(self, node: str, reason: str, *, now: bool = False) -> None:
         self.fleet.topology.index(node)  # unknown nodes raise, as Slurm refuses them
-        self._drained[node] = (reason, datetime.now(UTC))
+        self._drained[node] = (reason, datetime.now(UTC), now)
 
     async def resume(self, node: str) -> None:
         self._drained.pop(node, None)
