@@ -33,17 +33,22 @@ from bot.alerts.runtime import Alerting
 from bot.authz import Authorizer
 from bot.backends.alert_store import RedisAlertStore
 from bot.backends.alertmanager import AlertmanagerClient
+from bot.backends.checkpoint_dirs import scan_async
+from bot.backends.openai_compat import CheckpointServers
+from bot.backends.playground_store import MemoryPlaygroundStore, RedisPlaygroundStore
 from bot.backends.slack_poster import SlackPoster
 from bot.backends.state import MemoryStore, RedisStore
 from bot.config import Settings
 from bot.deps import Deps
 from bot.inflight import InFlight
+from bot.playground.service import Playground
 from bot.ports import StateStore
 from bot.telemetry import Telemetry
 from bot.triage.service import Triage
 from bot.usermap import UserMap
-from bot.wiring import alerts_config, make_triage, user_mapping
+from bot.wiring import alerts_config, make_triage, playground_config, user_mapping
 from handlers import alertmanager
+from handlers import playground as playground_handlers
 from handlers.alertmanager import ALERTMANAGER_PATH
 from handlers.registry import Registered
 
@@ -94,7 +99,13 @@ class Bot:
         await self.socket_handler.connect_async()  # type: ignore[no-untyped-call]
 
     def start_background(self, *, sweep: bool = True) -> None:
-        """The alert notifier (and the passive sweep): `meowbot run` starts them; a test may."""
+        """The alert notifier (and the passive sweep), the playground's watches: `meowbot run`
+        starts them; a test may."""
+        if self.deps.playground is not None:
+            post = playground_handlers.watch_poster(self.client)
+            self.background.append(
+                asyncio.create_task(self.deps.playground.watcher(self.stopping, post))
+            )
         alerting = self.deps.alerting
         if alerting is None:
             log.warning("no REDIS_URL: channel alerts are off")
@@ -123,6 +134,8 @@ class Bot:
             await self.deps.alerting.release()  # the next replica leads at once, not in 5 s
             if self.deps.alerting.silencer is not None:
                 await self.deps.alerting.silencer.close()
+        if self.deps.playground is not None:
+            await self.deps.playground.servers.close()
         if self.runner is not None:
             await self.runner.cleanup()
         await self.deps.store.close()
@@ -148,6 +161,17 @@ def make_alerting(
         triage,
         silencer=silencer,
     )
+
+
+def make_playground(settings: Settings, store: StateStore) -> Playground | None:
+    cfg = playground_config(settings)
+    if not cfg.configured:
+        return None
+    shared = (
+        RedisPlaygroundStore(store.redis) if isinstance(store, RedisStore)
+        else MemoryPlaygroundStore()
+    )  # fmt: skip
+    return Playground(cfg, CheckpointServers(), shared, scan_async)
 
 
 def make_web_client(settings: Settings, session: aiohttp.ClientSession) -> AsyncWebClient:
@@ -188,6 +212,7 @@ async def create_bot(settings: Settings, *, store: StateStore | None = None) -> 
         users=UserMap(user_mapping(settings)),
     )
     deps.alerting = make_alerting(settings, deps.store, client, deps.triage)
+    deps.playground = make_playground(settings, deps.store)
     registered = handlers.register(app, deps)
     web_app = app.web_app(path=SLACK_EVENTS_PATH, port=settings.port)
     web_app.router.add_post(ALERTMANAGER_PATH, alertmanager.receiver(deps))

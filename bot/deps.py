@@ -15,6 +15,7 @@ from bot.usermap import UserMap
 
 if TYPE_CHECKING:
     from bot.alerts.runtime import Alerting
+    from bot.playground.service import Playground
 
 
 @dataclass
@@ -27,3 +28,4 @@ class Deps:
     authz: Authorizer
     users: UserMap
     alerting: Alerting | None = None  # None without Redis: alerts need shared state
+    playground: Playground | None = None  # None without PLAYGROUND_ENDPOINTS

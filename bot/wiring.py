@@ -10,6 +10,7 @@ from pydantic import BaseModel, ValidationError
 from bot.alerts.config import AlertsConfig
 from bot.backends.prometheus import PrometheusInventory, PrometheusMetrics
 from bot.config import ConfigError, Settings
+from bot.playground.config import PlaygroundConfig, parse_dirs, parse_endpoints
 from bot.scheduler import Scheduler
 from bot.triage.checks import HealthConfig
 from bot.triage.service import Triage
@@ -42,6 +43,26 @@ def straggler_config(settings: Settings) -> StragglerConfig:
 
 def alerts_config(settings: Settings) -> AlertsConfig:
     return AlertsConfig.from_settings(settings)
+
+
+def playground_config(settings: Settings) -> PlaygroundConfig:
+    """PLAYGROUND_ENDPOINTS and PLAYGROUND_CHECKPOINT_DIRS, with the YAML `playground:` keys."""
+    raw: Any = settings.extra.get("playground", {}) or {}
+    if not isinstance(raw, dict):
+        raise ConfigError("The playground section of MEOWBOT_CONFIG must be a mapping.")
+    data = {
+        **raw,
+        "endpoints": parse_endpoints(settings.playground_endpoints),
+        "checkpoint_dirs": parse_dirs(settings.playground_checkpoint_dirs),
+    }
+    try:
+        return PlaygroundConfig.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise ConfigError(
+            f"MEOWBOT_CONFIG's playground.{where} is wrong: {err['msg'].lower()}."
+        ) from None
 
 
 def make_scheduler(settings: Settings) -> Scheduler | None:

@@ -10,7 +10,7 @@ from bot import router
 from bot.commands import COMMANDS
 from bot.deps import Deps
 from bot.render.blocks import SlackMessage
-from handlers import jobslow
+from handlers import jobslow, playground
 from handlers.registry import Registry
 from handlers.reply import respond_message
 
@@ -36,6 +36,21 @@ def register(reg: Registry, deps: Deps) -> None:
                 user_id=str(command.get("user_id", "")),
                 channel=str(command.get("channel_id", "")),
                 private=private,
+            )
+            return
+        if name == playground.COMMAND and not router.is_help(text):
+
+            async def private_pg(message: SlackMessage) -> None:
+                await respond_message(respond, message)
+
+            await playground.run_command(
+                deps,
+                client,
+                text=text,
+                user_id=str(command.get("user_id", "")),
+                channel=str(command.get("channel_id", "")),
+                trigger_id=str(command.get("trigger_id", "")),
+                private=private_pg,
             )
             return
         await respond_message(respond, await router.answer(name, text, deps.triage))

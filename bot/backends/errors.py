@@ -13,3 +13,7 @@ class BackendError(Exception):
     def user_text(self) -> str:
         """What the person in Slack reads: never a stack trace."""
         return f"{self.backend} {self.sentence}"
+
+
+class StreamStalled(BackendError):
+    """A stream sent nothing for too long and was cut."""

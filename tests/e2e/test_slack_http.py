@@ -28,12 +28,13 @@ async def test_slash_command_acks_then_answers_through_response_url(slack: Slack
     assert any("gpu-0042" in json.dumps(b) for b in answer["blocks"])
 
 
-async def test_unbuilt_command_says_so_plainly(slack: Slack) -> None:
-    status, _, _ = await slack.command("/playground", "hello")
+async def test_playground_without_a_server_says_how_to_start_one(slack: Slack) -> None:
+    status, _, _ = await slack.command("/playground", "tiny hello")
     assert status == 200
     await slack.emulator.wait_for_responses(1)
     answer = slack.emulator.responses[0][1]
-    assert "not built yet" in answer["text"] and "#6" in answer["text"]
+    assert answer["response_type"] == "ephemeral"
+    assert "PLAYGROUND_ENDPOINTS" in answer["text"] and "demo-checkpoints" in answer["text"]
 
 
 async def test_forged_stale_and_missing_signatures_get_401_and_run_nothing(slack: Slack) -> None:

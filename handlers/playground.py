@@ -1,0 +1,317 @@
+"""/playground: the modal, the side-by-side streamed message, Cancel, Re-run, Watch.
+
+The command acks at once; the modal opens within the trigger's 3 s before any discovery
+and is filled with `views.update` once the checkpoints are known.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.deps import Deps
+from bot.playground.catalog import newer_than
+from bot.playground.models import Checkpoint, Output, Prompt, Watch
+from bot.playground.naming import valid_run
+from bot.playground.service import Playground, PostWatch, UserError
+from bot.render.blocks import SlackMessage, success
+from bot.render.blocks import error as error_message
+from bot.render.playground import (
+    CANCEL_ACTION,
+    MODAL_CALLBACK,
+    RERUN_ACTION,
+    RUN_PICK_ACTION,
+    WATCH_ACTION,
+    parse_submission,
+    render_full_text,
+    render_modal,
+    render_session,
+    render_watch_answer,
+    render_watches,
+)
+from handlers.registry import Registry
+
+log = logging.getLogger(__name__)
+
+COMMAND = "/playground"
+Private = Callable[[SlackMessage], Awaitable[None]]
+NOT_CONFIGURED = (
+    "No checkpoint server is configured (set PLAYGROUND_ENDPOINTS). To try the playground "
+    "on this machine, start a tiny run and its server with one command: "
+    "`meowbot demo-checkpoints --serve`, then set the PLAYGROUND_ENDPOINTS it prints."
+)
+FULL_TEXT_CHARS = 39_000
+
+
+async def run_command(
+    deps: Deps,
+    client: AsyncWebClient,
+    *,
+    text: str,
+    user_id: str,
+    channel: str,
+    trigger_id: str,
+    private: Private,
+) -> None:
+    pg = deps.playground
+    if pg is None:
+        await private(error_message(NOT_CONFIGURED))
+        return
+    words = text.split(maxsplit=1)
+    if not words:
+        await open_modal(pg, client, trigger_id=trigger_id, channel=channel)
+        return
+    verb = words[0].lower()
+    if verb == "watches":
+        mine = [w for w in await pg.store.watches() if w.user_id == user_id]
+        await private(render_watches(mine))
+        return
+    if verb == "unwatch":
+        wid = words[1].strip() if len(words) > 1 else ""
+        watch = next((w for w in await pg.store.watches() if w.id == wid), None)
+        if watch is None or watch.user_id != user_id:
+            await private(error_message(f"You have no watch `{wid[:20]}`; `/playground watches` "
+                                        "lists yours."))  # fmt: skip
+            return
+        await pg.store.remove_watch(wid)
+        await private(success(f"Stopped watch `{wid}` on run `{watch.prompt.run}`."))
+        return
+    run = words[0]
+    if len(words) < 2:
+        hint = f"`/playground {run[:40]} Once upon a time`"
+        await private(error_message(f"Add a prompt after the run: {hint}. `/playground` alone "
+                                    "opens the form."))  # fmt: skip
+        return
+    if not valid_run(run):
+        await private(error_message("A run name is letters, digits and `._/@:+-`, "
+                                    "like `tiny-gpt`."))  # fmt: skip
+        return
+    cfg = pg.cfg
+    prompt = Prompt(run=run, prompt=words[1][:8000], max_tokens=cfg.max_tokens,
+                    temperature=cfg.temperature)  # fmt: skip
+    picked = pg.choose(await pg.catalog(), run)
+    if isinstance(picked, UserError):
+        await private(error_message(picked.sentence))
+        return
+    await start(deps, pg, client, prompt, picked, user_id=user_id, channel=channel,
+                thread_ts=None, private=private)  # fmt: skip
+
+
+async def open_modal(pg: Playground, client: AsyncWebClient, *, trigger_id: str,
+                     channel: str) -> None:  # fmt: skip
+    meta = json.dumps({"channel": channel})
+    # views.open must use the trigger within 3 s: open first, discover after.
+    opened = await client.views_open(trigger_id=trigger_id, view=render_modal(None, metadata=meta))
+    view = opened["view"]
+    catalog = await pg.catalog()
+    await client.views_update(
+        view_id=view["id"], hash=view.get("hash"),
+        view=render_modal(catalog, metadata=meta, max_checkpoints=pg.cfg.max_checkpoints,
+                          max_tokens=pg.cfg.max_tokens, temperature=pg.cfg.temperature),
+    )  # fmt: skip
+
+
+async def start(
+    deps: Deps,
+    pg: Playground,
+    client: AsyncWebClient,
+    prompt: Prompt,
+    checkpoints: list[Checkpoint],
+    *,
+    user_id: str,
+    channel: str,
+    thread_ts: str | None,
+    private: Private,
+) -> None:
+    """Posts the side-by-side message, streams into it, and puts long answers in the thread."""
+    refused = await pg.store.acquire(user_id, pg.limits)
+    if refused is not None:
+        await private(error_message(refused.sentence))
+        return
+    try:
+        sid = secrets.token_hex(8)
+        cfg = pg.cfg
+
+        def message(outputs: list[Output], final: bool) -> SlackMessage:
+            return render_session(sid, prompt, outputs, user_id=user_id, final=final,
+                                  section_chars=cfg.section_chars)  # fmt: skip
+
+        first = message([Output(checkpoint=c) for c in checkpoints], False)
+        try:
+            posted = await client.chat_postMessage(
+                channel=channel, text=first.text, blocks=first.blocks, thread_ts=thread_ts
+            )
+        except SlackApiError as exc:
+            code = exc.response.get("error", "unknown")
+            await private(error_message(f"I cannot post in this channel ({code}): invite me, "
+                                        "or use the playground in a DM with me."))  # fmt: skip
+            return
+        posted_at = time.monotonic()
+        ts, channel = str(posted["ts"]), str(posted.get("channel") or channel)
+        await pg.store.save_session(sid, json.dumps({
+            "prompt": prompt.model_dump(mode="json"), "steps": [c.step for c in checkpoints],
+            "channel": channel, "ts": thread_ts or ts, "user": user_id,
+        }))  # fmt: skip
+
+        async def publish(outputs: list[Output], final: bool) -> None:
+            msg = message(outputs, final)
+            try:
+                await client.chat_update(channel=channel, ts=ts, text=msg.text, blocks=msg.blocks)
+            except SlackApiError as exc:  # the next edit carries everything anyway
+                log.warning("playground update failed", extra={"error": exc.response.get("error")})
+
+        outputs = await pg.stream_all(sid, prompt, checkpoints, publish, last_call=posted_at)
+        for o in outputs:
+            if len(o.text) <= cfg.section_chars:
+                continue
+            if len(o.text) > FULL_TEXT_CHARS:
+                await client.files_upload_v2(
+                    channel=channel, thread_ts=thread_ts or ts, content=o.text,
+                    filename=f"{prompt.run}-step-{o.checkpoint.step}.txt",
+                    title=f"{prompt.run} {o.checkpoint.label}: the whole answer",
+                )  # fmt: skip
+            else:
+                await client.chat_postMessage(channel=channel, thread_ts=thread_ts or ts,
+                                              text=render_full_text(o))  # fmt: skip
+    finally:
+        await pg.store.release(user_id)
+
+
+async def _session(pg: Playground, sid: str) -> dict[str, Any] | None:
+    raw = await pg.store.session(sid)
+    return dict(json.loads(raw)) if raw else None
+
+
+def watch_poster(client: AsyncWebClient) -> PostWatch:
+    async def post(watch: Watch, out: Output) -> None:
+        msg = render_watch_answer(watch, out)
+        await client.chat_postMessage(channel=watch.channel, thread_ts=watch.thread_ts,
+                                      text=msg.text, blocks=msg.blocks)  # fmt: skip
+
+    return post
+
+
+def register(reg: Registry, deps: Deps) -> None:
+    async def tell(respond: Any, text: str) -> None:
+        await respond(response_type="ephemeral", replace_original=False, text=text)
+
+    def sid_of(body: dict[str, Any]) -> str:
+        return str((body.get("actions") or [{}])[0].get("value") or "")
+
+    async def on_cancel(ack: Any, body: dict[str, Any], respond: Any,
+                        client: AsyncWebClient) -> None:  # fmt: skip
+        await ack()
+        pg = deps.playground
+        if pg is None:
+            return
+        session = await _session(pg, sid_of(body))
+        user = str(body.get("user", {}).get("id", ""))
+        if session is None:
+            return await tell(respond, "That playground request is over; nothing to cancel.")
+        if session["user"] != user and not await deps.authz.allowed(user, client):
+            return await tell(respond, "Only the person who asked (or an admin) may cancel it.")
+        await pg.store.cancel(sid_of(body))
+        await tell(respond, "Cancelling: the streams stop within a second.")
+
+    async def on_rerun(ack: Any, body: dict[str, Any], respond: Any,
+                       client: AsyncWebClient) -> None:  # fmt: skip
+        await ack()
+        pg = deps.playground
+        if pg is None:
+            return
+        session = await _session(pg, sid_of(body))
+        if session is None:
+            return await tell(respond, "That playground request expired; ask it again.")
+        prompt = Prompt.model_validate(session["prompt"])
+        catalog = await pg.catalog(fresh=True)
+        newer = newer_than(catalog.run(prompt.run), max(session["steps"]))
+        if not newer:
+            return await tell(respond, f"No checkpoint of `{prompt.run}` is newer than step "
+                                       f"{max(session['steps']):,} yet.")  # fmt: skip
+        picked = sorted(newer, key=lambda c: -c.step)[: pg.cfg.max_checkpoints]
+        user = str(body.get("user", {}).get("id", ""))
+
+        async def private(msg: SlackMessage) -> None:
+            await respond(response_type="ephemeral", replace_original=False, text=msg.text,
+                          blocks=msg.blocks)  # fmt: skip
+
+        await start(deps, pg, client, prompt, picked, user_id=user, channel=session["channel"],
+                    thread_ts=session["ts"], private=private)  # fmt: skip
+
+    async def on_watch(ack: Any, body: dict[str, Any], respond: Any) -> None:
+        await ack()
+        pg = deps.playground
+        if pg is None:
+            return
+        session = await _session(pg, sid_of(body))
+        if session is None:
+            return await tell(respond, "That playground request expired; ask it again.")
+        user = str(body.get("user", {}).get("id", ""))
+        mine = [w for w in await pg.store.watches() if w.user_id == user]
+        if len(mine) >= pg.cfg.watch_limit:
+            return await tell(respond, f"You watch {len(mine)} prompts already, the limit: "
+                                       "`/playground unwatch <id>` one first.")  # fmt: skip
+        prompt = Prompt.model_validate(session["prompt"])
+        watch = Watch(id=secrets.token_hex(4), user_id=user, prompt=prompt,
+                      channel=session["channel"], thread_ts=session["ts"],
+                      last_step=max(session["steps"]), created=datetime.now(UTC))  # fmt: skip
+        await pg.store.add_watch(watch)
+        await tell(respond, f"Watching `{prompt.run}` (watch `{watch.id}`): each new checkpoint "
+                            "answers this prompt in the thread. `/playground unwatch "
+                            f"{watch.id}` stops it.")  # fmt: skip
+
+    async def on_run_pick(ack: Any, body: dict[str, Any], client: AsyncWebClient) -> None:
+        await ack()
+        pg = deps.playground
+        if pg is None:
+            return
+        view = body.get("view") or {}
+        run = str(((body.get("actions") or [{}])[0].get("selected_option") or {}).get("value"))
+        await client.views_update(
+            view_id=view.get("id"), hash=view.get("hash"),
+            view=render_modal(await pg.catalog(), metadata=view.get("private_metadata", "{}"),
+                              run=run, max_checkpoints=pg.cfg.max_checkpoints,
+                              max_tokens=pg.cfg.max_tokens, temperature=pg.cfg.temperature),
+        )  # fmt: skip
+
+    async def on_submit(ack: Any, body: dict[str, Any], view: dict[str, Any],
+                        client: AsyncWebClient) -> None:  # fmt: skip
+        pg = deps.playground
+        if pg is None:
+            await ack()
+            return
+        parsed = parse_submission(view, max_tokens_cap=pg.cfg.max_tokens_cap,
+                                  max_tokens=pg.cfg.max_tokens,
+                                  temperature=pg.cfg.temperature)  # fmt: skip
+        if isinstance(parsed, dict):
+            await ack(response_action="errors", errors=parsed)
+            return
+        await ack()
+        run, steps, prompt = parsed
+        user = str(body["user"]["id"])
+        channel = str(json.loads(view.get("private_metadata") or "{}").get("channel") or user)
+
+        async def private(msg: SlackMessage) -> None:
+            await client.chat_postEphemeral(channel=channel, user=user, text=msg.text,
+                                            blocks=msg.blocks)  # fmt: skip
+
+        picked = pg.choose(await pg.catalog(), run, steps)
+        if isinstance(picked, UserError):
+            await private(error_message(picked.sentence))
+            return
+        await start(deps, pg, client, prompt, picked, user_id=user, channel=channel,
+                    thread_ts=None, private=private)  # fmt: skip
+
+    reg.action(CANCEL_ACTION, on_cancel)
+    reg.action(RERUN_ACTION, on_rerun)
+    reg.action(WATCH_ACTION, on_watch)
+    reg.action(RUN_PICK_ACTION, on_run_pick)
+    reg.view(MODAL_CALLBACK, on_submit)
