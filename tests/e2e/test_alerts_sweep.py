@@ -15,12 +15,14 @@ import time
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from bot import metric_names as m
 from bot.alerts.dispatch import Change
 from bot.alerts.models import AlertSource, AlertStatus
 from bot.alerts.runtime import SWEEP_LOCK, Alerting
 from bot.app import Bot
-from bot.backends.alert_store import RedisAlertStore
+from bot.backends.alert_store import FenceLost, RedisAlertStore
 from bot.backends.sim.fleet import SimFleet
 from bot.backends.sim.metrics import SimInventory, SimMetrics
 from bot.backends.state import key
@@ -226,6 +228,60 @@ async def test_three_replicas_sweeping_at_once_sweep_once_and_post_each_group_on
     read = [x.queries > b for x, b in zip(metrics, before, strict=True)]
     assert sum(read) == 1, read
     assert len(emulator.calls_to("chat.postMessage")) == len(groups)
+
+
+class PausedAfterRead(SimMetrics):
+    """The simulated fleet, read by a replica that then stalls (a GC pause, a slow host) until
+    the test lets it go on: what it read is stale by then."""
+
+    def __init__(self, fleet: SimFleet) -> None:
+        super().__init__(fleet)
+        self.read_done = asyncio.Event()
+        self.go_on = asyncio.Event()
+
+    async def read(self, *args: Any, **kwargs: Any) -> Any:
+        table = await super().read(*args, **kwargs)
+        self.read_done.set()
+        await self.go_on.wait()
+        return table
+
+
+async def test_a_sweeper_that_stalled_past_its_interval_writes_nothing(
+    start_replica: StartReplica, emulator: SlackEmulator
+) -> None:
+    slow, fast = [await start_replica(MEOWBOT_FLEET=FLEET) for _ in range(2)]
+    leaf, nodes = clean_leaf(fleet_of(slow.bot))
+    for r in (slow, fast):
+        fleet_of(r.bot).inject_leaf_outage(leaf)
+    assert await alerting(fast.bot).sweep_once() is not None
+    await settle(fast)
+    [msg] = messages_about(emulator, f"under {leaf}")
+
+    # The slow replica takes the next sweep and reads the fleet: 32 nodes down. Then it stalls.
+    await next_interval(fast.bot)
+    stalled = alerting(slow.bot)
+    paused = PausedAfterRead(fleet_of(slow.bot))
+    stalled.triage = replace(stalled.triage, metrics=paused)
+    sweep = asyncio.create_task(stalled.sweep_once())
+    await asyncio.wait_for(paused.read_done.wait(), 10)
+    # Meanwhile a node is mended, the interval passes and the other replica sweeps.
+    for r in (slow, fast):
+        fleet_of(r.bot).heal(nodes[0])
+    await next_interval(fast.bot)
+    done = await alerting(fast.bot).sweep_once()
+    assert done is not None and done.changes[Change.RESOLVED_MEMBER] == 1
+    # The stalled sweep wakes with a fence that is no longer the lock's: its stale "32 down"
+    # (which would fire the mended node again) is refused, not written.
+    paused.go_on.set()
+    with pytest.raises(FenceLost):
+        await sweep
+    await settle(fast)
+    group = await stalled.store.group(f"{FaultKind.IB_LINK_DOWN.value}|leaf_switch|{leaf}")
+    assert group is not None and {a.node for a in group.firing} == set(nodes[1:])
+    assert f"*{len(nodes) - 1}* firing, *1* resolved" in json.dumps(
+        emulator.message(CHANNEL, msg["ts"])["blocks"]
+    )
+    assert len(messages_about(emulator, f"under {leaf}")) == 1
 
 
 async def test_checks_that_could_not_run_never_resolve_their_alerts(
