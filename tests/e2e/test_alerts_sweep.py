@@ -99,15 +99,16 @@ async def test_a_sweep_turns_a_leaf_switch_outage_into_one_message(
     groups = await store.groups(await store.open_ids())
     outage = groups[f"{FaultKind.IB_LINK_DOWN.value}|leaf_switch|{leaf}"]
     assert outage.nodes == tuple(sorted(nodes))
-    assert all(a.source is AlertSource.SWEEP and a.status is AlertStatus.FIRING
-               for a in outage.alerts)  # fmt: skip
+    assert {(a.source, a.status) for a in outage.alerts} == {
+        (AlertSource.SWEEP, AlertStatus.FIRING)
+    }
     # 32 nodes down under one switch: one message, not 32; and one message for each group.
     [msg] = messages_about(emulator, f"under {leaf}")
     assert f"{FaultKind.IB_LINK_DOWN.value} on {len(nodes)} nodes under {leaf}" in header(msg)
     assert validate_blocks(msg["blocks"]) == []
     assert done.changes[Change.NEW_GROUP] == len(groups) >= 2  # the seed's own fault too
     assert len(top_level(emulator)) == len(groups) == len(emulator.calls_to("chat.postMessage"))
-    assert {g.ts for g in groups.values()} == {m["ts"] for m in top_level(emulator)}
+    assert {g.ts for g in groups.values()} == {msg["ts"] for msg in top_level(emulator)}
 
     # The next interval finds the same faults: nothing changes, nothing is posted again.
     calls = len(emulator.calls)
