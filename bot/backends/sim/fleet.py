@@ -675,6 +675,23 @@ class SimFleet:
             for n in nodes
         )
 
+    def heal(self, node: str, kind: FaultKind | str | None = None) -> tuple[InjectedFault, ...]:
+        """Repair ``node``: its injected faults (only those of ``kind``, when given) are gone, as
+        after a part swap or a reboot that mended it. The fleet then shows no trace of them,
+        counter history included, so the next health read finds the node clean. Returns what was
+        removed (empty when there was nothing); KeyError for a node the fleet does not have."""
+        index = self.topology.index(node)
+        wanted = None if kind is None else FaultKind(kind)
+        kept: list[Placed] = []
+        gone: list[Placed] = []
+        for placed in self.placed:
+            hit = placed.node == index and wanted in (None, placed.fault.kind)
+            (gone if hit else kept).append(placed)
+        if gone:
+            self.placed = kept
+            self._changed()
+        return tuple(p.fault for p in gone)
+
     def inject_straggler(
         self,
         job_id: str,
