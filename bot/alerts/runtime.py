@@ -55,6 +55,7 @@ class Alerting:
     _fence: Fence | None = None
     # Thread lines were waiting at the last pass: the next one looks even with nothing queued.
     _replies_waiting: bool = False
+    _led_at: datetime | None = None
     _auto_tried: set[tuple[str, str]] = field(default_factory=set)
 
     # ingest -----------------------------------------------------------------------------------
@@ -115,9 +116,12 @@ class Alerting:
             return self._fence
         self._fence = await self.store.acquire(NOTIFY_LOCK, LOCK_TTL_MS)
         if self._fence is not None:
-            # A new leader knows nothing of the last one's calls or what its summaries show.
+            # A new leader knows nothing of the last one's calls or what its summaries show:
+            # it takes every channel as called just now, so the old leader's last call and its
+            # first are still a second apart.
             self.last_call_at.clear()
             self.storm_shown.clear()
+            self._led_at = self.clock()
         return self._fence
 
     def _routed(self, group: AlertGroup, now: datetime) -> AlertGroup | None:
@@ -154,14 +158,19 @@ class Alerting:
         ]
         replies = {g.key.id: g.replies for g in (*everyone, *dirty) if g.replies}
         self._replies_waiting = bool(replies)
+        called = dict(self.last_call_at)
+        if self._led_at is not None:
+            for g in (*dirty, *everyone):
+                called.setdefault(g.channel, self._led_at)
         steps = notify.plan(
-            dirty, now, self.last_call_at, self.cfg,
+            dirty, now, called, self.cfg,
             open_groups=everyone, replies=replies, storm_digest_shown=self.storm_shown,
         )  # fmt: skip
         calls = 0
         for step in steps:
-            self.last_call_at[step.channel] = now
             calls += await self._run_step(step, fence, seen)
+            # From the call's end: a slow call must not let the next one arrive within 1 s.
+            self.last_call_at[step.channel] = self.clock()
         if self.cfg.auto_drain_causes:
             await self._auto_drain(dirty, now, fence)
         return calls
