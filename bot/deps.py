@@ -15,6 +15,8 @@ from bot.usermap import UserMap
 
 if TYPE_CHECKING:
     from bot.alerts.runtime import Alerting
+    from bot.highlights.runtime import DigestRunner
+    from bot.highlights.service import Highlights
 
 
 @dataclass
@@ -27,3 +29,5 @@ class Deps:
     authz: Authorizer
     users: UserMap
     alerting: Alerting | None = None  # None without Redis: alerts need shared state
+    highlights: Highlights | None = None  # None without Redis, likewise
+    digest: DigestRunner | None = None

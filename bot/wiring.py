@@ -10,6 +10,7 @@ from pydantic import BaseModel, ValidationError
 from bot.alerts.config import AlertsConfig
 from bot.backends.prometheus import PrometheusInventory, PrometheusMetrics
 from bot.config import ConfigError, Settings
+from bot.highlights.config import HighlightsConfig
 from bot.scheduler import Scheduler
 from bot.triage.checks import HealthConfig
 from bot.triage.service import Triage
@@ -21,7 +22,10 @@ M = TypeVar("M", bound=BaseModel)
 
 def _section(settings: Settings, key: str, model: type[M]) -> M:
     """One section of MEOWBOT_CONFIG, validated, with its first error in a sentence."""
-    raw: Any = settings.extra.get(key, {})
+    return _validated(key, settings.extra.get(key, {}), model)
+
+
+def _validated(key: str, raw: Any, model: type[M]) -> M:
     try:
         return model.model_validate(raw or {})
     except ValidationError as exc:
@@ -42,6 +46,26 @@ def straggler_config(settings: Settings) -> StragglerConfig:
 
 def alerts_config(settings: Settings) -> AlertsConfig:
     return AlertsConfig.from_settings(settings)
+
+
+def highlights_config(settings: Settings) -> HighlightsConfig:
+    """`highlights:` of MEOWBOT_CONFIG, with the three environment names on top."""
+    raw: Any = settings.extra.get("highlights", {}) or {}
+    if not isinstance(raw, dict):
+        raise ConfigError("MEOWBOT_CONFIG's highlights must be a mapping.")
+    for name in ("emoji", "schedule", "digest_channel"):
+        if name in raw:
+            raise ConfigError(
+                f"MEOWBOT_CONFIG's highlights.{name} is set in the environment instead "
+                "(MEOWBOT_HIGHLIGHT_EMOJI, MEOWBOT_DIGEST_SCHEDULE, MEOWBOT_DIGEST_CHANNEL)."
+            )
+    merged = {
+        **raw,
+        "emoji": settings.highlight_emoji,
+        "schedule": settings.digest_schedule,
+        "digest_channel": settings.digest_channel,
+    }
+    return _validated("highlights", merged, HighlightsConfig)
 
 
 def make_scheduler(settings: Settings) -> Scheduler | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from slack_bolt.async_app import AsyncApp
 
 from bot.deps import Deps
-from handlers import actions, alerts, commands, events, home, jobslow, views
+from handlers import actions, alerts, commands, events, highlights, home, jobslow, views
 from handlers.registry import Registered, Registry
 
 
@@ -16,6 +16,7 @@ def register(app: AsyncApp, deps: Deps) -> Registered:
     actions.register(reg, deps)
     alerts.register(reg, deps)
     jobslow.register(reg, deps)
+    highlights.register(reg, deps)
     views.register(reg, deps)
     home.register(reg, deps)
     return reg.registered

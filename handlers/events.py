@@ -15,6 +15,10 @@ log = logging.getLogger(__name__)
 
 # Slack retries for up to about an hour and a half; keep the claim a little longer.
 EVENT_CLAIM_TTL_S = 2 * 3600
+# Events whose handling is idempotent by itself and claims the delivery in the same atomic
+# write as its effect (bot/backends/highlight_store.py): claiming here first would lose the
+# event if Redis failed between the claim and the write.
+SELF_DEDUPLICATING = frozenset({"reaction_added", "reaction_removed", "message"})
 
 
 def dedup_middleware(
@@ -27,7 +31,7 @@ def dedup_middleware(
         next: Callable[[], Awaitable[None]],
     ) -> BoltResponse | None:
         event_id = body.get("event_id") if body.get("type") == "event_callback" else None
-        if not event_id:
+        if not event_id or (body.get("event") or {}).get("type") in SELF_DEDUPLICATING:
             await next()
             return response
         team = str(body.get("team_id", ""))

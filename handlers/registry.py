@@ -61,9 +61,14 @@ class Registry:
         self.registered.actions.add(action_id)
         self.app.action(action_id)(self._tracked(listener))
 
-    def event(self, event_type: str, listener: Listener) -> None:
+    def event(
+        self, event_type: str, listener: Listener, *, before_ack: Listener | None = None
+    ) -> None:
+        """`before_ack` is listener middleware: it runs before Slack gets its 200 (Bolt answers
+        500 if it raises, so Slack retries), for work that must be done before the ack."""
         self.registered.events.add(event_type)
-        self.app.event(event_type)(self._tracked(listener))
+        middleware = [before_ack] if before_ack is not None else None
+        self.app.event(event_type, middleware=middleware)(self._tracked(listener))
 
     def view(self, callback_id: str, listener: Listener) -> None:
         self.registered.views.add(callback_id)
