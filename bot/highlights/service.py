@@ -17,7 +17,7 @@ from bot.highlights import privacy
 from bot.highlights.config import HighlightsConfig
 from bot.highlights.digest import Digest, build_digest
 from bot.highlights.excerpt import excerpt
-from bot.highlights.models import ChannelInfo, Highlight, Reaction
+from bot.highlights.models import ChannelInfo, Highlight, MessageInfo, Reaction
 from bot.highlights.ports import Directory, HighlightStore, Reacted
 from bot.highlights.rules import is_tracked
 from bot.highlights.schedule import Week
@@ -69,8 +69,11 @@ class Highlights:
 
     # recording -----------------------------------------------------------------------------
 
-    async def record(self, r: Reaction) -> Recorded:
-        """Applies one reaction; raises when a store or Slack failure deserves a retry."""
+    async def record(self, r: Reaction, *, first_tagged_at: datetime | None = None) -> Recorded:
+        """Applies one reaction; raises when a store or Slack failure deserves a retry.
+
+        `first_tagged_at` is for the backfill, which knows when a message was posted but not
+        when it was first tagged: the post's time stands in for it."""
         cfg = self.cfg
         if not is_tracked(r.emoji, cfg.emoji):
             return Recorded(Outcome.NOT_TRACKED)
@@ -87,7 +90,9 @@ class Highlights:
             author = await self.directory.person(r.author)
             if author is not None and author.is_bot:
                 return Recorded(Outcome.BOT)
-        done = await self.store.react(r, threshold=cfg.threshold, now=self.clock())
+        done = await self.store.react(
+            r, threshold=cfg.threshold, now=self.clock(), first_tagged_at=first_tagged_at
+        )
         if done.duplicate:
             return Recorded(Outcome.DUPLICATE, done)
         if done.gone:
@@ -108,12 +113,16 @@ class Highlights:
         msg = await self.directory.message(channel, ts)
         if msg is None:
             return False
+        return await self.enrich_from(team, msg)
+
+    async def enrich_from(self, team: str, msg: MessageInfo) -> bool:
+        """As `enrich`, with the message already at hand (the backfill read it)."""
         if msg.is_bot and not self.cfg.include_bot_messages:
-            await self.store.delete(team, channel, ts)
+            await self.store.delete(team, msg.channel, msg.ts)
             return False
-        link = await self.directory.permalink(channel, ts)
+        link = await self.directory.permalink(msg.channel, msg.ts)
         return await self.store.enrich(
-            team, channel, ts,
+            team, msg.channel, msg.ts,
             thread_ts=msg.thread_ts if msg.thread_ts != msg.ts else None,
             author=msg.author, excerpt=await self.excerpt_of(msg.text), permalink=link or "",
         )  # fmt: skip
