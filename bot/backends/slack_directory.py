@@ -55,6 +55,9 @@ class TtlCache(Generic[T]):
                 self._items.clear()
         self._items[k] = (time.monotonic() + self.ttl_s, value)
 
+    def clear(self) -> None:
+        self._items.clear()
+
 
 def _error(exc: SlackApiError) -> str:
     return str(exc.response.get("error", "unknown_error"))
@@ -88,11 +91,18 @@ class HistoryPage:
 
 
 class SlackDirectory:
+    page_size = 200  # messages a history page (Slack allows up to 999; 200 is its advice)
+
     def __init__(self, client: AsyncWebClient, *, channel_cache_s: float = 600.0) -> None:
         self.client = client
         self._channels: TtlCache[ChannelInfo | None] = TtlCache(channel_cache_s)
         self._people: TtlCache[Person | None] = TtlCache(PERSON_CACHE_S)
         self._team: str | None = None
+
+    def clear_cache(self) -> None:
+        """Forget what was learnt of channels and people (they are read again on next use)."""
+        self._channels.clear()
+        self._people.clear()
 
     async def team(self) -> str:
         if self._team is None:
@@ -176,10 +186,10 @@ class SlackDirectory:
                 return
 
     async def history(
-        self, channel: str, *, oldest: float, cursor: str | None, limit: int = 200
+        self, channel: str, *, oldest: float, cursor: str | None
     ) -> HistoryPage:
         resp = await self.client.conversations_history(
-            channel=channel, oldest=f"{oldest:.6f}", cursor=cursor, limit=limit
+            channel=channel, oldest=f"{oldest:.6f}", cursor=cursor, limit=self.page_size
         )
         nxt = (resp.get("response_metadata") or {}).get("next_cursor") or None
         return HistoryPage(list(resp["messages"]), nxt if resp.get("has_more") else None)

@@ -111,9 +111,9 @@ def render_stats(stats: Stats, names: Names, *, emoji: str, zone: ZoneInfo) -> S
         message.section(f"No highlights recorded yet. React with :{emoji}: to what inspires you.")
         return message.build()
     since = stats.first_at.astimezone(zone)
+    noun = "highlight" if stats.total == 1 else "highlights"
     message.section(
-        f"{bold(f'{stats.total:,}')} highlights since {since:%Y-%m}, "
-        f"{stats.per_week:.1f} a week"
+        f"{bold(f'{stats.total:,}')} {noun} since {since:%Y-%m}, {stats.per_week:.1f} a week"
     )
     recent = stats.weeks[-8:]
     message.fields(
