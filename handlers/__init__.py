@@ -12,11 +12,12 @@ from handlers.registry import Registered, Registry
 def register(app: AsyncApp, deps: Deps) -> Registered:
     app.use(events.dedup_middleware(deps))
     reg = Registry(app, deps.inflight)
+    # First: Bolt tries listeners in order on every request, and reaction events are the bulk.
+    highlights.register(reg, deps)
     commands.register(reg, deps)
     actions.register(reg, deps)
     alerts.register(reg, deps)
     jobslow.register(reg, deps)
-    highlights.register(reg, deps)
     views.register(reg, deps)
     home.register(reg, deps)
     return reg.registered

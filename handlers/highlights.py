@@ -59,7 +59,7 @@ def reaction_of(body: dict[str, Any]) -> Reaction | None:
 
 def register(reg: Registry, deps: Deps) -> None:
     async def store_reaction(
-        body: dict[str, Any], context: dict[str, Any], next: Callable[[], Awaitable[None]]
+        body: dict[str, Any], context: Any, next: Callable[[], Awaitable[Any]]
     ) -> BoltResponse | None:
         hl = deps.highlights
         reaction = reaction_of(body)
@@ -86,7 +86,7 @@ def register(reg: Registry, deps: Deps) -> None:
             log.warning("could not read a highlighted message", exc_info=True)
 
     async def store_message_change(
-        body: dict[str, Any], next: Callable[[], Awaitable[None]]
+        body: dict[str, Any], context: Any, next: Callable[[], Awaitable[Any]]
     ) -> BoltResponse | None:
         hl = deps.highlights
         event = body.get("event") or {}

@@ -10,6 +10,8 @@ Keys, under `meowbot:<team>:hl:`:
   after a newer one changes nothing.
 - `time` (sorted set): `<channel>:<ts>` scored by first tagged at, for messages at the threshold:
   a week's digest is one ZRANGEBYSCORE.
+- `authors` (hash): `<channel>:<ts>` -> author, so stats over years need two reads, not one a
+  highlight.
 - `gone:<channel>:<ts>`: a deleted message (or a bot's), so late reactions do not revive it.
 - `optout` (set of user ids), `digest:<channel>:<week>` (posting / posted:<ts>),
   `lock:<name>` and `fence:<name>` (bot/backends/locks.py).
@@ -57,6 +59,7 @@ end
 if n == 0 then
   redis.call('del', KEYS[2])
   redis.call('zrem', KEYS[4], ARGV[8])
+  redis.call('hdel', KEYS[6], ARGV[8])
   redis.call('expire', KEYS[3], ARGV[14])
   return {0, 0}
 end
@@ -70,6 +73,7 @@ if redis.call('exists', KEYS[2]) == 0 then
 end
 if ARGV[11] ~= '' and not redis.call('hget', KEYS[2], 'author') then
   redis.call('hset', KEYS[2], 'author', ARGV[11])
+  redis.call('hset', KEYS[6], ARGV[8], ARGV[11])
 end
 table.sort(users)
 redis.call('hset', KEYS[2], 'reactors', table.concat(users, ','), 'count', n)
@@ -85,7 +89,10 @@ _ENRICH = """
 if redis.call('exists', KEYS[1]) == 0 then return 0 end
 redis.call('hset', KEYS[1], 'excerpt', ARGV[1], 'permalink', ARGV[2])
 if ARGV[3] ~= '' then redis.call('hset', KEYS[1], 'thread_ts', ARGV[3]) end
-if ARGV[4] ~= '' then redis.call('hset', KEYS[1], 'author', ARGV[4]) end
+if ARGV[4] ~= '' then
+  redis.call('hset', KEYS[1], 'author', ARGV[4])
+  redis.call('hset', KEYS[2], ARGV[5], ARGV[4])
+end
 return 1
 """
 
@@ -101,6 +108,7 @@ _DELETE = """
 local had = redis.call('exists', KEYS[1])
 redis.call('del', KEYS[1], KEYS[2])
 redis.call('zrem', KEYS[3], ARGV[1])
+redis.call('hdel', KEYS[5], ARGV[1])
 redis.call('set', KEYS[4], '1', 'EX', ARGV[2])
 return had
 """
@@ -143,7 +151,7 @@ class RedisHighlightStore:
         t, m = r.team, f"{r.channel}:{r.ts}"
         claim = key(t, "event", r.event_id) if r.event_id else self._k(t, "noclaim")
         keys = [claim, self._k(t, "msg", m), self._k(t, "rx", m), self._k(t, "time"),
-                self._k(t, "gone", m)]  # fmt: skip
+                self._k(t, "gone", m), self._k(t, "authors")]  # fmt: skip
         args = [
             EVENT_CLAIM_TTL_S if r.event_id else 0,
             f"{r.user}|{r.emoji}",
@@ -178,9 +186,10 @@ class RedisHighlightStore:
         excerpt: str,
         permalink: str,
     ) -> bool:
+        m = f"{channel}:{ts}"
         done = await self._enrich(
-            keys=[self._k(team, "msg", f"{channel}:{ts}")],
-            args=[excerpt, permalink, thread_ts or "", author or ""],
+            keys=[self._k(team, "msg", m), self._k(team, "authors")],
+            args=[excerpt, permalink, thread_ts or "", author or "", m],
         )
         return bool(done)
 
@@ -193,7 +202,7 @@ class RedisHighlightStore:
     async def delete(self, team: str, channel: str, ts: str) -> bool:
         m = f"{channel}:{ts}"
         keys = [self._k(team, "msg", m), self._k(team, "rx", m), self._k(team, "time"),
-                self._k(team, "gone", m)]  # fmt: skip
+                self._k(team, "gone", m), self._k(team, "authors")]  # fmt: skip
         return bool(await self._delete(keys=keys, args=[m, GONE_TTL_S]))
 
     # reading -------------------------------------------------------------------------------
@@ -237,6 +246,26 @@ class RedisHighlightStore:
 
     async def everything(self, team: str) -> list[Highlight]:
         return await self._load(team, list(await self.redis.zrange(self._k(team, "time"), 0, -1)))
+
+    async def index(self, team: str) -> list[Highlight]:
+        """Every highlight in brief (channel, ts, author, first tagged at; no reactors, excerpt
+        or link) from two reads, the time index and the authors hash: what stats need, for
+        years of highlights at once."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zrange(self._k(team, "time"), 0, -1, withscores=True)
+            pipe.hgetall(self._k(team, "authors"))
+            rows, authors = await pipe.execute()
+        out: list[Highlight] = []
+        for member, score in rows:
+            channel, _, ts = str(member).partition(":")
+            brief = Highlight.model_construct(
+                team=team, channel=channel, ts=ts, thread_ts=None,
+                author=authors.get(member, ""), reactors=frozenset(),
+                first_tagged_at=datetime.fromtimestamp(float(score), UTC),
+                excerpt="", permalink="",
+            )  # fmt: skip
+            out.append(brief)
+        return out
 
     # people ----------------------------------------------------------------------------------
 

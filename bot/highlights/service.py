@@ -187,7 +187,7 @@ class Highlights:
         return digest, await self.names((h.author for h in shown), (h.channel for h in shown))
 
     async def stats(self, team: str, audience: str) -> tuple[Stats, Names]:
-        hs = await self.visible(team, await self.store.everything(team), audience, listing=False)
+        hs = await self.visible(team, await self.store.index(team), audience, listing=False)
         stats = build_stats(hs, self.clock(), self.cfg.schedule)
         named = await self.names(
             (u for u, _ in stats.top_authors), (c for c, _ in stats.top_channels)
