@@ -47,7 +47,7 @@ class DigestRunner:
         """Builds and posts one digest (the rest in its thread); None when an empty week is
         configured to post nothing."""
         cfg = self.hl.cfg
-        own_only = channel != cfg.digest_channel  # a private channel's own digest
+        own_only = channel in cfg.private_opt_in  # a private channel's own digest
         digest, names = await self.hl.digest(team, week, channel, own_only=own_only)
         if digest.empty and cfg.empty_week == "skip":
             return None

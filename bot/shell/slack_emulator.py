@@ -14,6 +14,10 @@ What it emulates (on 127.0.0.1, a free port, aiohttp):
   ``invalid_arguments`` with json-pointer messages like Slack does.
 * An in-memory workspace: channels, users, user groups, message history with threads and
   reactions, views, uploaded files, ephemeral messages.
+* What people do that Slack reports as events: ``react`` (a reaction added or removed),
+  ``edit_message`` and ``delete_message`` change the stored workspace and return the event
+  payload (``reaction_added`` / ``reaction_removed`` with ``item_user``, ``message_changed``,
+  ``message_deleted``) for the test to deliver, signed, to the bot.
 * ``response_url`` webhooks (bound optionally to a message, so ``replace_original`` and
   ``delete_original`` act on it) and the Socket Mode WebSocket protocol (hello, envelopes, acks,
   disconnect, ping/pong) as spoken by slack_sdk's ``SocketModeClient``.
