@@ -34,19 +34,29 @@ from bot.authz import Authorizer
 from bot.backends.alert_store import RedisAlertStore
 from bot.backends.alertmanager import AlertmanagerClient
 from bot.backends.checkpoint_dirs import scan_async
+from bot.backends.highlight_store import RedisHighlightStore
 from bot.backends.openai_compat import CheckpointServers
 from bot.backends.playground_store import MemoryPlaygroundStore, RedisPlaygroundStore
+from bot.backends.slack_directory import SlackDigestPoster, SlackDirectory
 from bot.backends.slack_poster import SlackPoster
 from bot.backends.state import MemoryStore, RedisStore
 from bot.config import Settings
 from bot.deps import Deps
+from bot.highlights.runtime import DigestRunner
+from bot.highlights.service import Highlights
 from bot.inflight import InFlight
 from bot.playground.service import Playground
 from bot.ports import StateStore
 from bot.telemetry import Telemetry
 from bot.triage.service import Triage
 from bot.usermap import UserMap
-from bot.wiring import alerts_config, make_triage, playground_config, user_mapping
+from bot.wiring import (
+    alerts_config,
+    highlights_config,
+    make_triage,
+    playground_config,
+    user_mapping,
+)
 from handlers import alertmanager
 from handlers import playground as playground_handlers
 from handlers.alertmanager import ALERTMANAGER_PATH
@@ -98,9 +108,12 @@ class Bot:
         self.socket_handler = AsyncSocketModeHandler(self.app, token.get_secret_value())
         await self.socket_handler.connect_async()  # type: ignore[no-untyped-call]
 
-    def start_background(self, *, sweep: bool = True) -> None:
-        """The alert notifier (and the passive sweep), the playground's watches: `meowbot run`
-        starts them; a test may."""
+    def start_background(self, *, sweep: bool = True, digest: bool = True) -> None:
+        """The alert notifier (and the passive sweep), the digest scheduler when a digest
+        channel is set, the playground's watches: `meowbot run` starts them; a test may."""
+        runner = self.deps.digest
+        if digest and runner is not None and runner.hl.cfg.digest_targets():
+            self.background.append(asyncio.create_task(runner.loop(self.stopping)))
         if self.deps.playground is not None:
             post = playground_handlers.watch_poster(self.client)
             self.background.append(
@@ -174,6 +187,17 @@ def make_playground(settings: Settings, store: StateStore) -> Playground | None:
     return Playground(cfg, CheckpointServers(), shared, scan_async)
 
 
+def make_highlights(
+    settings: Settings, store: StateStore, client: AsyncWebClient
+) -> tuple[Highlights, DigestRunner] | None:
+    cfg = highlights_config(settings)  # checked even without Redis: a wrong value stops start-up
+    if not isinstance(store, RedisStore):
+        return None  # reactions are counted across replicas: without Redis there is no count
+    directory = SlackDirectory(client, channel_cache_s=cfg.channel_cache_s)
+    hl = Highlights(RedisHighlightStore(store.redis), directory, cfg)
+    return hl, DigestRunner(hl, SlackDigestPoster(client), directory.team)
+
+
 def make_web_client(settings: Settings, session: aiohttp.ClientSession) -> AsyncWebClient:
     token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else None
     return AsyncWebClient(
@@ -213,6 +237,9 @@ async def create_bot(settings: Settings, *, store: StateStore | None = None) -> 
     )
     deps.alerting = make_alerting(settings, deps.store, client, deps.triage)
     deps.playground = make_playground(settings, deps.store)
+    highlights = make_highlights(settings, deps.store, client)
+    if highlights is not None:
+        deps.highlights, deps.digest = highlights
     registered = handlers.register(app, deps)
     web_app = app.web_app(path=SLACK_EVENTS_PATH, port=settings.port)
     web_app.router.add_post(ALERTMANAGER_PATH, alertmanager.receiver(deps))

@@ -60,10 +60,12 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand(
         name="/highlights",
         description="The :meow_party: highlights digest",
-        usage_hint="[last-week | stats | opt-out] | help",
+        usage_hint="[last-week | stats | opt-out | opt-in] | help",
         usage=(
             "`/highlights`: this week's highlights so far (only you see it)",
-            "`/highlights last-week`, `/highlights stats`, `/highlights opt-out`",
+            "`/highlights last-week`: the last complete week",
+            "`/highlights stats`: totals, top channels and authors, a chart of every week",
+            "`/highlights opt-out`, `/highlights opt-in`: whether your messages are shown",
         ),
         issue=7,
     ),

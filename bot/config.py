@@ -23,6 +23,9 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.highlights.rules import emoji_list
+from bot.highlights.schedule import DigestSchedule
+
 SLACK_DEFAULT_API_URL = "https://slack.com/api/"
 MAX_SIM_NODES = 50_000
 _FLEET_RE = re.compile(r"^sim(?::(\d+))?$")
@@ -61,6 +64,11 @@ EXPECTS: dict[str, str] = {
     "MEOWBOT_ALERT_CHANNEL": "a Slack channel id or name",
     "MEOWBOT_LOG_LEVEL": "one of debug, info, warning, error",
     "MEOWBOT_SWEEP_INTERVAL": "an integer number of seconds between 5 and 86400",
+    "MEOWBOT_DIGEST_CHANNEL": "a Slack channel id (C...) or name",
+    "MEOWBOT_DIGEST_SCHEDULE": (
+        "a weekday, a time and an IANA timezone, like 'fri 16:00 Europe/Berlin'"
+    ),
+    "MEOWBOT_HIGHLIGHT_EMOJI": "emoji names separated by commas, like 'meow_party,tada'",
 }
 
 
@@ -103,6 +111,9 @@ class Settings(BaseSettings):
     admins: str = Field("", alias="MEOWBOT_ADMINS")
     alert_channel: str | None = Field(None, alias="MEOWBOT_ALERT_CHANNEL")
     sweep_interval_s: int = Field(60, alias="MEOWBOT_SWEEP_INTERVAL", ge=5, le=86400)
+    digest_channel: str | None = Field(None, alias="MEOWBOT_DIGEST_CHANNEL")
+    digest_schedule: str = Field("fri 16:00 UTC", alias="MEOWBOT_DIGEST_SCHEDULE")
+    highlight_emoji: str = Field("meow_party", alias="MEOWBOT_HIGHLIGHT_EMOJI")
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", alias="MEOWBOT_LOG_LEVEL"
     )
@@ -157,6 +168,29 @@ class Settings(BaseSettings):
         if not m or (m.group(1) is not None and not 1 <= int(m.group(1)) <= MAX_SIM_NODES):
             raise ValueError("bad fleet")
         return v.strip()
+
+    @field_validator("digest_channel")
+    @classmethod
+    def _digest_channel(cls, v: str | None) -> str | None:
+        if v is None or not v.strip():
+            return None
+        if not re.fullmatch(r"#?[a-z0-9][a-z0-9._-]{0,79}|[CG][A-Z0-9]{2,}", v.strip()):
+            raise ValueError("bad channel")
+        return v.strip()
+
+    @field_validator("digest_schedule")
+    @classmethod
+    def _digest_schedule(cls, v: str) -> str:
+        DigestSchedule.parse(v)  # raises ValueError with the reason
+        return v.strip()
+
+    @field_validator("highlight_emoji")
+    @classmethod
+    def _highlight_emoji(cls, v: str) -> str:
+        names = emoji_list(v)
+        if not names or not all(re.fullmatch(r"[a-z0-9_+'\-]+", n) for n in names):
+            raise ValueError("bad emoji")
+        return ",".join(names)
 
     @field_validator("admins")
     @classmethod

@@ -15,6 +15,8 @@ from bot.usermap import UserMap
 
 if TYPE_CHECKING:
     from bot.alerts.runtime import Alerting
+    from bot.highlights.runtime import DigestRunner
+    from bot.highlights.service import Highlights
     from bot.playground.service import Playground
 
 
@@ -29,3 +31,5 @@ class Deps:
     users: UserMap
     alerting: Alerting | None = None  # None without Redis: alerts need shared state
     playground: Playground | None = None  # None without PLAYGROUND_ENDPOINTS
+    highlights: Highlights | None = None  # None without Redis, likewise
+    digest: DigestRunner | None = None

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ValidationError
 from bot.alerts.config import AlertsConfig
 from bot.backends.prometheus import PrometheusInventory, PrometheusMetrics
 from bot.config import ConfigError, Settings
+from bot.highlights.config import HighlightsConfig
 from bot.playground.config import PlaygroundConfig, parse_dirs, parse_endpoints
 from bot.scheduler import Scheduler
 from bot.triage.checks import HealthConfig
@@ -22,7 +23,10 @@ M = TypeVar("M", bound=BaseModel)
 
 def _section(settings: Settings, key: str, model: type[M]) -> M:
     """One section of MEOWBOT_CONFIG, validated, with its first error in a sentence."""
-    raw: Any = settings.extra.get(key, {})
+    return _validated(key, settings.extra.get(key, {}), model)
+
+
+def _validated(key: str, raw: Any, model: type[M]) -> M:
     try:
         return model.model_validate(raw or {})
     except ValidationError as exc:
@@ -55,14 +59,27 @@ def playground_config(settings: Settings) -> PlaygroundConfig:
         "endpoints": parse_endpoints(settings.playground_endpoints),
         "checkpoint_dirs": parse_dirs(settings.playground_checkpoint_dirs),
     }
-    try:
-        return PlaygroundConfig.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise ConfigError(
-            f"MEOWBOT_CONFIG's playground.{where} is wrong: {err['msg'].lower()}."
-        ) from None
+    return _validated("playground", data, PlaygroundConfig)
+
+
+def highlights_config(settings: Settings) -> HighlightsConfig:
+    """`highlights:` of MEOWBOT_CONFIG, with the three environment names on top."""
+    raw: Any = settings.extra.get("highlights", {}) or {}
+    if not isinstance(raw, dict):
+        raise ConfigError("MEOWBOT_CONFIG's highlights must be a mapping.")
+    for name in ("emoji", "schedule", "digest_channel"):
+        if name in raw:
+            raise ConfigError(
+                f"MEOWBOT_CONFIG's highlights.{name} is set in the environment instead "
+                "(MEOWBOT_HIGHLIGHT_EMOJI, MEOWBOT_DIGEST_SCHEDULE, MEOWBOT_DIGEST_CHANNEL)."
+            )
+    merged = {
+        **raw,
+        "emoji": settings.highlight_emoji,
+        "schedule": settings.digest_schedule,
+        "digest_channel": settings.digest_channel,
+    }
+    return _validated("highlights", merged, HighlightsConfig)
 
 
 def make_scheduler(settings: Settings) -> Scheduler | None:

@@ -5,13 +5,25 @@ from __future__ import annotations
 from slack_bolt.async_app import AsyncApp
 
 from bot.deps import Deps
-from handlers import actions, alerts, commands, events, home, jobslow, playground, views
+from handlers import (
+    actions,
+    alerts,
+    commands,
+    events,
+    highlights,
+    home,
+    jobslow,
+    playground,
+    views,
+)
 from handlers.registry import Registered, Registry
 
 
 def register(app: AsyncApp, deps: Deps) -> Registered:
     app.use(events.dedup_middleware(deps))
     reg = Registry(app, deps.inflight)
+    # First: Bolt tries listeners in order on every request, and reaction events are the bulk.
+    highlights.register(reg, deps)
     commands.register(reg, deps)
     actions.register(reg, deps)
     alerts.register(reg, deps)

@@ -10,7 +10,7 @@ from bot import router
 from bot.commands import COMMANDS
 from bot.deps import Deps
 from bot.render.blocks import SlackMessage
-from handlers import jobslow, playground
+from handlers import highlights, jobslow, playground
 from handlers.registry import Registry
 from handlers.reply import respond_message
 
@@ -51,6 +51,21 @@ def register(reg: Registry, deps: Deps) -> None:
                 channel=str(command.get("channel_id", "")),
                 trigger_id=str(command.get("trigger_id", "")),
                 private=private_pg,
+            )
+            return
+        if name == highlights.COMMAND and not router.is_help(text):
+
+            async def ephemeral(message: SlackMessage) -> None:
+                await respond_message(respond, message)
+
+            await highlights.run(
+                deps,
+                client,
+                text=text,
+                user_id=str(command.get("user_id", "")),
+                channel=str(command.get("channel_id", "")),
+                team=str(command.get("team_id", "")),
+                private=ephemeral,
             )
             return
         await respond_message(respond, await router.answer(name, text, deps.triage))

@@ -10,7 +10,7 @@ from bot import router
 from bot.deps import Deps
 from bot.render.blocks import SlackMessage
 from bot.render.palette import PALETTE_CALLBACK, parse_palette
-from handlers import jobslow
+from handlers import highlights, jobslow
 from handlers.registry import Registry
 from handlers.reply import post_message
 
@@ -37,6 +37,16 @@ def register(reg: Registry, deps: Deps) -> None:
             await jobslow.run(
                 deps, client, text=text, user_id=user_id, channel=user_id, private=private
             )
+            return
+        if name == highlights.COMMAND and not router.is_help(text):
+
+            async def to_dm(message: SlackMessage) -> None:
+                await post_message(client, user_id, message)
+
+            team = str((body.get("team") or {}).get("id") or body["user"].get("team_id") or "")
+            # The answer goes to the DM, so it is filtered for the DM: public highlights only.
+            await highlights.run(deps, client, text=text, user_id=user_id, channel=user_id,
+                                 team=team, private=to_dm)  # fmt: skip
             return
         await post_message(client, user_id, await router.answer(name, text, deps.triage))
 

@@ -24,6 +24,9 @@ import redis.asyncio as aioredis
 from redis.exceptions import WatchError
 
 from bot.alerts.models import AlertGroup
+from bot.backends.locks import Fence as Fence
+from bot.backends.locks import FenceLost as FenceLost
+from bot.backends.locks import RedisLocks
 from bot.backends.state import key
 
 T = TypeVar("T")
@@ -34,14 +37,6 @@ RESOLVED_TTL_S = 7 * 86400  # a resolved group is kept (and shown resolved) for 
 # person resumed the node is drained again, but not on every pass of the notifier.
 AUTO_DRAIN_MEMORY_S = 6 * 3600
 
-# Deletes the lock only when it is still ours, and extends it likewise.
-_RELEASE = (
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
-)
-_RENEW = (
-    "if redis.call('get', KEYS[1]) == ARGV[1] then "
-    "return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0"
-)
 # Queues a group with the next change number: a counter shared by every replica, so "changed
 # since it was read" never depends on clocks that differ between machines.
 _QUEUE = "return redis.call('zadd', KEYS[1], redis.call('incr', KEYS[2]), ARGV[1])"
@@ -52,16 +47,6 @@ _CLEAN = (
     "return redis.call('zrem', KEYS[1], ARGV[1]) end "
     "return 0"
 )
-
-
-class FenceLost(Exception):
-    """The lock this write was made under is no longer ours: the write did not happen."""
-
-
-@dataclass(frozen=True)
-class Fence:
-    name: str
-    token: str
 
 
 @dataclass(frozen=True)
@@ -78,6 +63,9 @@ class RedisAlertStore:
         # the replies here are decoded strings (decode_responses), checked where they matter.
         self.redis: Any = redis
         self.team = team
+        self.locks = RedisLocks(
+            redis, lambda name: self._k("lock", name), lambda name: self._k("fence", name)
+        )
 
     def _k(self, *parts: str) -> str:
         return key(self.team, "alerts", *parts)
@@ -182,17 +170,13 @@ class RedisAlertStore:
     # locks with fencing tokens -----------------------------------------------------------------
 
     async def acquire(self, name: str, ttl_ms: int) -> Fence | None:
-        token = str(await self.redis.incr(self._k("fence", name)))
-        if await self.redis.set(self._k("lock", name), token, nx=True, px=ttl_ms):
-            return Fence(name, token)
-        return None
+        return await self.locks.acquire(name, ttl_ms)
 
     async def renew(self, fence: Fence, ttl_ms: int) -> bool:
-        kept = await self.redis.eval(_RENEW, 1, self._k("lock", fence.name), fence.token, ttl_ms)
-        return bool(kept)
+        return await self.locks.renew(fence, ttl_ms)
 
     async def release(self, fence: Fence) -> None:
-        await self.redis.eval(_RELEASE, 1, self._k("lock", fence.name), fence.token)
+        await self.locks.release(fence)
 
     # audit, drains, confirmations ----------------------------------------------------------------
 

@@ -7,6 +7,7 @@ import time
 import redis.asyncio as aioredis
 
 KEY_PREFIX = "meowbot"
+MAX_CONNECTIONS = 64
 
 
 def key(team_id: str, *parts: str) -> str:
@@ -20,13 +21,19 @@ class RedisStore:
     def __init__(self, url: str, *, timeout_s: float = 2.0) -> None:
         # The client is made lazily inside the running loop by redis-py itself; creating the
         # object opens no connection.
-        self.redis: aioredis.Redis = aioredis.Redis.from_url(
+        # A blocking pool: a burst of events beyond the pool waits up to timeout_s for a
+        # connection, where redis-py's default pool (100) refuses at once (MaxConnectionsError,
+        # a 500 to Slack for every event past it).
+        pool = aioredis.BlockingConnectionPool.from_url(
             url,
+            max_connections=MAX_CONNECTIONS,
+            timeout=timeout_s,
             socket_timeout=timeout_s,
             socket_connect_timeout=timeout_s,
             decode_responses=True,
             health_check_interval=30,
         )
+        self.redis: aioredis.Redis = aioredis.Redis.from_pool(pool)
 
     async def claim(self, team_id: str, kind: str, key_: str, ttl_s: int) -> bool:
         # SET NX is the idempotency primitive: Slack retries deliveries up to three times.

@@ -26,9 +26,9 @@ from typing import Final
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, MultipleLocator
+from matplotlib.ticker import FuncFormatter, MaxNLocator, MultipleLocator
 
-__all__ = ["MAX_BYTES", "NodeValue", "job_chart"]
+__all__ = ["MAX_BYTES", "NodeValue", "highlights_chart", "job_chart"]
 
 MAX_BYTES: Final = 1_000_000  # our budget per upload; the thread stays quick to load
 WIDTH_IN, HEIGHT_IN, DPI = 12.0, 8.0, 100  # 1200 x 800 px
@@ -259,3 +259,35 @@ def _node_panel(
     else:
         ax.set_xlabel("node rank (job order)", color=TEXT)
     _legend(ax)
+
+
+HIGHLIGHT_COLOUR: Final = "#E69F00"  # Okabe-Ito orange
+
+
+def highlights_chart(weeks: Sequence[tuple[datetime, int]], *, title: str) -> bytes:
+    """Highlights per week as PNG bytes (bars at each week's end), under MAX_BYTES."""
+    fig = Figure(figsize=(WIDTH_IN, 4.5), facecolor=BACKGROUND, layout="constrained")
+    FigureCanvasAgg(fig)
+    fig.suptitle(title, color=TEXT, fontsize=14)
+    ax = fig.subplots()
+    _style(ax)
+    if not weeks:
+        _empty(ax, "no highlights yet")
+    else:
+        xs = [end.timestamp() for end, _ in weeks]
+        ax.bar(xs, [n for _, n in weeks], width=6 * 86400, color=HIGHLIGHT_COLOUR, align="edge")
+        ax.set_xlim(xs[0] - 7 * 86400, xs[-1] + 7 * 86400)
+        span_days = (xs[-1] - xs[0]) / 86400
+        step = next((d for d in (7, 14, 28, 91, 182, 365) if span_days / d <= 12), 730)
+        ax.xaxis.set_major_locator(MultipleLocator(step * 86400))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _p: _utc(x).strftime("%d %b\n%Y")))
+        ax.set_ylabel("highlights a week", color=TEXT)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    png = b""
+    for dpi in (DPI, *FALLBACK_DPIS):
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=dpi, facecolor=BACKGROUND, metadata={"Software": None})
+        png = buf.getvalue()
+        if len(png) < MAX_BYTES:
+            break
+    return png

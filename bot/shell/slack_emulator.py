@@ -14,6 +14,10 @@ What it emulates (on 127.0.0.1, a free port, aiohttp):
   ``invalid_arguments`` with json-pointer messages like Slack does.
 * An in-memory workspace: channels, users, user groups, message history with threads and
   reactions, views, uploaded files, ephemeral messages.
+* What people do that Slack reports as events: ``react`` (a reaction added or removed),
+  ``edit_message`` and ``delete_message`` change the stored workspace and return the event
+  payload (``reaction_added`` / ``reaction_removed`` with ``item_user``, ``message_changed``,
+  ``message_deleted``) for the test to deliver, signed, to the bot.
 * ``response_url`` webhooks (bound optionally to a message, so ``replace_original`` and
   ``delete_original`` act on it) and the Socket Mode WebSocket protocol (hello, envelopes, acks,
   disconnect, ping/pong) as spoken by slack_sdk's ``SocketModeClient``.
@@ -1186,6 +1190,78 @@ class SlackEmulator:
             "event_context": f"4-{secrets.token_hex(8)}",
         }
 
+    # user actions that Slack reports as events -------------------------------------------
+
+    def react(
+        self, channel: str, ts: str, user: str, name: str, *, remove: bool = False
+    ) -> dict[str, Any]:
+        """``user`` adds (or removes) reaction ``name`` on a stored message, as in Slack's
+        client; returns the ``reaction_added`` / ``reaction_removed`` event payload Slack would
+        deliver for it (the emulator does not deliver events itself)."""
+        msg = self._find_message(channel, ts)
+        reactions = msg.setdefault("reactions", [])
+        entry = next((r for r in reactions if r["name"] == name), None)
+        if remove:
+            if entry is not None and user in entry["users"]:
+                entry["users"].remove(user)
+                entry["count"] -= 1
+                if entry["count"] <= 0:
+                    reactions.remove(entry)
+        else:
+            if entry is None:
+                entry = {"name": name, "users": [], "count": 0}
+                reactions.append(entry)
+            if user not in entry["users"]:
+                entry["users"].append(user)
+                entry["count"] += 1
+        if not reactions:
+            msg.pop("reactions", None)
+        event: dict[str, Any] = {
+            "type": "reaction_removed" if remove else "reaction_added",
+            "user": user,
+            "reaction": name,
+            "item": {"type": "message", "channel": channel, "ts": ts},
+            "event_ts": self._next_ts(),
+        }
+        if msg.get("user"):
+            event["item_user"] = msg["user"]
+        return self.event_payload(event)
+
+    def edit_message(self, channel: str, ts: str, text: str) -> dict[str, Any]:
+        """A person edits a stored message; returns the ``message_changed`` event payload."""
+        msg = self._find_message(channel, ts)
+        previous = copy.deepcopy(msg)
+        msg["text"] = text
+        msg["edited"] = {"user": msg.get("user", ""), "ts": self._next_ts()}
+        event = {
+            "type": "message",
+            "subtype": "message_changed",
+            "channel": channel,
+            "hidden": True,
+            "message": self._render_message(channel, msg),
+            "previous_message": previous,
+            "event_ts": msg["edited"]["ts"],
+            "ts": msg["edited"]["ts"],
+        }
+        return self.event_payload(event)
+
+    def delete_message(self, channel: str, ts: str) -> dict[str, Any]:
+        """A person deletes a stored message; returns the ``message_deleted`` event payload."""
+        msg = self._find_message(channel, ts)
+        self._messages[channel].remove(msg)
+        now = self._next_ts()
+        event = {
+            "type": "message",
+            "subtype": "message_deleted",
+            "channel": channel,
+            "hidden": True,
+            "deleted_ts": ts,
+            "previous_message": msg,
+            "event_ts": now,
+            "ts": now,
+        }
+        return self.event_payload(event)
+
     # Socket Mode ---------------------------------------------------------------------------
 
     async def socket_send(
@@ -1761,11 +1837,11 @@ class SlackEmulator:
         ]
         selected = [m for m in reversed(top_level) if in_range(_ts_us(m["ts"]))]
         page, rest = selected[:limit], selected[limit:]
-        result: dict[str, Any] = {
-            "messages": [self._render_message(ch.id, m) for m in page],
-            "has_more": bool(rest),
-            "pin_count": 0,
-        }
+        messages = [self._render_message(ch.id, m) for m in page]
+        if not _truthy(args.get("include_all_metadata")):
+            for m in messages:  # Slack shows message metadata only when asked for it
+                m.pop("metadata", None)
+        result: dict[str, Any] = {"messages": messages, "has_more": bool(rest), "pin_count": 0}
         if rest:
             result["response_metadata"] = {"next_cursor": _encode_cursor("next_ts", rest[0]["ts"])}
         return result

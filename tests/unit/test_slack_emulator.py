@@ -579,3 +579,32 @@ async def test_multipart_upload_and_republishing_home(
     first = await client.views_publish(user_id="U0ADMIN", view=home)
     again = await client.views_publish(user_id="U0ADMIN", view=home, hash=first["view"]["hash"])
     assert again["view"]["id"] == first["view"]["id"]
+
+
+async def test_people_reacting_editing_deleting_and_metadata_on_request(
+    emu: SlackEmulator, client: AsyncWebClient
+) -> None:
+    emu.add_message("C0GENERAL", ts="1733150000.000100", text="hi", user="U0USER")
+    added = emu.react("C0GENERAL", "1733150000.000100", "U0ADMIN", "meow_party::skin-tone-2")
+    event = added["event"]
+    assert event["type"] == "reaction_added" and event["item_user"] == "U0USER"
+    assert event["item"] == {"type": "message", "channel": "C0GENERAL", "ts": "1733150000.000100"}
+    got = await client.reactions_get(channel="C0GENERAL", timestamp="1733150000.000100")
+    assert got["message"]["reactions"][0]["users"] == ["U0ADMIN"]
+    removed = emu.react("C0GENERAL", "1733150000.000100", "U0ADMIN", "meow_party::skin-tone-2",
+                        remove=True)  # fmt: skip
+    assert removed["event"]["type"] == "reaction_removed"
+    assert "reactions" not in emu.message("C0GENERAL", "1733150000.000100")
+    changed = emu.edit_message("C0GENERAL", "1733150000.000100", "hello")["event"]
+    assert changed["subtype"] == "message_changed" and changed["message"]["text"] == "hello"
+    deleted = emu.delete_message("C0GENERAL", "1733150000.000100")["event"]
+    assert deleted["subtype"] == "message_deleted" and deleted["deleted_ts"] == "1733150000.000100"
+    with pytest.raises(SlackApiError) as gone:
+        await client.chat_getPermalink(channel="C0GENERAL", message_ts="1733150000.000100")
+    assert gone.value.response["error"] == "message_not_found"
+    meta = {"event_type": "meowbot_digest", "event_payload": {"week": "2026-12-04"}}
+    await client.chat_postMessage(channel="C0GENERAL", text="digest", metadata=meta)
+    plain = await client.conversations_history(channel="C0GENERAL")
+    assert "metadata" not in plain["messages"][0]
+    full = await client.conversations_history(channel="C0GENERAL", include_all_metadata=True)
+    assert full["messages"][0]["metadata"] == meta

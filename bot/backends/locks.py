@@ -1,0 +1,69 @@
+"""Redis locks with fencing tokens, shared by the scheduled jobs (alert notifier, sweep, digest).
+
+`acquire` takes a token from a counter that only grows, then sets the lock to it with NX and a
+TTL. A write made on behalf of the holder WATCHes the lock and checks the token in the same
+transaction (`fenced_set`), so a holder that was paused past its TTL cannot overwrite what the
+next holder wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+# Deletes the lock only when it is still ours, and extends it likewise.
+_RELEASE = (
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
+)
+_RENEW = (
+    "if redis.call('get', KEYS[1]) == ARGV[1] then "
+    "return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0"
+)
+
+
+class FenceLost(Exception):
+    """The lock this write was made under is no longer ours: the write did not happen."""
+
+
+@dataclass(frozen=True)
+class Fence:
+    name: str
+    token: str
+
+
+class RedisLocks:
+    """Locks named within one key space: `lock_key(name)` holds the token, `fence_key(name)`
+    the counter tokens are drawn from."""
+
+    def __init__(
+        self, redis: Any, lock_key: Callable[[str], str], fence_key: Callable[[str], str]
+    ) -> None:
+        self.redis = redis
+        self.lock_key = lock_key
+        self.fence_key = fence_key
+
+    async def acquire(self, name: str, ttl_ms: int) -> Fence | None:
+        token = str(await self.redis.incr(self.fence_key(name)))
+        if await self.redis.set(self.lock_key(name), token, nx=True, px=ttl_ms):
+            return Fence(name, token)
+        return None
+
+    async def renew(self, fence: Fence, ttl_ms: int) -> bool:
+        kept = await self.redis.eval(_RENEW, 1, self.lock_key(fence.name), fence.token, ttl_ms)
+        return bool(kept)
+
+    async def release(self, fence: Fence) -> None:
+        await self.redis.eval(_RELEASE, 1, self.lock_key(fence.name), fence.token)
+
+    async def fenced_set(
+        self, fence: Fence, key: str, value: str, *, ex: int | None = None
+    ) -> None:
+        """SET key value, only while `fence` still holds its lock (else FenceLost)."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            await pipe.watch(self.lock_key(fence.name))
+            if await pipe.get(self.lock_key(fence.name)) != fence.token:
+                raise FenceLost(fence.name)
+            pipe.multi()
+            pipe.set(key, value, ex=ex)
+            await pipe.execute()

@@ -1,0 +1,112 @@
+"""The ports the highlights take; bot/backends/ implements them (Redis, Slack's Web API)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from bot.highlights.models import ChannelInfo, Highlight, MessageInfo, Person, Reaction
+
+
+@dataclass(frozen=True)
+class Reacted:
+    """What one reaction did to the stored message."""
+
+    count: int  # distinct people reacting now
+    created: bool  # this reaction created the record: its caller fetches excerpt and link
+    duplicate: bool = False  # the delivery was seen before: nothing changed
+    gone: bool = False  # the message was deleted (or is a bot's): nothing recorded
+
+
+class Fence(Protocol):
+    name: str
+    token: str
+
+
+class HighlightStore(Protocol):
+    async def react(
+        self,
+        r: Reaction,
+        *,
+        threshold: int,
+        now: datetime,
+        first_tagged_at: datetime | None = None,
+    ) -> Reacted: ...
+
+    async def enrich(
+        self,
+        team: str,
+        channel: str,
+        ts: str,
+        *,
+        thread_ts: str | None,
+        author: str | None,
+        excerpt: str,
+        permalink: str,
+    ) -> bool:
+        """Stores what was read of the message; False when the record is gone."""
+        ...
+
+    async def edit(self, team: str, channel: str, ts: str, excerpt: str, edited_ts: str) -> bool:
+        """A newer edit replaces the excerpt; False when the message is not tracked."""
+        ...
+
+    async def delete(self, team: str, channel: str, ts: str) -> bool: ...
+
+    async def get(self, team: str, channel: str, ts: str) -> Highlight | None: ...
+
+    async def between(self, team: str, start: datetime, end: datetime) -> list[Highlight]: ...
+
+    async def everything(self, team: str) -> list[Highlight]: ...
+
+    async def index(self, team: str) -> list[Highlight]:
+        """Every highlight in brief: channel, ts, author and first tagged at only."""
+        ...
+
+    async def set_opt_out(self, team: str, user: str, out: bool) -> None: ...
+
+    async def opted_out(self, team: str) -> set[str]: ...
+
+    async def digest_state(self, team: str, channel: str, week: str) -> str | None: ...
+
+    async def set_digest_state(
+        self, team: str, channel: str, week: str, state: str, fence: Any
+    ) -> None:
+        """Fenced: raises FenceLost when the lock is no longer the caller's."""
+        ...
+
+    async def acquire(self, team: str, name: str, ttl_ms: int) -> Any: ...
+
+    async def release(self, team: str, fence: Any) -> None: ...
+
+
+class Directory(Protocol):
+    """Slack, read: cached where the answer changes slowly. None means Slack said no such thing
+    (or the bot may not see it); a failure a retry can mend raises."""
+
+    async def channel(self, channel_id: str) -> ChannelInfo | None: ...
+
+    async def person(self, user_id: str) -> Person | None: ...
+
+    async def message(self, channel: str, ts: str) -> MessageInfo | None: ...
+
+    async def permalink(self, channel: str, ts: str) -> str | None: ...
+
+
+class DigestPoster(Protocol):
+    async def post(
+        self, channel: str, message: Any, *, thread_ts: str | None = None, week: str | None = None
+    ) -> str:
+        """Posts; a digest's first message carries its week in the message metadata."""
+        ...
+
+    async def find_digest(self, channel: str, week: str, since: datetime) -> str | None:
+        """The ts of a digest of `week` already in `channel` since `since`, if any."""
+        ...
+
+
+class HistoryPage(Protocol):
+    messages: Sequence[dict[str, Any]]
+    next_cursor: str | None
