@@ -1,4 +1,4 @@
-"""`meowbot run | shell`: the console script and `python -m bot`."""
+"""`meowbot run | shell | demo-checkpoints`: the console script and `python -m bot`."""
 
 from __future__ import annotations
 
@@ -27,11 +27,36 @@ def _parser() -> argparse.ArgumentParser:
         help="print each Slack Web API call and response_url post as one JSON object a line",
     )
     shell.add_argument("--user", default=None, help="act as this Slack user id (e.g. U123)")
+    demo = sub.add_parser(
+        "demo-checkpoints",
+        help="train a tiny GPT-2 on CPU and save a checkpoint every N steps, for the playground",
+    )
+    demo.add_argument("--out", default="demo-checkpoints", help="checkpoint root folder")
+    demo.add_argument("--run", default="tiny-zen", help="run name: checkpoints go to OUT/RUN/step-N")
+    demo.add_argument("--steps", type=int, default=500, help="training steps")
+    demo.add_argument("--every", type=int, default=100, help="save a checkpoint every N steps")
+    demo.add_argument("--seed", type=int, default=0, help="the same seed gives the same run")
     return parser
+
+
+def _demo_checkpoints(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from bot.playground.demo_train import DemoRun, DemoTrainUnavailable, train
+
+    run = DemoRun(Path(args.out), args.run, args.steps, args.every, args.seed)
+    try:
+        train(run, log=lambda line: print(line, flush=True))
+    except (DemoTrainUnavailable, ValueError) as exc:
+        print(f"meowbot: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.verb == "demo-checkpoints":  # needs no settings: it only writes files
+        return _demo_checkpoints(args)
     try:
         settings = load_settings()
     except ConfigError as exc:
