@@ -32,7 +32,7 @@ def _parser() -> argparse.ArgumentParser:
         help="train a tiny GPT-2 on CPU and save a checkpoint every N steps, for the playground",
     )
     demo.add_argument("--out", default="demo-checkpoints", help="checkpoint root folder")
-    demo.add_argument("--run", default="tiny-zen", help="run name: checkpoints go to OUT/RUN/step-N")
+    demo.add_argument("--run", default="tiny-zen", help="checkpoints go to OUT/RUN/step-N")
     demo.add_argument("--steps", type=int, default=500, help="training steps")
     demo.add_argument("--every", type=int, default=100, help="save a checkpoint every N steps")
     demo.add_argument("--seed", type=int, default=0, help="the same seed gives the same run")

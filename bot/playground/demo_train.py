@@ -152,7 +152,9 @@ def _sample(torch: Any, model: Any, tokenizer: Any) -> str:
     return str(tokenizer.decode(out[0][ids.shape[1] :]))
 
 
-def _save(run: DemoRun, step: int, model: Any, tokenizer: Any, history: list[dict[str, Any]]) -> Path:
+def _save(
+    run: DemoRun, step: int, model: Any, tokenizer: Any, history: list[dict[str, Any]]
+) -> Path:
     """Writes the checkpoint beside its place, then renames it in: a reader never sees half."""
     final = run.step_dir(step)
     partial = final.with_name(f".{final.name}.partial")
@@ -206,6 +208,13 @@ def train(run: DemoRun, log: Callable[[str], None] = print) -> list[Path]:
     )
     model = transformers.GPT2LMHeadModel(config)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
+    # Sampling by default, as released models ship it: `transformers serve` takes do_sample
+    # from here, so without it a request's temperature would be ignored (greedy always);
+    # temperature 0 in a request still means greedy.
+    model.generation_config.do_sample = True
+    model.generation_config.temperature = 1.0
+    model.generation_config.top_k = 0
+    model.generation_config.top_p = 1.0
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=0.0)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
