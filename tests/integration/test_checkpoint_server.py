@@ -28,6 +28,7 @@ departs from OpenAI's API (real-world gaps the playground must tolerate):
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -39,10 +40,15 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.conftest import need_service
+from bot.cli import main
+from tests.conftest import IN_CI, need_service
 
 PROMPT = "Beautiful is better than"
 TIMEOUT = aiohttp.ClientTimeout(total=60)
+# The starter's first completion loaded this one. Loading a checkpoint costs its first request
+# 4 s or more (the server spawns a process for each model, about 430 MB, which imports torch),
+# so the tests use it wherever any checkpoint will do.
+WARM = 100
 
 
 @dataclass(frozen=True)
@@ -103,7 +109,7 @@ def publish(source: Path, run_dir: Path, step: int) -> Path:
 
 
 async def test_completion_by_absolute_path(served: Served, http: aiohttp.ClientSession) -> None:
-    model = served.step(400)
+    model = served.step(WARM)
     body = {"model": model, "prompt": PROMPT, "max_tokens": 8, "temperature": 0}
     answer = await post(http, f"{served.url}/completions", body)
     assert answer["object"] == "text_completion"
@@ -117,7 +123,7 @@ async def test_completion_by_absolute_path(served: Served, http: aiohttp.ClientS
 async def test_chat_completion_by_absolute_path(
     served: Served, http: aiohttp.ClientSession
 ) -> None:
-    model = served.step(400)
+    model = served.step(WARM)
     body = {
         "model": model,
         "messages": [
@@ -139,7 +145,7 @@ async def test_chat_completion_by_absolute_path(
 async def test_completion_stream_ends_without_done(
     served: Served, http: aiohttp.ClientSession
 ) -> None:
-    model = served.step(400)
+    model = served.step(WARM)
     body = {"model": model, "prompt": PROMPT, "max_tokens": 12, "temperature": 0}
     whole = await post(http, f"{served.url}/completions", body)
     lines, events = await sse_events(http, f"{served.url}/completions", body)
@@ -156,7 +162,7 @@ async def test_completion_stream_ends_without_done(
 
 
 async def test_chat_stream_ends_without_done(served: Served, http: aiohttp.ClientSession) -> None:
-    model = served.step(400)
+    model = served.step(WARM)
     body = {
         "model": model,
         "messages": [{"role": "user", "content": PROMPT}],
@@ -178,23 +184,6 @@ async def test_chat_stream_ends_without_done(served: Served, http: aiohttp.Clien
     assert "".join(e["choices"][0]["delta"]["content"] for e in pieces).strip()
 
 
-async def test_models_lists_only_loaded_checkpoints(
-    served: Served, http: aiohttp.ClientSession, tmp_path: Path
-) -> None:
-    # A fresh copy: no other test can have loaded it.
-    fresh = publish(served.run_dir / "step-200", tmp_path / "fresh-run", 200)
-
-    async def model_ids() -> set[str]:
-        async with http.get(f"{served.url}/models") as resp:
-            assert resp.status == 200
-            return {m["id"] for m in (await resp.json())["data"]}
-
-    assert str(fresh) not in await model_ids()
-    body = {"model": str(fresh), "prompt": PROMPT, "max_tokens": 2, "temperature": 0}
-    await post(http, f"{served.url}/completions", body)
-    assert str(fresh) in await model_ids()
-
-
 async def test_unknown_model_is_a_plain_500(served: Served, http: aiohttp.ClientSession) -> None:
     missing = str(served.run_dir / "step-999")
     body = {"model": missing, "prompt": PROMPT, "max_tokens": 2}
@@ -207,7 +196,7 @@ async def test_unknown_model_is_a_plain_500(served: Served, http: aiohttp.Client
 async def test_without_max_tokens_the_stream_ends_in_an_error_event(
     served: Served, http: aiohttp.ClientSession
 ) -> None:
-    body = {"model": served.step(400), "prompt": PROMPT, "temperature": 0}
+    body = {"model": served.step(WARM), "prompt": PROMPT, "temperature": 0}
     lines, events = await sse_events(http, f"{served.url}/completions", body)
     assert "data: [DONE]" not in lines
     *pieces, error = events
@@ -218,7 +207,7 @@ async def test_without_max_tokens_the_stream_ends_in_an_error_event(
 
 async def test_seed_and_temperature(served: Served, http: aiohttp.ClientSession) -> None:
     url = f"{served.url}/completions"
-    base = {"model": served.step(100), "prompt": PROMPT, "max_tokens": 16}
+    base = {"model": served.step(WARM), "prompt": PROMPT, "max_tokens": 16}
 
     async def text(**settings: Any) -> str:
         return str((await post(http, url, {**base, **settings}))["choices"][0]["text"])
@@ -230,19 +219,27 @@ async def test_seed_and_temperature(served: Served, http: aiohttp.ClientSession)
     assert len(set(hot[1:])) > 1
 
 
-async def test_a_checkpoint_published_after_start_is_served(
+async def test_a_checkpoint_published_after_start_is_served_and_then_listed(
     served: Served, http: aiohttp.ClientSession, tmp_path: Path
 ) -> None:
     # The held-back step 500 is copied, not moved: PLAYGROUND_TEST_NEXT stays for a test
-    # that publishes it into PLAYGROUND_TEST_DIR itself.
-    newest = publish(served.next_step, tmp_path / "tiny-zen", 500)
+    # that publishes it into PLAYGROUND_TEST_DIR itself. A fresh path: nobody loaded it yet.
+    newest = str(publish(served.next_step, tmp_path / "tiny-zen", 500))
+
+    async def model_ids() -> set[str]:
+        async with http.get(f"{served.url}/models") as resp:
+            assert resp.status == 200
+            return {m["id"] for m in (await resp.json())["data"]}
+
+    assert newest not in await model_ids()
     body = {"prompt": PROMPT, "max_tokens": 6, "temperature": 0}
     early = await post(http, f"{served.url}/completions", {**body, "model": served.step(100)})
-    late = await post(http, f"{served.url}/completions", {**body, "model": str(newest)})
-    assert late["model"] == str(newest)
+    late = await post(http, f"{served.url}/completions", {**body, "model": newest})
+    assert late["model"] == newest
     # Trained 500 steps on the Zen of Python, the run knows its first line by heart.
     assert late["choices"][0]["text"].startswith(" ugly.")
     assert late["choices"][0]["text"] != early["choices"][0]["text"]
+    assert newest in await model_ids()
 
 
 def test_trainer_state_losses_fall(served: Served) -> None:
@@ -266,3 +263,31 @@ def test_trainer_state_losses_fall(served: Served) -> None:
             assert (folder / name).is_file(), name
     assert finals[-1] < finals[0]
     assert finals[-1] < 0.3
+
+
+def _weights(folder: Path) -> str:
+    return hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
+
+
+def test_a_short_run_writes_checkpoints_the_same_each_time(tmp_path: Path) -> None:
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError:
+        if IN_CI:
+            raise
+        pytest.skip("torch and transformers are not installed: `make test` installs them")
+    runs = []
+    for name in ("a", "b"):
+        args = ["demo-checkpoints", "--out", str(tmp_path), "--run", name, "--steps", "4"]
+        assert main([*args, "--every", "2", "--seed", "3"]) == 0
+        runs.append(tmp_path / name)
+    for run in runs:
+        assert sorted(p.name for p in run.iterdir()) == ["step-2", "step-4"]
+        state = json.loads((run / "step-4" / "trainer_state.json").read_text())
+        assert state["global_step"] == 4
+        assert [e["step"] for e in state["log_history"]] == [1, 4]
+        assert all(e["loss"] > 0 for e in state["log_history"])
+        assert (run / "step-4" / "tokenizer.json").is_file()
+    assert _weights(runs[0] / "step-4") == _weights(runs[1] / "step-4")
+    assert _weights(runs[0] / "step-2") != _weights(runs[0] / "step-4")
