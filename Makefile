@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+# The playground's tests train and serve real checkpoints. torch goes in first and pinned: this
+# CPU build is what transformers then finds, so it never pulls a multi-GB CUDA torch.
+TORCH := torch==2.13.0
 
 .PHONY: run shell test lint unit bench clean
 
@@ -10,7 +13,8 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "meowbot needs Python 3.11 or newer"'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { echo "python3 -m venv failed: apt-get install -y python3-venv"; exit 1; }
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q '$(TORCH)'
+	$(PY) -m pip install -q -e '.[test,playground-test]'
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 

@@ -1,5 +1,5 @@
-"""`meowbot run | shell | digest --now | backfill-highlights`: the console script and
-`python -m bot`."""
+"""`meowbot run | shell | digest --now | backfill-highlights | demo-checkpoints`: the
+console script and `python -m bot`."""
 
 from __future__ import annotations
 
@@ -42,6 +42,21 @@ def _parser() -> argparse.ArgumentParser:
     backfill.add_argument(
         "--pace", type=float, default=None, help="seconds between Web API calls (default 1.2)"
     )
+    demo = sub.add_parser(
+        "demo-checkpoints",
+        help="train a tiny GPT-2 on CPU and save a checkpoint every N steps, for the playground",
+    )
+    demo.add_argument("--out", default="demo-checkpoints", help="checkpoint root folder")
+    demo.add_argument("--run", default="tiny-zen", help="checkpoints go to OUT/RUN/step-N")
+    demo.add_argument("--steps", type=int, default=500, help="training steps")
+    demo.add_argument("--every", type=int, default=100, help="save a checkpoint every N steps")
+    demo.add_argument("--seed", type=int, default=0, help="the same seed gives the same run")
+    demo.add_argument(
+        "--serve", action="store_true",
+        help="then serve the checkpoints with `transformers serve` on 127.0.0.1 (trains only "
+        "if OUT/RUN holds no checkpoint yet)",
+    )  # fmt: skip
+    demo.add_argument("--port", type=int, default=8000, help="the server's port with --serve")
     return parser
 
 
@@ -52,8 +67,44 @@ def _date(text: str) -> datetime:
         raise argparse.ArgumentTypeError(f"not a date like 2020-06-01: {text!r}") from None
 
 
+def _demo_checkpoints(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from bot.playground.demo_train import DemoRun, DemoTrainUnavailable, train
+
+    run = DemoRun(Path(args.out), args.run, args.steps, args.every, args.seed)
+    have = sorted((Path(args.out) / args.run).glob("step-*/config.json"))
+    if not (args.serve and have):
+        try:
+            train(run, log=lambda line: print(line, flush=True))
+        except (DemoTrainUnavailable, ValueError) as exc:
+            print(f"meowbot: {exc}", file=sys.stderr)
+            return 2
+    if not args.serve:
+        return 0
+    import os
+    import shutil
+
+    server = shutil.which("transformers") or str(Path(sys.prefix) / "bin" / "transformers")
+    if not Path(server).exists():
+        print("meowbot: `transformers serve` is not installed: pip install "
+              '"transformers[serving]"', file=sys.stderr)  # fmt: skip
+        return 2
+    out = Path(args.out).resolve()
+    print(
+        f"serving {out / args.run}; run the bot with\n"
+        f"  PLAYGROUND_ENDPOINTS=http://127.0.0.1:{args.port}/v1 "
+        f"PLAYGROUND_CHECKPOINT_DIRS={out}",
+        flush=True,
+    )
+    argv = [server, "serve", "--host", "127.0.0.1", "--port", str(args.port), "--device", "cpu"]
+    os.execve(server, argv, {**os.environ, "HF_HUB_OFFLINE": "1"})  # replaces this process
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.verb == "demo-checkpoints":  # needs no settings: it only writes files
+        return _demo_checkpoints(args)
     try:
         settings = load_settings()
     except ConfigError as exc:
