@@ -10,7 +10,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -97,12 +97,13 @@ async def run_command(
     cfg = pg.cfg
     prompt = Prompt(run=run, prompt=words[1][:8000], max_tokens=cfg.max_tokens,
                     temperature=cfg.temperature)  # fmt: skip
-    picked = pg.choose(await pg.catalog(), run)
+    catalog = await pg.catalog()
+    picked = pg.choose(catalog, run)
     if isinstance(picked, UserError):
         await private(error_message(picked.sentence))
         return
     await start(deps, pg, client, prompt, picked, user_id=user_id, channel=channel,
-                thread_ts=None, private=private)  # fmt: skip
+                thread_ts=None, private=private, down=catalog.down)  # fmt: skip
 
 
 async def open_modal(pg: Playground, client: AsyncWebClient, *, trigger_id: str,
@@ -130,6 +131,7 @@ async def start(
     channel: str,
     thread_ts: str | None,
     private: Private,
+    down: Sequence[str] = (),
 ) -> None:
     """Posts the side-by-side message, streams into it, and puts long answers in the thread."""
     refused = await pg.store.acquire(user_id, pg.limits)
@@ -142,7 +144,7 @@ async def start(
 
         def message(outputs: list[Output], final: bool) -> SlackMessage:
             return render_session(sid, prompt, outputs, user_id=user_id, final=final,
-                                  section_chars=cfg.section_chars)  # fmt: skip
+                                  section_chars=cfg.section_chars, down=down)  # fmt: skip
 
         first = message([Output(checkpoint=c) for c in checkpoints], False)
         try:
@@ -303,12 +305,13 @@ def register(reg: Registry, deps: Deps) -> None:
             await client.chat_postEphemeral(channel=channel, user=user, text=msg.text,
                                             blocks=msg.blocks)  # fmt: skip
 
-        picked = pg.choose(await pg.catalog(), run, steps)
+        catalog = await pg.catalog()
+        picked = pg.choose(catalog, run, steps)
         if isinstance(picked, UserError):
             await private(error_message(picked.sentence))
             return
         await start(deps, pg, client, prompt, picked, user_id=user, channel=channel,
-                    thread_ts=None, private=private)  # fmt: skip
+                    thread_ts=None, private=private, down=catalog.down)  # fmt: skip
 
     reg.action(CANCEL_ACTION, on_cancel)
     reg.action(RERUN_ACTION, on_rerun)

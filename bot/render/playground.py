@@ -66,6 +66,7 @@ def render_session(
     user_id: str,
     final: bool,
     section_chars: int,
+    down: Sequence[str] = (),
 ) -> SlackMessage:
     run = prompt.run
     fallback = f"Playground: {run}, {len(outputs)} checkpoints"
@@ -81,6 +82,8 @@ def render_session(
     if prompt.system:
         msg.context(f"system: {truncate(escape(' '.join(prompt.system.split())), 300)}")
     msg.section(f">{shown_prompt}")
+    for sentence in down[:3]:  # servers that did not answer discovery: named, not hidden
+        msg.context(f":warning: {escape(sentence)}")
     for o in outputs:
         msg.divider()
         msg.section(checkpoint_title(o.checkpoint))
