@@ -36,7 +36,7 @@ unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit
 
 bench: $(STAMP)
-	$(PY) scripts/testenv.py -- sh -c '$(PY) bench/ack.py && $(PY) bench/health.py && $(PY) bench/diagnosis.py && $(PY) bench/health_prometheus.py && $(PY) bench/storm.py && $(PY) bench/storm.py --replicas 3 && $(PY) bench/highlights.py'
+	$(PY) scripts/testenv.py -- sh -c '$(PY) bench/ack.py && $(PY) bench/health.py && $(PY) bench/diagnosis.py && $(PY) bench/health_prometheus.py && $(PY) bench/storm.py && $(PY) bench/storm.py --replicas 3 && $(PY) bench/highlights.py && $(PY) bench/playground.py'
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache

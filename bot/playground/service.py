@@ -190,8 +190,9 @@ class Playground:
                     break
                 if changed.is_set() and time.monotonic() - last >= interval:
                     changed.clear()
-                    last = time.monotonic()
                     await publish(outputs, False)
+                    # From the edit's end: a slow edit must not let the next one arrive sooner.
+                    last = time.monotonic()
         finally:
             for t in tasks:
                 t.cancel()
