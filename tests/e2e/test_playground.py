@@ -92,7 +92,8 @@ def edits_of(emulator: SlackEmulator, ts: str) -> list[float]:
 async def test_side_by_side_streams_into_one_message_at_slacks_pace(
     emulator: SlackEmulator, redis_url: str, stack: contextlib.AsyncExitStack, tmp_path: Path
 ) -> None:
-    slack = await start(emulator, redis_url, stack, tmp_path, max_tokens=64, temperature=0)
+    slack = await start(emulator, redis_url, stack, tmp_path, max_tokens=100, temperature=0,
+                        section_chars=200)  # fmt: skip
     run = env("PLAYGROUND_TEST_RUN")
     status, _, _ = await slack.command("/playground", f"{run} Beautiful is better than")
     assert status == 200
@@ -112,6 +113,11 @@ async def test_side_by_side_streams_into_one_message_at_slacks_pace(
     assert edits, "the final answer is an edit of the posted message"
     gaps = [b - a for a, b in zip([posted.at, *edits], edits, strict=False)]
     assert min(gaps) >= 0.95, gaps  # never more than about one edit a second
+    # Answers longer than a section go whole into the thread, escaped like the rest.
+    long = [o for o in answers if "…" in o or "[truncated]" in o.lower()]
+    replies = replies_in(emulator, ts)
+    assert len(replies) >= len(long) >= 1, (answers, replies)
+    assert all(r["text"].count("```") == 2 for r in replies)
 
 
 async def test_the_modal_opens_at_once_fills_in_and_sends_four(
