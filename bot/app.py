@@ -37,9 +37,11 @@ from bot.backends.checkpoint_dirs import scan_async
 from bot.backends.highlight_store import RedisHighlightStore
 from bot.backends.openai_compat import CheckpointServers
 from bot.backends.playground_store import MemoryPlaygroundStore, RedisPlaygroundStore
+from bot.backends.prometheus import PrometheusMetrics
 from bot.backends.slack_directory import SlackDigestPoster, SlackDirectory
 from bot.backends.slack_poster import SlackPoster
 from bot.backends.state import MemoryStore, RedisStore
+from bot.backends.training_metrics import TrainingMetrics
 from bot.config import Settings
 from bot.deps import Deps
 from bot.highlights.runtime import DigestRunner
@@ -149,6 +151,8 @@ class Bot:
                 await self.deps.alerting.silencer.close()
         if self.deps.playground is not None:
             await self.deps.playground.servers.close()
+            if self.deps.playground.training is not None:
+                await self.deps.playground.training.close()
         if self.runner is not None:
             await self.runner.cleanup()
         await self.deps.store.close()
@@ -184,7 +188,10 @@ def make_playground(settings: Settings, store: StateStore) -> Playground | None:
         RedisPlaygroundStore(store.redis) if isinstance(store, RedisStore)
         else MemoryPlaygroundStore()
     )  # fmt: skip
-    return Playground(cfg, CheckpointServers(), shared, scan_async)
+    training = None
+    if settings.prometheus_url and (cfg.loss_metric or cfg.tokens_metric):
+        training = TrainingMetrics(PrometheusMetrics(settings.prometheus_url), cfg)
+    return Playground(cfg, CheckpointServers(), shared, scan_async, training)
 
 
 def make_highlights(

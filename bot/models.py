@@ -257,7 +257,8 @@ class Checkpoint(_Frozen):
     step: int = Field(ge=0)
     model_id: str
     """The id an OpenAI-compatible server lists under ``/v1/models``."""
-    created: UtcDatetime
+    created: UtcDatetime | None = None
+    """When it was saved, where the server or the folder says."""
     loss: float | None = None
     tokens_seen: int | None = Field(default=None, ge=0)
 

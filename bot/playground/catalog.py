@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -48,9 +48,11 @@ def build_catalog(
     cfg: PlaygroundConfig,
     now: datetime,
     down: Sequence[str] = (),
+    metadata: Mapping[tuple[str, int], tuple[float | None, int | None]] | None = None,
 ) -> Catalog:
     """Runs newest first. A checkpoint both served and in a folder is one entry: the server's
-    model id, the folder's loss and time where the server gives none."""
+    model id, the folder's loss and time where the server gives none; then the training
+    metric's loss and tokens (`metadata`, by run and step) where neither gave them."""
     found: dict[tuple[str, int], Checkpoint] = {}
     for m in served:
         parsed = parse_model_id(m.model_id, cfg.patterns)
@@ -81,6 +83,13 @@ def build_catalog(
                 endpoint=folder_endpoint, loss=f.loss, tokens_seen=f.tokens_seen,
                 created=f.created,
             )  # fmt: skip
+    for key, (loss, tokens) in (metadata or {}).items():
+        known = found.get(key)
+        if known is not None:
+            found[key] = known.model_copy(update={
+                "loss": known.loss if known.loss is not None else loss,
+                "tokens_seen": known.tokens_seen or tokens,
+            })  # fmt: skip
     runs: dict[str, list[Checkpoint]] = {}
     for ckpt in found.values():
         runs.setdefault(ckpt.run, []).append(ckpt)

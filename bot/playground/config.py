@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from bot.config import ConfigError
 
+PROM_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 DEFAULT_PATTERNS = (
     r"^(?P<run>.+)/step-(?P<step>\d+)$",  # <run>/step-<N>, and checkpoint folders by path
     r"^(?P<run>[^@]+)@(?P<step>\d+)$",  # <run>@<N>
@@ -90,6 +91,20 @@ class PlaygroundConfig(BaseModel):
     section_chars: int = Field(1500, ge=200, le=2800)
     watch_poll_s: float = Field(30.0, ge=1)
     watch_limit: int = Field(10, ge=1)
+    loss_metric: str | None = None
+    """A training metric in Prometheus (PROMETHEUS_URL) with the loss per run and step, for
+    checkpoints whose server and folder say none: `<loss_metric>{<run_label>, <step_label>}`."""
+    tokens_metric: str | None = None
+    run_label: str = "run"
+    step_label: str = "step"
+
+    @field_validator("loss_metric", "tokens_metric", "run_label", "step_label")
+    @classmethod
+    def _prom_name(cls, v: str | None) -> str | None:
+        # These reach PromQL: only a metric or label name may, never an expression.
+        if v is not None and not PROM_NAME.fullmatch(v):
+            raise ValueError(f"{v!r} is not a Prometheus metric or label name")
+        return v
 
     @field_validator("patterns")
     @classmethod

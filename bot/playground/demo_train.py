@@ -217,9 +217,7 @@ def train(run: DemoRun, log: Callable[[str], None] = print) -> list[Path]:
     model.generation_config.top_p = 1.0
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=0.0)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: _lr_factor(s, run.steps)
-    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: _lr_factor(s, run.steps))
     batches = torch.Generator().manual_seed(run.seed)
     n_params = sum(p.numel() for p in model.parameters())
     log(

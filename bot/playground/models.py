@@ -7,6 +7,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bot import models
 from bot.models import UtcDatetime
 
 
@@ -14,14 +15,10 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True)
 
 
-class Checkpoint(_Frozen):
-    run: str
-    step: int
-    model_id: str
-    endpoint: str  # the endpoint's URL; which server answers for it
-    loss: float | None = None
-    tokens_seen: int | None = None
-    created: UtcDatetime | None = None
+class Checkpoint(models.Checkpoint):
+    """The shared checkpoint, with the server that answers for it."""
+
+    endpoint: str  # the endpoint's URL
 
     @property
     def label(self) -> str:

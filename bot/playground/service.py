@@ -49,6 +49,14 @@ class Servers(Protocol):
     async def close(self) -> None: ...
 
 
+class Training(Protocol):
+    async def read(
+        self, timeout_s: float = 5.0
+    ) -> dict[tuple[str, int], tuple[float | None, int | None]]: ...
+
+    async def close(self) -> None: ...
+
+
 Scanner = Callable[[Sequence[Path]], Awaitable[tuple[list[FolderCheckpoint], list[str]]]]
 
 
@@ -63,6 +71,7 @@ class Playground:
     servers: Servers
     store: PlaygroundStore
     scan: Scanner
+    training: Training | None = None
     _catalog: Catalog | None = None
     _catalog_at: float = 0.0
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -96,8 +105,14 @@ class Playground:
                 else:
                     served.extend(got)
             folders, problems = await self.scan(self.cfg.checkpoint_dirs)
+            metadata = None
+            if self.training is not None:
+                try:
+                    metadata = await self.training.read()
+                except BackendError as exc:  # the checkpoints still answer without their loss
+                    problems.append(f"{exc.user_text()} (no training loss shown)")
             self._catalog = build_catalog(
-                served, folders, self.cfg, datetime.now(UTC), [*down, *problems]
+                served, folders, self.cfg, datetime.now(UTC), [*down, *problems], metadata
             )
             self._catalog_at = time.monotonic()
             return self._catalog
