@@ -304,7 +304,11 @@ async def test_watch_runs_a_new_checkpoint_once_and_rerun_uses_it(
         await slack.interactive(emulator.block_actions_payload(CHANNEL, ts, RERUN_ACTION))
         await emulator.wait_for_responses(3, timeout=20)
         assert "newer than step" in emulator.responses[-1][1]["text"]
-        os.rename(env("PLAYGROUND_TEST_NEXT"), root / run / "step-500")  # training saves one
+        # Training saves one: written aside, then renamed into place, as a trainer does. The
+        # held-back folder stays for the tests that publish their own copy.
+        aside = root / run / ".step-500.partial"
+        shutil.copytree(env("PLAYGROUND_TEST_NEXT"), aside)
+        os.rename(aside, root / run / "step-500")
     before = len(emulator.calls_to("chat.postMessage"))
     # Three replicas see it at once: the prompt runs on it once, in the thread.
     results = await asyncio.gather(*(r.bot.deps.playground.watch_pass(  # type: ignore[union-attr]
