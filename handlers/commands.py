@@ -14,6 +14,8 @@ from handlers import highlights, jobslow, playground
 from handlers.registry import Registry
 from handlers.reply import respond_message
 
+LONG_RUNNING = {jobslow.COMMAND, playground.COMMAND, highlights.COMMAND}
+
 
 def register(reg: Registry, deps: Deps) -> None:
     async def on_command(
@@ -24,49 +26,28 @@ def register(reg: Registry, deps: Deps) -> None:
         name = str(command.get("command", ""))
         text = str(command.get("text", ""))
         deps.telemetry.commands.labels(command=name).inc()
-        if name == jobslow.COMMAND and not router.is_help(text):
+        if name in LONG_RUNNING and not router.is_help(text):
+            # Commands whose work outlives the ack: they post and edit messages themselves,
+            # and answer bad input privately through response_url.
 
             async def private(message: SlackMessage) -> None:
                 await respond_message(respond, message)
 
-            await jobslow.run(
-                deps,
-                client,
-                text=text,
-                user_id=str(command.get("user_id", "")),
-                channel=str(command.get("channel_id", "")),
-                private=private,
-            )
-            return
-        if name == playground.COMMAND and not router.is_help(text):
-
-            async def private_pg(message: SlackMessage) -> None:
-                await respond_message(respond, message)
-
-            await playground.run_command(
-                deps,
-                client,
-                text=text,
-                user_id=str(command.get("user_id", "")),
-                channel=str(command.get("channel_id", "")),
-                trigger_id=str(command.get("trigger_id", "")),
-                private=private_pg,
-            )
-            return
-        if name == highlights.COMMAND and not router.is_help(text):
-
-            async def ephemeral(message: SlackMessage) -> None:
-                await respond_message(respond, message)
-
-            await highlights.run(
-                deps,
-                client,
-                text=text,
-                user_id=str(command.get("user_id", "")),
-                channel=str(command.get("channel_id", "")),
-                team=str(command.get("team_id", "")),
-                private=ephemeral,
-            )
+            user_id = str(command.get("user_id", ""))
+            channel = str(command.get("channel_id", ""))
+            if name == jobslow.COMMAND:
+                await jobslow.run(deps, client, text=text, user_id=user_id, channel=channel,
+                                  private=private)  # fmt: skip
+            elif name == playground.COMMAND:
+                await playground.run_command(
+                    deps, client, text=text, user_id=user_id, channel=channel,
+                    trigger_id=str(command.get("trigger_id", "")), private=private,
+                )  # fmt: skip
+            else:
+                await highlights.run(
+                    deps, client, text=text, user_id=user_id, channel=channel,
+                    team=str(command.get("team_id", "")), private=private,
+                )  # fmt: skip
             return
         await respond_message(respond, await router.answer(name, text, deps.triage))
 

@@ -208,6 +208,19 @@ def register(reg: Registry, deps: Deps) -> None:
     def sid_of(body: dict[str, Any]) -> str:
         return str((body.get("actions") or [{}])[0].get("value") or "")
 
+    async def session_or_say(
+        body: dict[str, Any], respond: Any
+    ) -> tuple[Playground, dict[str, Any]] | None:
+        """The playground and the pressed message's request, or None (said when expired)."""
+        pg = deps.playground
+        if pg is None:
+            return None
+        session = await _session(pg, sid_of(body))
+        if session is None:
+            await tell(respond, "That playground request expired; ask it again.")
+            return None
+        return pg, session
+
     async def on_cancel(ack: Any, body: dict[str, Any], respond: Any,
                         client: AsyncWebClient) -> None:  # fmt: skip
         await ack()
@@ -226,12 +239,10 @@ def register(reg: Registry, deps: Deps) -> None:
     async def on_rerun(ack: Any, body: dict[str, Any], respond: Any,
                        client: AsyncWebClient) -> None:  # fmt: skip
         await ack()
-        pg = deps.playground
-        if pg is None:
+        found = await session_or_say(body, respond)
+        if found is None:
             return
-        session = await _session(pg, sid_of(body))
-        if session is None:
-            return await tell(respond, "That playground request expired; ask it again.")
+        pg, session = found
         prompt = Prompt.model_validate(session["prompt"])
         catalog = await pg.catalog(fresh=True)
         newer = newer_than(catalog.run(prompt.run), max(session["steps"]))
@@ -250,12 +261,10 @@ def register(reg: Registry, deps: Deps) -> None:
 
     async def on_watch(ack: Any, body: dict[str, Any], respond: Any) -> None:
         await ack()
-        pg = deps.playground
-        if pg is None:
+        found = await session_or_say(body, respond)
+        if found is None:
             return
-        session = await _session(pg, sid_of(body))
-        if session is None:
-            return await tell(respond, "That playground request expired; ask it again.")
+        pg, session = found
         user = str(body.get("user", {}).get("id", ""))
         mine = [w for w in await pg.store.watches() if w.user_id == user]
         if len(mine) >= pg.cfg.watch_limit:
