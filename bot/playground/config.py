@@ -77,7 +77,8 @@ class PlaygroundConfig(BaseModel):
     patterns: tuple[str, ...] = DEFAULT_PATTERNS
     discovery_ttl_s: float = Field(15.0, ge=0, le=3600)
     max_checkpoints: int = Field(4, ge=1, le=4)
-    max_tokens: int = Field(128, ge=1, le=4096)
+    max_tokens: int = Field(64, ge=1, le=4096)
+    """The form's default: 64 fits the demo model's 128-token context with a prompt."""
     max_tokens_cap: int = Field(1024, ge=1, le=32768)
     temperature: float = Field(0.7, ge=0, le=2)
     per_user_concurrency: int = Field(2, ge=1)
