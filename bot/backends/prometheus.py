@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 
 from bot import metric_names as m
+from bot.backends import prometheus_rules as rules
 from bot.backends.errors import BackendError
 from bot.backends.http import Deadline, request_json
 from bot.triage.stragglers import PacePoint, RankTime, StragglerConfig
@@ -162,13 +163,18 @@ class PrometheusMetrics:
         session: aiohttp.ClientSession | None = None,
         timeout_s: float = 5.0,
         node_label: str = "node",
+        recorded: bool = True,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self._session = session
         self._own_session = session is None
         self.timeout_s = timeout_s
         self.node_label = node_label
+        # Read the series of meowbot's recording rules where Prometheus keeps them up
+        # (bot/backends/prometheus_rules.py); off, every read is raw.
+        self.recorded = recorded
         self.queries = 0  # PromQL queries sent, for the tests and the benchmark
+        self.recorded_reads = 0  # of those, reads of recorded series
 
     def _http(self) -> aiohttp.ClientSession:
         # Made on first use, inside the running loop.
@@ -301,6 +307,33 @@ class PrometheusMetrics:
         known = set(body.get("data") or []) if isinstance(body, dict) else set()
         return {n for n in names if n in known}
 
+    async def recorded_rules(self, deadline: Deadline) -> frozenset[str]:
+        """The recorded series Prometheus keeps up now, from their sentinel rows: one small
+        query. A rule that failed or fell behind (sentinel too old) is not used."""
+        if not self.recorded:
+            return frozenset()
+        rows = await self.query(f'{{{rules.SENTINEL_LABEL}!=""}}', at=None, deadline=deadline)
+        return fresh_rules(rows)
+
+    def plan(
+        self,
+        request: MetricRequest,
+        nodes: Sequence[str] | None,
+        window_s: float,
+        recorded: frozenset[str],
+    ) -> tuple[str, str | None]:
+        """The query for `request`, and the recorded series it reads (None: read raw).
+
+        A recording rule is used only when it records exactly the fleet-wide query this
+        adapter would send (its name hashes that query): other windows or thresholds are raw.
+        """
+        if recorded and rules.worth_recording(request):
+            fleet = query_for(request, None, window_s, self.node_label)
+            name = rules.recorded_name(fleet, request.name)
+            if name in recorded:
+                return selector(name, nodes, self.node_label), name
+        return query_for(request, nodes, window_s, self.node_label), None
+
     async def read(
         self,
         requests: Sequence[MetricRequest],
@@ -310,17 +343,26 @@ class PrometheusMetrics:
         at: datetime | None = None,
         timeout_s: float | None = None,
     ) -> Table:
-        """Every requested metric, concurrently, one query each."""
+        """Every requested metric, concurrently, one query each (recorded where kept up)."""
         deadline = Deadline(timeout_s or self.timeout_s)
-        queries = [query_for(r, nodes, window_s, self.node_label) for r in requests]
-        results = await asyncio.gather(*(self.query(q, at=at, deadline=deadline) for q in queries))
-        fleet_versions = await _version_counts(self, timeout_s) if nodes is not None else {}
+        if nodes is not None:
+            nodes_regex(nodes)  # a bad node name is refused before any query is sent
+        recorded = await self.recorded_rules(deadline)
+        plans = [self.plan(r, nodes, window_s, recorded) for r in requests]
+        self.recorded_reads += sum(1 for _, name in plans if name is not None)
         # A filtered answer may be empty because all is well: ask once which metrics exist.
         filtered = [r.name for r in requests if r.keep or r.fewer_per_node]
-        present = await self._present(filtered, deadline) if filtered else set()
+        reads = asyncio.gather(*(self.query(q, at=at, deadline=deadline) for q, _ in plans))
+        versions = (
+            _version_counts(self, deadline, recorded) if nodes is not None else _no_versions()
+        )
+        exists = self._present(filtered, deadline) if filtered else _nothing()
+        results, fleet_versions, present = await asyncio.gather(reads, versions, exists)
         columns: dict[str, Column] = {}
         absent: set[str] = set()
-        for request, result in zip(requests, results, strict=True):
+        for request, (_, name), result in zip(requests, plans, results, strict=True):
+            if name is not None:
+                _as_raw(result, request)
             column = _column(request.name, result, self.node_label)
             if len(column) or request.name in present:
                 columns[request.key] = column
@@ -335,15 +377,54 @@ class PrometheusMetrics:
         )
 
 
+def fresh_rules(rows: Sequence[Mapping[str, Any]]) -> frozenset[str]:
+    """The recorded series whose sentinel row (value: when its rule last ran; label: the
+    group's interval) is recent enough, from an instant query's rows."""
+    fresh = set()
+    for row in rows:
+        labels = row.get("metric") or {}
+        try:
+            now, made = (float(v) for v in row["value"])
+            interval = float(labels[rules.SENTINEL_LABEL])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if now - made <= rules.max_age_s(interval) and labels.get("__name__"):
+            fresh.add(labels["__name__"])
+    return frozenset(fresh)
+
+
+async def _no_versions() -> dict[str, dict[str, int]]:
+    return {}
+
+
+async def _nothing() -> set[str]:
+    return set()
+
+
+def _as_raw(result: list[dict[str, Any]], request: MetricRequest) -> None:
+    """Recorded rows as the raw query's rows: no sentinel, and the labels the raw rows have
+    (the rule named them after itself; the raw query keeps the metric's name or drops it)."""
+    result[:] = [r for r in result if rules.SENTINEL_LABEL not in (r.get("metric") or {})]
+    for row in result:
+        labels = row.get("metric")
+        if isinstance(labels, dict):
+            if rules.keeps_name(request):
+                labels["__name__"] = request.name
+            else:
+                labels.pop("__name__", None)
+
+
 async def _version_counts(
-    metrics: PrometheusMetrics, timeout_s: float | None
+    metrics: PrometheusMetrics, deadline: Deadline, recorded: frozenset[str]
 ) -> dict[str, dict[str, int]]:
     """Nodes per version for each version label, fleet-wide, in one aggregation each."""
-    deadline = Deadline(timeout_s or metrics.timeout_s)
 
     async def one(metric: str, label: str) -> tuple[str, dict[str, int]]:
-        q = f"count by ({label}) (count by ({label}, {m.LABEL_INSTANCE}) ({metric}))"
-        rows = await metrics.query(q, at=None, deadline=deadline)
+        q = rules.version_count_query(metric, label)
+        name = rules.recorded_name(q, metric)
+        rows = await metrics.query(name if name in recorded else q, at=None, deadline=deadline)
+        if name in recorded:
+            metrics.recorded_reads += 1
         counts = {}
         for row in rows:
             value = (row.get("metric") or {}).get(label)
