@@ -123,6 +123,8 @@ def query_for(
                 raise ValueError(f"{label!r} is not a label name")
         by = ", ".join(dict.fromkeys([*m.HOST_LABELS, m.LABEL_INSTANCE, node_label, *request.by]))
         query = f"count by ({by}) ({query})"
+    if request.lowest_per_node:
+        query = f"min by ({host}) ({query})"
     if request.fewer_per_node:
         if not request.fewer_per_node.isdigit():
             raise ValueError(f"{request.fewer_per_node!r} is not a count")
@@ -175,6 +177,10 @@ class PrometheusMetrics:
         self.recorded = recorded
         self.queries = 0  # PromQL queries sent, for the tests and the benchmark
         self.recorded_reads = 0  # of those, reads of recorded series
+        # A recorded series holds the few rows that may be faults (or one a node): for a big
+        # selection (a 4,096-node job) reading all of it and keeping the selection's rows
+        # here is cheaper than matching a 4,096-name regex against every host label value.
+        self.select_in_process_above = 256
 
     def _http(self) -> aiohttp.ClientSession:
         # Made on first use, inside the running loop.
@@ -269,30 +275,59 @@ class PrometheusMetrics:
         step_s: int,
         timeout_s: float | None = None,
     ) -> list[PacePoint]:
-        """The job's slowest and median rank over time: two range queries, any job size."""
+        """The job's slowest and median rank over time: two range queries, any job size.
+
+        Where meowbot's rules record every job's pace (prometheus_rules.pace_queries) and
+        have done so over the whole range, the job's rows of those: a point a step, where
+        the raw queries read every rank at every step (32k ranks x 2,880 steps is past
+        Prometheus' default 50M-sample limit). A recorded point is the pace at the rule's
+        last evaluation before the step: at most its interval (a minute) older.
+        """
         sel = step_selector(job_id, cfg)
         deadline = Deadline(timeout_s or self.timeout_s)
+        if self.recorded:
+            recorded = await self._recorded_pace(job_id, cfg, start, end, step_s, deadline)
+            if recorded is not None:
+                return recorded
         slowest, median = await asyncio.gather(
             *(
                 self.query_range(q, start=start, end=end, step_s=step_s, deadline=deadline)
                 for q in (f"max({sel})", f"quantile(0.5, {sel})")
             )
         )
+        return _pace_points(slowest, median)
 
-        def points(result: list[dict[str, Any]]) -> dict[float, float]:
-            values = result[0].get("values") if result else None
-            out = {}
-            for t, v in values or ():
-                value = float(v)
-                if value == value:
-                    out[float(t)] = value
-            return out
-
-        top, mid = points(slowest), points(median)
-        return [
-            PacePoint(datetime.fromtimestamp(t, UTC), top[t], mid[t])
-            for t in sorted(top.keys() & mid.keys())
+    async def _recorded_pace(
+        self,
+        job_id: str,
+        cfg: StragglerConfig,
+        start: datetime,
+        end: datetime,
+        step_s: int,
+        deadline: Deadline,
+    ) -> list[PacePoint] | None:
+        """The job's recorded pace, or None when the rules did not cover the whole range."""
+        job = promql_string(job_id)
+        names = [rules.recorded_name(q, cfg.step_metric) for q in rules.pace_queries(cfg)]
+        # The rule's sentinel comes in the same answer: has it run all along, and lately?
+        queries = [
+            f'{name}{{{cfg.job_label}={job}}} or {name}{{{rules.SENTINEL_LABEL}!=""}}'
+            for name in names
         ]
+        results = await asyncio.gather(
+            *(
+                self.query_range(q, start=start, end=end, step_s=step_s, deadline=deadline)
+                for q in queries
+            )
+        )
+        series: list[list[dict[str, Any]]] = []
+        for result in results:
+            sentinel = [r for r in result if rules.SENTINEL_LABEL in (r.get("metric") or {})]
+            if not _covers(sentinel, start, end, step_s):
+                return None
+            series.append([r for r in result if r not in sentinel])
+        self.recorded_reads += len(series)
+        return _pace_points(series[0], series[1])
 
     async def _present(self, names: Sequence[str], deadline: Deadline) -> set[str]:
         """Which of the metrics exist, from the label index (no series are read)."""
@@ -331,6 +366,8 @@ class PrometheusMetrics:
             fleet = query_for(request, None, window_s, self.node_label)
             name = rules.recorded_name(fleet, request.name)
             if name in recorded:
+                if nodes is not None and len(nodes) > self.select_in_process_above:
+                    return name, name  # the selection's rows are kept by `read`
                 return selector(name, nodes, self.node_label), name
         return query_for(request, nodes, window_s, self.node_label), None
 
@@ -360,9 +397,16 @@ class PrometheusMetrics:
         results, fleet_versions, present = await asyncio.gather(reads, versions, exists)
         columns: dict[str, Column] = {}
         absent: set[str] = set()
+        wanted = (
+            frozenset(nodes)
+            if nodes is not None and len(nodes) > self.select_in_process_above
+            else None
+        )
         for request, (_, name), result in zip(requests, plans, results, strict=True):
             if name is not None:
                 _as_raw(result, request)
+                if wanted is not None:
+                    result[:] = [r for r in result if _selected(r, wanted, self.node_label)]
             column = _column(request.name, result, self.node_label)
             if len(column) or request.name in present:
                 columns[request.key] = column
@@ -375,6 +419,56 @@ class PrometheusMetrics:
             absent=frozenset(absent),
             fleet_versions=fleet_versions,
         )
+
+
+def _selected(row: Mapping[str, Any], nodes: frozenset[str], node_label: str) -> bool:
+    """Whether `selector(..., nodes, node_label)` would have matched the row's series: a
+    host label naming one of the nodes, or `instance` naming one with or without a port."""
+    labels = row.get("metric") or {}
+    for label in (*m.HOST_LABELS, node_label):
+        if labels.get(label) in nodes:
+            return True
+    instance = labels.get(m.LABEL_INSTANCE)
+    if not instance:
+        return False
+    host, sep, port = instance.rpartition(":")
+    return instance in nodes or (bool(sep) and port.isdigit() and host in nodes)
+
+
+def _pace_points(slowest: list[dict[str, Any]], median: list[dict[str, Any]]) -> list[PacePoint]:
+    def points(result: list[dict[str, Any]]) -> dict[float, float]:
+        values = result[0].get("values") if result else None
+        out = {}
+        for t, v in values or ():
+            value = float(v)
+            if value == value:
+                out[float(t)] = value
+        return out
+
+    top, mid = points(slowest), points(median)
+    return [
+        PacePoint(datetime.fromtimestamp(t, UTC), top[t], mid[t])
+        for t in sorted(top.keys() & mid.keys())
+    ]
+
+
+def _covers(sentinel: list[dict[str, Any]], start: datetime, end: datetime, step_s: int) -> bool:
+    """Whether a rule's sentinel series (value: when it ran) shows it running from the
+    range's first step to its last, fresh at the end."""
+    values = sentinel[0].get("values") if len(sentinel) == 1 else None
+    if not values:
+        return False
+    try:
+        first_t = float(values[0][0])
+        last_t, last_made = (float(v) for v in values[-1])
+        interval = float(sentinel[0]["metric"][rules.SENTINEL_LABEL])
+    except (KeyError, IndexError, TypeError, ValueError):
+        return False
+    return (
+        first_t <= start.timestamp() + step_s
+        and last_t >= end.timestamp() - step_s
+        and last_t - last_made <= rules.max_age_s(interval)
+    )
 
 
 def fresh_rules(rows: Sequence[Mapping[str, Any]]) -> frozenset[str]:

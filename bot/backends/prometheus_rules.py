@@ -54,6 +54,13 @@ def version_count_query(metric: str, label: str) -> str:
     return f"count by ({label}) (count by ({label}, {m.LABEL_INSTANCE}) ({metric}))"
 
 
+def pace_queries(cfg: StragglerConfig) -> tuple[str, str]:
+    """Every job's slowest and median rank, fleet-wide: what /job-slow's 48 h pace reads of
+    one job (the adapter reads a job's rows of these, recorded, instead of 32k ranks a step)."""
+    metric, job = cfg.step_metric, cfg.job_label
+    return f"max by ({job}) ({metric})", f"quantile by ({job}) (0.5, {metric})"
+
+
 def recorded_name(expr: str, metric: str) -> str:
     """The recorded series of exactly `expr`: the metric it reads, and a hash of the query."""
     digest = hashlib.sha256(expr.encode()).hexdigest()[:12]
@@ -67,13 +74,14 @@ def worth_recording(request: MetricRequest) -> bool:
         or request.keep
         or request.per_node
         or request.fewer_per_node
+        or request.lowest_per_node
     )
 
 
 def keeps_name(request: MetricRequest) -> bool:
     """Whether the raw query's rows carry `__name__` (selectors and filters keep it; counts,
     arithmetic and functions drop it): recorded rows get the raw rows' labels back."""
-    return request.reading is Reading.VALUE and not request.per_node
+    return request.reading is Reading.VALUE and not (request.per_node or request.lowest_per_node)
 
 
 def sentinel(interval_s: int) -> str:
@@ -145,6 +153,7 @@ def rule_groups(
     value_interval_s: int = 30,
     window_interval_s: int = 60,
     day_interval_s: int = 120,
+    pace_interval_s: int = 60,
 ) -> list[RuleGroup]:
     """The recording rules for the enabled checks of `health`.
 
@@ -152,6 +161,8 @@ def rule_groups(
     counts (cheap: evaluated every `value_interval_s`), and one group per counter window
     (each counter compared at two instants over the whole fleet: the costly part). A window
     of a day or more is evaluated every `day_interval_s`: a minute's news in a day's count.
+    With `stragglers`, /job-slow's counters and its pace (every job's slowest and median
+    rank, each minute: the 48 h chart and the baseline read those, not 32k ranks a step).
     Every interval must stay under Prometheus' 5-minute lookback, or the sentinels go stale
     between evaluations and the adapter reads raw.
     """
@@ -182,6 +193,15 @@ def rule_groups(
         groups.append(
             RuleGroup(f"meowbot-job-slow-{window}s", window_interval_s, tuple(rules.values()))
         )
+        # The pace: read at 1-minute steps over 48 h, so recorded every minute (at most).
+        pace = [
+            Rule(recorded_name(q, stragglers.step_metric), q, stragglers.step_metric, what)
+            for q, what in zip(
+                pace_queries(stragglers), ("slowest rank per job", "median rank per job"),
+                strict=True,
+            )
+        ]  # fmt: skip
+        groups.append(RuleGroup("meowbot-job-slow-pace", min(pace_interval_s, 60), tuple(pace)))
     for group in groups:
         if group.interval_s >= 300:
             raise ValueError(
