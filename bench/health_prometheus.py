@@ -65,9 +65,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bot.alerts.config import AlertsConfig
 from bot.backends.http import Deadline
 from bot.backends.prometheus import PrometheusInventory, PrometheusMetrics, query_for
-from bot.backends.prometheus_rules import SENTINEL_LABEL, rule_groups, rules_yaml
+from bot.backends.prometheus_rules import (
+    SENTINEL_LABEL,
+    RuleGroup,
+    rule_groups,
+    rules_yaml,
+    windows_for,
+)
 from bot.backends.sim.fleet import SimFleet
 from bot.backends.sim.metrics import SimInventory, SimMetrics
 from bot.models import FaultKind, Job
@@ -312,10 +319,18 @@ def scalar(url: str, promql: str) -> float | None:
     return None
 
 
+def bench_rule_groups() -> list[RuleGroup]:
+    """What `meowbot prometheus-rules` prints without MEOWBOT_CONFIG (the alert sweep's
+    15-minute window included)."""
+    health = HealthConfig()
+    windows = windows_for(health, sweep_window_s=AlertsConfig().sweep_window_s)
+    return rule_groups(health, StragglerConfig(), windows=windows)
+
+
 def write_rules(tmp: Path) -> tuple[Path, Path, int]:
     """meowbot's recording rules for the default config (what `meowbot prometheus-rules`
     prints), and the pace group alone (backfilled for --job); how many rules in all."""
-    groups = rule_groups(HealthConfig(), StragglerConfig())
+    groups = bench_rule_groups()
     rules = tmp / "rules.yml"
     rules.write_text(rules_yaml(groups))
     pace = tmp / "pace-rules.yml"
@@ -363,7 +378,7 @@ def backfill_pace(url: str, pace: Path, now_s: int, tmp: Path, data: Path) -> No
     blocks = list(out.iterdir())
     for block in blocks:
         shutil.move(str(block), data / block.name)
-    groups = rule_groups(HealthConfig(), StragglerConfig())
+    groups = bench_rule_groups()
     name = next(g for g in groups if g.name == PACE_GROUP).rules[0].record
     oldest = now_s - 48 * 3600 + 60
     deadline = time.monotonic() + READY_TIMEOUT_S
@@ -695,6 +710,15 @@ def run(args: argparse.Namespace) -> None:
                 )
             else:
                 say("recording rules: none loaded (--no-rules): every read is raw")
+            if args.steady:
+                # What Prometheus costs with nothing asked of it: ingest (and rules).
+                cpu0, t0 = prometheus_cpu_s(prom.pid), time.monotonic()
+                time.sleep(args.steady)
+                cores = (prometheus_cpu_s(prom.pid) - cpu0) / (time.monotonic() - t0)
+                say(
+                    f"prometheus at rest over {args.steady} s: {cores:.2f} of "
+                    f"{os.cpu_count()} cores (ingest{' and rules' if args.rules else ''})"
+                )
 
             if args.hold:
                 say(f"holding: prometheus on {url} until interrupted")
@@ -749,6 +773,13 @@ def main(argv: list[str]) -> None:
         "--profile", action="store_true", help="time each query alone after the runs"
     )
     parser.add_argument("--hold", action="store_true", help="keep Prometheus up to query it")
+    parser.add_argument(
+        "--steady",
+        type=int,
+        default=0,
+        metavar="SECONDS",
+        help="before measuring, sample Prometheus' CPU use at rest over this long",
+    )
     parser.add_argument(
         "--no-rules",
         dest="rules",

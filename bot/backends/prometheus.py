@@ -70,6 +70,9 @@ def selector(metric: str, nodes: Sequence[str] | None, node_label: str) -> str:
     return " or ".join(parts)
 
 
+RAW_PACE_SAMPLES = 20_000_000
+"""Samples a raw pace query may load (steps x ranks): Prometheus refuses past 50M."""
+
 SHORTEST_OFFSET_S = 3600
 """The shortest window a counter's growth is measured over by difference; below it, increase()."""
 
@@ -289,6 +292,13 @@ class PrometheusMetrics:
             recorded = await self._recorded_pace(job_id, cfg, start, end, step_s, deadline)
             if recorded is not None:
                 return recorded
+        # Raw, each step reads every rank: widen the step so that a big job stays within
+        # Prometheus' sample limit (a 4,096-node job: 5-minute points over 48 h).
+        ranks = await self.query(f"count({sel})", at=end, deadline=deadline)
+        count = float(ranks[0]["value"][1]) if ranks else 0.0
+        span_s = max(0.0, (end - start).total_seconds())
+        widest = math.ceil(span_s * count / RAW_PACE_SAMPLES / 60) * 60
+        step_s = max(step_s, widest)
         slowest, median = await asyncio.gather(
             *(
                 self.query_range(q, start=start, end=end, step_s=step_s, deadline=deadline)

@@ -102,6 +102,7 @@ def test_the_cli_prints_the_rules(
     assert main(["prometheus-rules", "--window", "6h", "--interval", "45"]) == 0
     doc = yaml.safe_load(capsys.readouterr().out)
     names = [g["name"] for g in doc["groups"]]
-    assert "meowbot-health-21600s" in names and "meowbot-health-86400s" in names
+    for window in (900, 3600, 21600, 86400):  # the sweep's, /node-health's, asked, /hw-faults'
+        assert f"meowbot-health-{window}s-{m.DCGM_FI_DEV_PCIE_REPLAY_COUNTER}" in names
     assert {g["interval"] for g in doc["groups"]} == {"45s"}
     assert main(["prometheus-rules", "--window", "forever"]) == 2
