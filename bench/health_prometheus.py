@@ -25,14 +25,23 @@ The set-up follows scripts/testsvc/prometheus.py (the test environment's Prometh
    ``honor_labels``: the series carry their own instance and job); we wait, bounded, until
    ``count(DCGM_FI_DEV_GPU_TEMP)`` is the number of GPUs exported (8 a node, less the GPUs the
    scenario's GPU_MISSING faults took away: 32,762 of 32,768 at 4,096 nodes).
-5. ``bot.triage.service.hw_faults`` runs ``--runs`` times over the whole fleet, each time with a
-   fresh ``PrometheusInventory`` (so every call lists the nodes too: the worst case), then once
-   on a two-node hostlist to show that the query count is the same.
+5. Prometheus loads meowbot's recording rules as ``meowbot prometheus-rules`` prints them
+   without a config (bot/backends/prometheus_rules.py: gauges every 30 s, counter windows
+   every 120 s, the 24 h window every 240 s, /job-slow's pace every 60 s), and we wait until
+   every rule has run once; ``--no-rules`` loads none (every read raw: the old figure).
+   ``--steady N`` then samples Prometheus' CPU use at rest over N seconds (ingest and rules).
+6. ``bot.triage.service.hw_faults`` runs ``--runs`` times over the whole fleet, each time with a
+   fresh ``PrometheusInventory`` (so every call lists the nodes too: the worst case) and a
+   fresh read of every series (nothing is cached between calls: the recorded series are
+   Prometheus' own, re-evaluated on its schedule), then once on a two-node hostlist to show
+   that the query count is the same.
 
 ``--job`` (issue #4) measures /job-slow instead: a clean fleet runs one training job on every
 node, one node 5 % slow from a power cap; 48 h of its per-rank step times (32k series at
 4,096 nodes) are backfilled every 5 min, inside Prometheus' 5 min lookback, so every step of
-the 48 h pace range finds every rank; ``slow_job`` (step times, pace, health and proxies over
+the 48 h pace range finds every rank; with the rules, the pace group is backfilled over those
+48 h as an operator would (``promtool tsdb create-blocks-from rules`` against this Prometheus,
+blocks moved into its data folder); ``slow_job`` (step times, pace, health and proxies over
 the job's 4,096 nodes) runs ``--runs`` times, then on 16 of the nodes for the query count.
 Target: < 2 s, a fixed number of queries.
 

@@ -42,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
         "--interval",
         type=int,
         metavar="SECONDS",
-        help="evaluate every group this often (default: 30 s gauges, 60 s counters, 240 s a day)",
+        help="evaluate every group this often (default: 30 s gauges, 120 s counters, 240 s a day)",
     )
     rules.add_argument("-o", "--output", help="write the rules file here instead of stdout")
     return parser

@@ -400,8 +400,13 @@ class PrometheusMetrics:
         # A filtered answer may be empty because all is well: ask once which metrics exist.
         filtered = [r.name for r in requests if r.keep or r.fewer_per_node]
         reads = asyncio.gather(*(self.query(q, at=at, deadline=deadline) for q, _ in plans))
+        # Drift over a selection is judged against the whole fleet: its version counts, when
+        # a per-node version read is asked for (the drift checks'; not /job-slow's proxies).
+        drift = any(r.per_node and r.by for r in requests)
         versions = (
-            _version_counts(self, deadline, recorded) if nodes is not None else _no_versions()
+            _version_counts(self, deadline, recorded)
+            if nodes is not None and drift
+            else _no_versions()
         )
         exists = self._present(filtered, deadline) if filtered else _nothing()
         results, fleet_versions, present = await asyncio.gather(reads, versions, exists)

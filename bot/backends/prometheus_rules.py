@@ -151,7 +151,7 @@ def rule_groups(
     *,
     windows: Sequence[int] | None = None,
     value_interval_s: int = 30,
-    window_interval_s: int = 60,
+    window_interval_s: int = 120,
     day_interval_s: int = 240,
     pace_interval_s: int = 60,
 ) -> list[RuleGroup]:
@@ -161,7 +161,7 @@ def rule_groups(
     counts (cheap: evaluated every `value_interval_s`), and one group per counter and window
     (each counter compared at two instants over the whole fleet: the costly part). A window
     of a day or more is evaluated every `day_interval_s`: four minutes' news in a day's
-    count, for a quarter of the cost of every minute.
+    count, for a quarter of the cost of every minute; shorter windows every two minutes.
     With `stragglers`, /job-slow's counters and its pace (every job's slowest and median
     rank, each minute: the 48 h chart and the baseline read those, not 32k ranks a step).
     An interval and the group's evaluation time must stay under Prometheus' 5-minute lookback,
