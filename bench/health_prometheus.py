@@ -29,7 +29,7 @@ The set-up follows scripts/testsvc/prometheus.py (the test environment's Prometh
    without a config (bot/backends/prometheus_rules.py: gauges every 30 s, counter windows
    every 120 s, the 24 h window every 240 s, /job-slow's pace every 60 s), and we wait until
    every rule has run once; ``--no-rules`` loads none (every read raw: the old figure).
-   ``--steady N`` then samples Prometheus' CPU use at rest over N seconds (ingest and rules).
+   ``--steady N`` samples Prometheus' CPU use at rest over N seconds after the runs.
 6. ``bot.triage.service.hw_faults`` runs ``--runs`` times over the whole fleet, each time with a
    fresh ``PrometheusInventory`` (so every call lists the nodes too: the worst case) and a
    fresh read of every series (nothing is cached between calls: the recorded series are
@@ -76,7 +76,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.alerts.config import AlertsConfig
 from bot.backends.http import Deadline
-from bot.backends.prometheus import PrometheusInventory, PrometheusMetrics, query_for
+from bot.backends.prometheus import PrometheusInventory, PrometheusMetrics, _offsets, query_for
 from bot.backends.prometheus_rules import (
     SENTINEL_LABEL,
     RuleGroup,
@@ -106,6 +106,8 @@ BLOCK_S = 7200  # promtool cuts its blocks at multiples of 2 h since the epoch
 EXPORTER_START_S = 120.0
 BACKFILL_TIMEOUT_S = 600.0
 READY_TIMEOUT_S = 300.0
+DENSE_STEP_S = 240  # under the 5-minute lookback
+DENSE_SPAN_S = 2400  # the benchmark reads within 40 minutes of `now`
 RULES_TIMEOUT_S = 420.0
 SENTINELS = f'count({{{SENTINEL_LABEL}!=""}})'  # one row a recording rule
 PACE_GROUP = "meowbot-job-slow-pace"
@@ -258,7 +260,13 @@ def counters() -> list[str]:
 
 
 def backfill(
-    fleet: SimFleet, hours: float, step_s: int, tmp: Path, data: Path, metrics: list[str]
+    fleet: SimFleet,
+    hours: float,
+    step_s: int,
+    tmp: Path,
+    data: Path,
+    metrics: list[str],
+    dense_offsets: Sequence[int] = (),
 ) -> None:
     global _FLEET
     _FLEET = fleet
@@ -266,9 +274,24 @@ def backfill(
     tmp = tmp / f"pass-{step_s}"
     tmp.mkdir(exist_ok=True)
     parts = slices(fleet.now_s, hours, step_s, tmp)
+    # Where the counters' difference terms look (each offset of a 24 h or 1 h window), every
+    # few minutes for a while: so they find a sample whenever in the next DENSE_SPAN_S the
+    # benchmark reads, not only in the 5 minutes after `now` (Prometheus' lookback).
+    patches = [
+        Slice(fleet.now_s - o, fleet.now_s - o + DENSE_SPAN_S, DENSE_STEP_S,
+              tmp / f"dense-{o}.om", tmp / f"dense-{o}")
+        for o in dense_offsets if o - DENSE_SPAN_S >= 0 and o <= hours * 3600
+    ]  # fmt: skip
+    parts += patches
     say(
         f"history: {len(_HISTORY)} metric(s), {hours:g} h every "
-        f"{step_s} s, in {len(parts)} slice(s) cut at promtool's 2 h block edges"
+        f"{step_s} s, in {len(parts) - len(patches)} slice(s) cut at promtool's 2 h block edges"
+        + (
+            f", and every {DENSE_STEP_S} s for {DENSE_SPAN_S // 60} min after each of "
+            f"{len(patches)} offsets the counters are read at"
+            if patches
+            else ""
+        )
     )
     started = time.perf_counter()
     ctx = multiprocessing.get_context("fork")
@@ -576,14 +599,16 @@ async def bench_job(url: str, runs: int, job: Job, straggler: str, recorded: boo
     times: list[float] = []
     per_call: list[int] = []
     recorded_per_call: list[int] = []
+    own_cpu: list[float] = []  # this process's CPU a call: parsing the answers, the diagnosis
     report: SlowJobReport | None = None
     try:
         for _ in range(runs + 1):
             triage = Triage(metrics, PrometheusInventory(metrics))
             before, before_rec = metrics.queries, metrics.recorded_reads
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             answer = await slow_job(triage, job, cfg)
             times.append(time.perf_counter() - started)
+            own_cpu.append(time.process_time() - cpu)
             per_call.append(metrics.queries - before)
             recorded_per_call.append(metrics.recorded_reads - before_rec)
             if not isinstance(answer, SlowJobReport):
@@ -603,7 +628,8 @@ async def bench_job(url: str, runs: int, job: Job, straggler: str, recorded: boo
     print(f"runs (s): {' '.join(f'{t:.2f}' for t in times)} (first, not counted: {first:.2f})")
     print(
         f"/job-slow of a job on {len(job.nodes)} nodes x 8 ranks from Prometheus, {runs} runs: "
-        f"p50 {p50:.2f} s, p95 {p95_s:.2f} s, max {max(times):.2f} s"
+        f"p50 {p50:.2f} s, p95 {p95_s:.2f} s, max {max(times):.2f} s, min {min(times):.2f} s; "
+        f"the bot's own CPU a call p50 {statistics.median(own_cpu[1:]):.2f} s"
     )
     print(
         f"PromQL queries per call: {'/'.join(map(str, sorted(set(per_call))))} (of which "
@@ -655,7 +681,8 @@ def run(args: argparse.Namespace) -> None:
                 f"fleet: {expected} of {8 * args.nodes} GPUs exported "
                 f"({8 * args.nodes - expected} injected missing): the count to wait for"
             )
-            backfill(fleet, args.hours, args.step, tmp, data, counters())
+            offsets = sorted({*_offsets(86400), *_offsets(int(HealthConfig().window_s))})
+            backfill(fleet, args.hours, args.step, tmp, data, counters(), offsets)
             job: Job | None = None
             straggler = ""
             if args.job:
@@ -719,15 +746,6 @@ def run(args: argparse.Namespace) -> None:
                 )
             else:
                 say("recording rules: none loaded (--no-rules): every read is raw")
-            if args.steady:
-                # What Prometheus costs with nothing asked of it: ingest (and rules).
-                cpu0, t0 = prometheus_cpu_s(prom.pid), time.monotonic()
-                time.sleep(args.steady)
-                cores = (prometheus_cpu_s(prom.pid) - cpu0) / (time.monotonic() - t0)
-                say(
-                    f"prometheus at rest over {args.steady} s: {cores:.2f} of "
-                    f"{os.cpu_count()} cores (ingest{' and rules' if args.rules else ''})"
-                )
 
             if args.hold:
                 say(f"holding: prometheus on {url} until interrupted")
@@ -748,6 +766,15 @@ def run(args: argparse.Namespace) -> None:
                 )  # fmt: skip
             load = " ".join(f"{x:.2f}" for x in os.getloadavg())
             say(f"benchmark: {time.perf_counter() - started:.1f} s; load average {load}")
+            if args.steady:
+                # What Prometheus costs with nothing asked of it: ingest (and rules).
+                cpu0, t0 = prometheus_cpu_s(prom.pid), time.monotonic()
+                time.sleep(args.steady)
+                cores = (prometheus_cpu_s(prom.pid) - cpu0) / (time.monotonic() - t0)
+                say(
+                    f"prometheus at rest over {args.steady} s: {cores:.2f} of "
+                    f"{os.cpu_count()} cores (ingest{' and rules' if args.rules else ''})"
+                )
             if args.rules:
                 rule_costs(url)
             cpu = prometheus_cpu_s(prom.pid)
@@ -787,7 +814,7 @@ def main(argv: list[str]) -> None:
         type=int,
         default=0,
         metavar="SECONDS",
-        help="before measuring, sample Prometheus' CPU use at rest over this long",
+        help="after measuring, sample Prometheus' CPU use at rest over this long",
     )
     parser.add_argument(
         "--no-rules",
