@@ -297,8 +297,9 @@ class PrometheusMetrics:
         ranks = await self.query(f"count({sel})", at=end, deadline=deadline)
         count = float(ranks[0]["value"][1]) if ranks else 0.0
         span_s = max(0.0, (end - start).total_seconds())
-        widest = math.ceil(span_s * count / RAW_PACE_SAMPLES / 60) * 60
-        step_s = max(step_s, widest)
+        needed_s = span_s * count / RAW_PACE_SAMPLES  # the step that loads that many
+        if needed_s > step_s:
+            step_s = math.ceil(needed_s / 60) * 60
         slowest, median = await asyncio.gather(
             *(
                 self.query_range(q, start=start, end=end, step_s=step_s, deadline=deadline)
