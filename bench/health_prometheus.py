@@ -25,14 +25,23 @@ The set-up follows scripts/testsvc/prometheus.py (the test environment's Prometh
    ``honor_labels``: the series carry their own instance and job); we wait, bounded, until
    ``count(DCGM_FI_DEV_GPU_TEMP)`` is the number of GPUs exported (8 a node, less the GPUs the
    scenario's GPU_MISSING faults took away: 32,762 of 32,768 at 4,096 nodes).
-5. ``bot.triage.service.hw_faults`` runs ``--runs`` times over the whole fleet, each time with a
-   fresh ``PrometheusInventory`` (so every call lists the nodes too: the worst case), then once
-   on a two-node hostlist to show that the query count is the same.
+5. Prometheus loads meowbot's recording rules as ``meowbot prometheus-rules`` prints them
+   without a config (bot/backends/prometheus_rules.py: gauges every 30 s, counter windows
+   every 120 s, the 24 h window every 240 s, /job-slow's pace every 60 s), and we wait until
+   every rule has run once; ``--no-rules`` loads none (every read raw: the old figure).
+   ``--steady N`` samples Prometheus' CPU use at rest over N seconds after the runs.
+6. ``bot.triage.service.hw_faults`` runs ``--runs`` times over the whole fleet, each time with a
+   fresh ``PrometheusInventory`` (so every call lists the nodes too: the worst case) and a
+   fresh read of every series (nothing is cached between calls: the recorded series are
+   Prometheus' own, re-evaluated on its schedule), then once on a two-node hostlist to show
+   that the query count is the same.
 
 ``--job`` (issue #4) measures /job-slow instead: a clean fleet runs one training job on every
 node, one node 5 % slow from a power cap; 48 h of its per-rank step times (32k series at
 4,096 nodes) are backfilled every 5 min, inside Prometheus' 5 min lookback, so every step of
-the 48 h pace range finds every rank; ``slow_job`` (step times, pace, health and proxies over
+the 48 h pace range finds every rank; with the rules, the pace group is backfilled over those
+48 h as an operator would (``promtool tsdb create-blocks-from rules`` against this Prometheus,
+blocks moved into its data folder); ``slow_job`` (step times, pace, health and proxies over
 the job's 4,096 nodes) runs ``--runs`` times, then on 16 of the nodes for the query count.
 Target: < 2 s, a fixed number of queries.
 
@@ -65,8 +74,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bot.alerts.config import AlertsConfig
 from bot.backends.http import Deadline
-from bot.backends.prometheus import PrometheusInventory, PrometheusMetrics, query_for
+from bot.backends.prometheus import PrometheusInventory, PrometheusMetrics, _offsets, query_for
+from bot.backends.prometheus_rules import (
+    SENTINEL_LABEL,
+    RuleGroup,
+    rule_groups,
+    rules_yaml,
+    windows_for,
+)
 from bot.backends.sim.fleet import SimFleet
 from bot.backends.sim.metrics import SimInventory, SimMetrics
 from bot.models import FaultKind, Job
@@ -89,6 +106,11 @@ BLOCK_S = 7200  # promtool cuts its blocks at multiples of 2 h since the epoch
 EXPORTER_START_S = 120.0
 BACKFILL_TIMEOUT_S = 600.0
 READY_TIMEOUT_S = 300.0
+DENSE_STEP_S = 240  # under the 5-minute lookback
+DENSE_SPAN_S = 2400  # the benchmark reads within 40 minutes of `now`
+RULES_TIMEOUT_S = 420.0
+SENTINELS = f'count({{{SENTINEL_LABEL}!=""}})'  # one row a recording rule
+PACE_GROUP = "meowbot-job-slow-pace"
 PROGRESS_EVERY_S = 10.0
 
 T0 = time.perf_counter()
@@ -238,7 +260,13 @@ def counters() -> list[str]:
 
 
 def backfill(
-    fleet: SimFleet, hours: float, step_s: int, tmp: Path, data: Path, metrics: list[str]
+    fleet: SimFleet,
+    hours: float,
+    step_s: int,
+    tmp: Path,
+    data: Path,
+    metrics: list[str],
+    dense_offsets: Sequence[int] = (),
 ) -> None:
     global _FLEET
     _FLEET = fleet
@@ -246,9 +274,24 @@ def backfill(
     tmp = tmp / f"pass-{step_s}"
     tmp.mkdir(exist_ok=True)
     parts = slices(fleet.now_s, hours, step_s, tmp)
+    # Where the counters' difference terms look (each offset of a 24 h or 1 h window), every
+    # few minutes for a while: so they find a sample whenever in the next DENSE_SPAN_S the
+    # benchmark reads, not only in the 5 minutes after `now` (Prometheus' lookback).
+    patches = [
+        Slice(fleet.now_s - o, fleet.now_s - o + DENSE_SPAN_S, DENSE_STEP_S,
+              tmp / f"dense-{o}.om", tmp / f"dense-{o}")
+        for o in dense_offsets if o - DENSE_SPAN_S >= 0 and o <= hours * 3600
+    ]  # fmt: skip
+    parts += patches
     say(
         f"history: {len(_HISTORY)} metric(s), {hours:g} h every "
-        f"{step_s} s, in {len(parts)} slice(s) cut at promtool's 2 h block edges"
+        f"{step_s} s, in {len(parts) - len(patches)} slice(s) cut at promtool's 2 h block edges"
+        + (
+            f", and every {DENSE_STEP_S} s for {DENSE_SPAN_S // 60} min after each of "
+            f"{len(patches)} offsets the counters are read at"
+            if patches
+            else ""
+        )
     )
     started = time.perf_counter()
     ctx = multiprocessing.get_context("fork")
@@ -271,7 +314,7 @@ def backfill(
 
 
 # --- Prometheus --------------------------------------------------------------------------------
-def config(exporter_port: int, interval_s: int) -> str:
+def config(exporter_port: int, interval_s: int, rules: Path | None) -> str:
     return json.dumps(  # JSON is YAML
         {
             "global": {
@@ -279,6 +322,7 @@ def config(exporter_port: int, interval_s: int) -> str:
                 "scrape_timeout": f"{max(5, interval_s - 5)}s",
                 "evaluation_interval": f"{interval_s}s",
             },
+            "rule_files": [str(rules)] if rules else [],
             "scrape_configs": [
                 {
                     "job_name": "meowbot-sim",
@@ -305,6 +349,94 @@ def scalar(url: str, promql: str) -> float | None:
         if result:
             return float(result[0]["value"][1])  # type: ignore[index]
     return None
+
+
+def bench_rule_groups() -> list[RuleGroup]:
+    """What `meowbot prometheus-rules` prints without MEOWBOT_CONFIG (the alert sweep's
+    15-minute window included)."""
+    health = HealthConfig()
+    windows = windows_for(health, sweep_window_s=AlertsConfig().sweep_window_s)
+    return rule_groups(health, StragglerConfig(), windows=windows)
+
+
+def write_rules(tmp: Path) -> tuple[Path, Path, int]:
+    """meowbot's recording rules for the default config (what `meowbot prometheus-rules`
+    prints), and the pace group alone (backfilled for --job); how many rules in all."""
+    groups = bench_rule_groups()
+    rules = tmp / "rules.yml"
+    rules.write_text(rules_yaml(groups))
+    pace = tmp / "pace-rules.yml"
+    pace.write_text(rules_yaml([g for g in groups if g.name == PACE_GROUP]))
+    return rules, pace, sum(len(g.rules) for g in groups)
+
+
+def wait_for_rules(url: str, expected: int, procs: Sequence[subprocess.Popen[bytes]]) -> None:
+    """Until every rule has run once (its sentinel row is there)."""
+    deadline = time.monotonic() + RULES_TIMEOUT_S
+    last_note = -PROGRESS_EVERY_S
+    seen: float | None = None
+    while time.monotonic() < deadline:
+        for proc in procs:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode}")
+        seen = scalar(url, SENTINELS)
+        if seen is not None and int(seen) >= expected:
+            return
+        if time.monotonic() - last_note >= PROGRESS_EVERY_S:
+            say(f"  waiting for the recording rules' first runs: {int(seen or 0)} of {expected}")
+            last_note = time.monotonic()
+        time.sleep(2.0)
+    raise RuntimeError(f"{seen} of {expected} recording rules ran in {RULES_TIMEOUT_S:.0f} s")
+
+
+def backfill_pace(url: str, pace: Path, now_s: int, tmp: Path, data: Path) -> None:
+    """The pace rules over the 48 h of step times, as an operator backfills a new recording
+    rule: `promtool tsdb create-blocks-from rules` evaluates them against this Prometheus
+    (range queries, 2 h at a time, a point a minute) and writes blocks, moved into its data
+    folder; Prometheus loads them within a minute. Live evaluation carries on from now."""
+    started = time.perf_counter()
+    out = tmp / "pace-blocks"
+    out.mkdir()
+    log = tmp / "pace-backfill.log"
+    with log.open("wb") as err:
+        code = subprocess.call(
+            ["promtool", "tsdb", "create-blocks-from", "rules",
+             f"--start={now_s - 48 * 3600 - 600}", f"--end={int(time.time()) + 60}",
+             f"--url={url}", f"--output-dir={out}", "--eval-interval=60s", str(pace)],
+            stdout=err, stderr=subprocess.STDOUT, timeout=BACKFILL_TIMEOUT_S,
+        )  # fmt: skip
+    if code != 0:
+        raise RuntimeError(f"promtool create-blocks-from rules failed with {code}\n{tail(log)}")
+    blocks = list(out.iterdir())
+    for block in blocks:
+        shutil.move(str(block), data / block.name)
+    groups = bench_rule_groups()
+    name = next(g for g in groups if g.name == PACE_GROUP).rules[0].record
+    oldest = now_s - 48 * 3600 + 60
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError, ValueError):
+            data_ = urllib.parse.urlencode({"query": f"count({name})", "time": str(oldest)})
+            with urllib.request.urlopen(f"{url}/api/v1/query?{data_}", timeout=10) as resp:
+                if json.loads(resp.read())["data"]["result"]:
+                    break
+        time.sleep(2.0)
+    else:
+        raise RuntimeError("the backfilled pace blocks did not show up")
+    say(
+        f"pace rules backfilled over 48 h: {len(blocks)} blocks, loaded, in "
+        f"{time.perf_counter() - started:.1f} s"
+    )
+
+
+def rule_costs(url: str) -> None:
+    """What the rules cost Prometheus: each group's last evaluation."""
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        with urllib.request.urlopen(f"{url}/api/v1/rules", timeout=10) as resp:
+            groups = json.loads(resp.read())["data"]["groups"]
+        print("recording rule groups (interval: last evaluation took):")
+        for g in groups:
+            print(f"  {g['name']}: every {g['interval']:.0f} s: {g['evaluationTime']:.2f} s")
 
 
 def wait_for_fleet(url: str, expected: int, procs: Sequence[subprocess.Popen[bytes]]) -> None:
@@ -337,6 +469,14 @@ def ready(url: str) -> bool:
             return bool(resp.status == 200)
     except OSError:
         return False
+
+
+def prometheus_cpu_s(pid: int) -> float:
+    """User and system CPU seconds the process has used (ingest, rules, queries)."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return float("nan")
 
 
 def rss_mb(pid: int) -> float:
@@ -379,20 +519,23 @@ async def bench(
     expected_nodes: int,
     expected: dict[str, int],
     profile: bool = False,
+    recorded: bool = True,
 ) -> float:
-    metrics = PrometheusMetrics(url, timeout_s=30)
+    metrics = PrometheusMetrics(url, timeout_s=60, recorded=recorded)
     try:
         times: list[float] = []
         per_call: list[int] = []
+        recorded_per_call: list[int] = []
         report: FaultsReport | None = None
         for _ in range(runs):
             # A fresh inventory each call: it lists the nodes too (2 queries), the worst case.
             triage = Triage(metrics, PrometheusInventory(metrics))
-            before = metrics.queries
+            before, before_rec = metrics.queries, metrics.recorded_reads
             started = time.perf_counter()
             answer = await service.hw_faults(triage, "")
             times.append(time.perf_counter() - started)
             per_call.append(metrics.queries - before)
+            recorded_per_call.append(metrics.recorded_reads - before_rec)
             if not isinstance(answer, FaultsReport):
                 raise RuntimeError(f"/hw-faults answered an error: {answer.sentence}")
             report = answer
@@ -426,7 +569,8 @@ async def bench(
     print(
         f"PromQL queries per call over the fleet: {'/'.join(map(str, kinds))} "
         f"({len(requests_for(enabled_checks(HealthConfig())))} metrics read, each one query; "
-        f"the inventory's node listing included); on {hostlist} ({small.scope}): "
+        f"the inventory's node listing included), of which recorded series: "
+        f"{'/'.join(map(str, sorted(set(recorded_per_call))))}; on {hostlist} ({small.scope}): "
         f"{small_queries} queries in {small_s:.2f} s, {sum(small.counts.values())} faults"
     )
     counts = ", ".join(f"{k.value} {c}" for k, c in report.counts.items())
@@ -447,22 +591,26 @@ async def bench(
     return p95_s
 
 
-async def bench_job(url: str, runs: int, job: Job, straggler: str) -> float:
+async def bench_job(url: str, runs: int, job: Job, straggler: str, recorded: bool = True) -> float:
     """/job-slow's service (slow_job: step times, 48 h pace, health and proxies over the job's
     nodes) on the job, ``runs`` times; then on 16 of its nodes, for the query count."""
     cfg = StragglerConfig()
-    metrics = PrometheusMetrics(url, timeout_s=60)
+    metrics = PrometheusMetrics(url, timeout_s=60, recorded=recorded)
     times: list[float] = []
     per_call: list[int] = []
+    recorded_per_call: list[int] = []
+    own_cpu: list[float] = []  # this process's CPU a call: parsing the answers, the diagnosis
     report: SlowJobReport | None = None
     try:
         for _ in range(runs + 1):
             triage = Triage(metrics, PrometheusInventory(metrics))
-            before = metrics.queries
-            started = time.perf_counter()
+            before, before_rec = metrics.queries, metrics.recorded_reads
+            started, cpu = time.perf_counter(), time.process_time()
             answer = await slow_job(triage, job, cfg)
             times.append(time.perf_counter() - started)
+            own_cpu.append(time.process_time() - cpu)
             per_call.append(metrics.queries - before)
+            recorded_per_call.append(metrics.recorded_reads - before_rec)
             if not isinstance(answer, SlowJobReport):
                 raise RuntimeError(f"/job-slow answered an error: {answer.sentence}")
             report = answer
@@ -480,10 +628,12 @@ async def bench_job(url: str, runs: int, job: Job, straggler: str) -> float:
     print(f"runs (s): {' '.join(f'{t:.2f}' for t in times)} (first, not counted: {first:.2f})")
     print(
         f"/job-slow of a job on {len(job.nodes)} nodes x 8 ranks from Prometheus, {runs} runs: "
-        f"p50 {p50:.2f} s, p95 {p95_s:.2f} s, max {max(times):.2f} s"
+        f"p50 {p50:.2f} s, p95 {p95_s:.2f} s, max {max(times):.2f} s, min {min(times):.2f} s; "
+        f"the bot's own CPU a call p50 {statistics.median(own_cpu[1:]):.2f} s"
     )
     print(
-        f"PromQL queries per call: {'/'.join(map(str, sorted(set(per_call))))}; "
+        f"PromQL queries per call: {'/'.join(map(str, sorted(set(per_call))))} (of which "
+        f"recorded series: {'/'.join(map(str, sorted(set(recorded_per_call))))}); "
         f"on 16 of its nodes: {small_queries}"
     )
     print(
@@ -531,7 +681,8 @@ def run(args: argparse.Namespace) -> None:
                 f"fleet: {expected} of {8 * args.nodes} GPUs exported "
                 f"({8 * args.nodes - expected} injected missing): the count to wait for"
             )
-            backfill(fleet, args.hours, args.step, tmp, data, counters())
+            offsets = sorted({*_offsets(86400), *_offsets(int(HealthConfig().window_s))})
+            backfill(fleet, args.hours, args.step, tmp, data, counters(), offsets)
             job: Job | None = None
             straggler = ""
             if args.job:
@@ -562,7 +713,9 @@ def run(args: argparse.Namespace) -> None:
             started = time.perf_counter()
             port = free_port()
             cfg = tmp / "prometheus.yml"
-            cfg.write_text(config(exporter_port, args.scrape_interval))
+            rules, pace_rules, n_rules = write_rules(tmp)
+            loaded = rules if args.rules else None
+            cfg.write_text(config(exporter_port, args.scrape_interval, loaded))
             with prom_log.open("wb") as err:
                 prom = subprocess.Popen(
                     prometheus_command(cfg, data, port), stdout=subprocess.DEVNULL, stderr=err
@@ -582,20 +735,50 @@ def run(args: argparse.Namespace) -> None:
                 f"start; last scrape {scrape_s or 0:.1f} s for {int(scraped or 0):,} samples, "
                 f"RSS {rss_mb(prom.pid):.0f} MB"
             )
+            if args.rules:
+                started = time.perf_counter()
+                if job is not None:
+                    backfill_pace(url, pace_rules, now_s, tmp, data)
+                wait_for_rules(url, n_rules, procs)
+                say(
+                    f"recording rules: all {n_rules} have run (waited "
+                    f"{time.perf_counter() - started:.1f} s)"
+                )
+            else:
+                say("recording rules: none loaded (--no-rules): every read is raw")
 
             if args.hold:
                 say(f"holding: prometheus on {url} until interrupted")
                 with contextlib.suppress(KeyboardInterrupt):
                     while True:
                         time.sleep(60)
+            load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+            say(f"measuring; load average {load} (this machine has {os.cpu_count()} cores)")
             started = time.perf_counter()
             if job is not None:
-                asyncio.run(bench_job(url, args.runs, job, straggler))
+                asyncio.run(bench_job(url, args.runs, job, straggler, args.rules))
             else:
                 asyncio.run(
-                    bench(url, args.runs, args.hostlist, args.nodes, expected_faults, args.profile)
+                    bench(
+                        url, args.runs, args.hostlist, args.nodes, expected_faults,
+                        args.profile, args.rules,
+                    )
+                )  # fmt: skip
+            load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+            say(f"benchmark: {time.perf_counter() - started:.1f} s; load average {load}")
+            if args.steady:
+                # What Prometheus costs with nothing asked of it: ingest (and rules).
+                cpu0, t0 = prometheus_cpu_s(prom.pid), time.monotonic()
+                time.sleep(args.steady)
+                cores = (prometheus_cpu_s(prom.pid) - cpu0) / (time.monotonic() - t0)
+                say(
+                    f"prometheus at rest over {args.steady} s: {cores:.2f} of "
+                    f"{os.cpu_count()} cores (ingest{' and rules' if args.rules else ''})"
                 )
-            say(f"benchmark: {time.perf_counter() - started:.1f} s")
+            if args.rules:
+                rule_costs(url)
+            cpu = prometheus_cpu_s(prom.pid)
+            say(f"prometheus CPU since start: {cpu:.0f} s")
             say(f"prometheus RSS at the end {rss_mb(prom.pid):.0f} MB")
         except BaseException:
             for log in (prom_log, exporter_log):
@@ -626,6 +809,19 @@ def main(argv: list[str]) -> None:
         "--profile", action="store_true", help="time each query alone after the runs"
     )
     parser.add_argument("--hold", action="store_true", help="keep Prometheus up to query it")
+    parser.add_argument(
+        "--steady",
+        type=int,
+        default=0,
+        metavar="SECONDS",
+        help="after measuring, sample Prometheus' CPU use at rest over this long",
+    )
+    parser.add_argument(
+        "--no-rules",
+        dest="rules",
+        action="store_false",
+        help="load no recording rules: every read raw (the old figure)",
+    )
     parser.add_argument(
         "--job", action="store_true", help="/job-slow of one job on every node (issue #4)"
     )

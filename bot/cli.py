@@ -1,5 +1,5 @@
-"""`meowbot run | shell | digest --now | backfill-highlights | demo-checkpoints`: the
-console script and `python -m bot`."""
+"""`meowbot run | shell | digest --now | backfill-highlights | demo-checkpoints |
+prometheus-rules`: the console script and `python -m bot`."""
 
 from __future__ import annotations
 
@@ -57,6 +57,24 @@ def _parser() -> argparse.ArgumentParser:
         "if OUT/RUN holds no checkpoint yet)",
     )  # fmt: skip
     demo.add_argument("--port", type=int, default=8000, help="the server's port with --serve")
+    rules = sub.add_parser(
+        "prometheus-rules",
+        help="print the Prometheus recording rules that make /hw-faults fast on a big fleet",
+    )
+    rules.add_argument(
+        "--window",
+        action="append",
+        default=[],
+        metavar="DURATION",
+        help="record the counters over this window too (e.g. 6h), besides the defaults",
+    )
+    rules.add_argument(
+        "--interval",
+        type=int,
+        metavar="SECONDS",
+        help="evaluate every group this often (default: 30 s gauges, 120 s counters, 240 s a day)",
+    )
+    rules.add_argument("-o", "--output", help="write the rules file here instead of stdout")
     return parser
 
 
@@ -101,6 +119,46 @@ def _demo_checkpoints(args: argparse.Namespace) -> int:
     os.execve(server, argv, {**os.environ, "HF_HUB_OFFLINE": "1"})  # replaces this process
 
 
+def _prometheus_rules(
+    settings: Settings, windows: list[str], interval_s: int | None, output: str | None
+) -> int:
+    """The rules file for the checks as MEOWBOT_CONFIG configures them."""
+    from bot.backends.prometheus_rules import rule_groups, rules_yaml, windows_for
+    from bot.triage.targets import BadInput, parse_duration
+    from bot.wiring import alerts_config, health_config, straggler_config
+
+    health = health_config(settings)
+    try:
+        extra = [parse_duration(w) for w in windows]
+    except BadInput as exc:
+        print(f"meowbot: {exc}", file=sys.stderr)
+        return 2
+    if interval_s is not None and not 1 <= interval_s < 300:
+        print("meowbot: --interval must be 1 to 299 seconds.", file=sys.stderr)
+        return 2
+    every = (
+        {}
+        if interval_s is None
+        else {"value_interval_s": interval_s, "window_interval_s": interval_s,
+              "day_interval_s": interval_s, "pace_interval_s": interval_s}
+    )  # fmt: skip
+    groups = rule_groups(
+        health,
+        straggler_config(settings),
+        windows=windows_for(
+            health, sweep_window_s=alerts_config(settings).sweep_window_s, extra=extra
+        ),
+        **every,
+    )
+    text = rules_yaml(groups)
+    if output:
+        with open(output, "w", encoding="utf-8") as out:
+            out.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.verb == "demo-checkpoints":  # needs no settings: it only writes files
@@ -114,6 +172,12 @@ def main(argv: list[str] | None = None) -> int:
     if verb in ("digest", "backfill-highlights"):
         setup_logging(settings.log_level)
         return _highlight_job(settings, args)
+    if verb == "prometheus-rules":
+        try:
+            return _prometheus_rules(settings, args.window, args.interval, args.output)
+        except ConfigError as exc:
+            print(f"meowbot: {exc}", file=sys.stderr)
+            return 2
     if verb == "run" and settings.mode is not Mode.SHELL:
         setup_logging(settings.log_level)
         from bot.app import serve

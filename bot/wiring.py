@@ -95,7 +95,9 @@ def make_triage(settings: Settings) -> Triage:
     cfg = health_config(settings)
     scheduler = make_scheduler(settings)
     if settings.prometheus_url:
-        metrics = PrometheusMetrics(settings.prometheus_url, node_label=cfg.node_label)
+        metrics = PrometheusMetrics(
+            settings.prometheus_url, node_label=cfg.node_label, recorded=cfg.recorded_rules
+        )
         return Triage(
             metrics, PrometheusInventory(metrics), scheduler, cfg, straggler_config(settings)
         )

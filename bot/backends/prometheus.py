@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 
 from bot import metric_names as m
+from bot.backends import prometheus_rules as rules
 from bot.backends.errors import BackendError
 from bot.backends.http import Deadline, request_json
 from bot.triage.stragglers import PacePoint, RankTime, StragglerConfig
@@ -68,6 +69,9 @@ def selector(metric: str, nodes: Sequence[str] | None, node_label: str) -> str:
     parts.append(f"{metric}{{{m.LABEL_INSTANCE}=~{instance}}}")
     return " or ".join(parts)
 
+
+RAW_PACE_SAMPLES = 20_000_000
+"""Samples a raw pace query may load (steps x ranks): Prometheus refuses past 50M."""
 
 SHORTEST_OFFSET_S = 3600
 """The shortest window a counter's growth is measured over by difference; below it, increase()."""
@@ -122,6 +126,8 @@ def query_for(
                 raise ValueError(f"{label!r} is not a label name")
         by = ", ".join(dict.fromkeys([*m.HOST_LABELS, m.LABEL_INSTANCE, node_label, *request.by]))
         query = f"count by ({by}) ({query})"
+    if request.lowest_per_node:
+        query = f"min by ({host}) ({query})"
     if request.fewer_per_node:
         if not request.fewer_per_node.isdigit():
             raise ValueError(f"{request.fewer_per_node!r} is not a count")
@@ -162,13 +168,22 @@ class PrometheusMetrics:
         session: aiohttp.ClientSession | None = None,
         timeout_s: float = 5.0,
         node_label: str = "node",
+        recorded: bool = True,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self._session = session
         self._own_session = session is None
         self.timeout_s = timeout_s
         self.node_label = node_label
+        # Read the series of meowbot's recording rules where Prometheus keeps them up
+        # (bot/backends/prometheus_rules.py); off, every read is raw.
+        self.recorded = recorded
         self.queries = 0  # PromQL queries sent, for the tests and the benchmark
+        self.recorded_reads = 0  # of those, reads of recorded series
+        # A recorded series holds the few rows that may be faults (or one a node): for a big
+        # selection (a 4,096-node job) reading all of it and keeping the selection's rows
+        # here is cheaper than matching a 4,096-name regex against every host label value.
+        self.select_in_process_above = 256
 
     def _http(self) -> aiohttp.ClientSession:
         # Made on first use, inside the running loop.
@@ -263,30 +278,67 @@ class PrometheusMetrics:
         step_s: int,
         timeout_s: float | None = None,
     ) -> list[PacePoint]:
-        """The job's slowest and median rank over time: two range queries, any job size."""
+        """The job's slowest and median rank over time: two range queries, any job size.
+
+        Where meowbot's rules record every job's pace (prometheus_rules.pace_queries) and
+        have done so over the whole range, the job's rows of those: a point a step, where
+        the raw queries read every rank at every step (32k ranks x 2,880 steps is past
+        Prometheus' default 50M-sample limit). A recorded point is the pace at the rule's
+        last evaluation before the step: at most its interval (a minute) older.
+        """
         sel = step_selector(job_id, cfg)
         deadline = Deadline(timeout_s or self.timeout_s)
+        if self.recorded:
+            recorded = await self._recorded_pace(job_id, cfg, start, end, step_s, deadline)
+            if recorded is not None:
+                return recorded
+        # Raw, each step reads every rank: widen the step so that a big job stays within
+        # Prometheus' sample limit (a 4,096-node job: 5-minute points over 48 h).
+        ranks = await self.query(f"count({sel})", at=end, deadline=deadline)
+        count = float(ranks[0]["value"][1]) if ranks else 0.0
+        span_s = max(0.0, (end - start).total_seconds())
+        needed_s = span_s * count / RAW_PACE_SAMPLES  # the step that loads that many
+        if needed_s > step_s:
+            step_s = math.ceil(needed_s / 60) * 60
         slowest, median = await asyncio.gather(
             *(
                 self.query_range(q, start=start, end=end, step_s=step_s, deadline=deadline)
                 for q in (f"max({sel})", f"quantile(0.5, {sel})")
             )
         )
+        return _pace_points(slowest, median)
 
-        def points(result: list[dict[str, Any]]) -> dict[float, float]:
-            values = result[0].get("values") if result else None
-            out = {}
-            for t, v in values or ():
-                value = float(v)
-                if value == value:
-                    out[float(t)] = value
-            return out
-
-        top, mid = points(slowest), points(median)
-        return [
-            PacePoint(datetime.fromtimestamp(t, UTC), top[t], mid[t])
-            for t in sorted(top.keys() & mid.keys())
+    async def _recorded_pace(
+        self,
+        job_id: str,
+        cfg: StragglerConfig,
+        start: datetime,
+        end: datetime,
+        step_s: int,
+        deadline: Deadline,
+    ) -> list[PacePoint] | None:
+        """The job's recorded pace, or None when the rules did not cover the whole range."""
+        job = promql_string(job_id)
+        names = [rules.recorded_name(q, cfg.step_metric) for q in rules.pace_queries(cfg)]
+        # The rule's sentinel comes in the same answer: has it run all along, and lately?
+        queries = [
+            f'{name}{{{cfg.job_label}={job}}} or {name}{{{rules.SENTINEL_LABEL}!=""}}'
+            for name in names
         ]
+        results = await asyncio.gather(
+            *(
+                self.query_range(q, start=start, end=end, step_s=step_s, deadline=deadline)
+                for q in queries
+            )
+        )
+        series: list[list[dict[str, Any]]] = []
+        for result in results:
+            sentinel = [r for r in result if rules.SENTINEL_LABEL in (r.get("metric") or {})]
+            if not _covers(sentinel, start, end, step_s):
+                return None
+            series.append([r for r in result if r not in sentinel])
+        self.recorded_reads += len(series)
+        return _pace_points(series[0], series[1])
 
     async def _present(self, names: Sequence[str], deadline: Deadline) -> set[str]:
         """Which of the metrics exist, from the label index (no series are read)."""
@@ -301,6 +353,35 @@ class PrometheusMetrics:
         known = set(body.get("data") or []) if isinstance(body, dict) else set()
         return {n for n in names if n in known}
 
+    async def recorded_rules(self, deadline: Deadline) -> frozenset[str]:
+        """The recorded series Prometheus keeps up now, from their sentinel rows: one small
+        query. A rule that failed or fell behind (sentinel too old) is not used."""
+        if not self.recorded:
+            return frozenset()
+        rows = await self.query(f'{{{rules.SENTINEL_LABEL}!=""}}', at=None, deadline=deadline)
+        return fresh_rules(rows)
+
+    def plan(
+        self,
+        request: MetricRequest,
+        nodes: Sequence[str] | None,
+        window_s: float,
+        recorded: frozenset[str],
+    ) -> tuple[str, str | None]:
+        """The query for `request`, and the recorded series it reads (None: read raw).
+
+        A recording rule is used only when it records exactly the fleet-wide query this
+        adapter would send (its name hashes that query): other windows or thresholds are raw.
+        """
+        if recorded and rules.worth_recording(request):
+            fleet = query_for(request, None, window_s, self.node_label)
+            name = rules.recorded_name(fleet, request.name)
+            if name in recorded:
+                if nodes is not None and len(nodes) > self.select_in_process_above:
+                    return name, name  # the selection's rows are kept by `read`
+                return selector(name, nodes, self.node_label), name
+        return query_for(request, nodes, window_s, self.node_label), None
+
     async def read(
         self,
         requests: Sequence[MetricRequest],
@@ -310,17 +391,38 @@ class PrometheusMetrics:
         at: datetime | None = None,
         timeout_s: float | None = None,
     ) -> Table:
-        """Every requested metric, concurrently, one query each."""
+        """Every requested metric, concurrently, one query each (recorded where kept up)."""
         deadline = Deadline(timeout_s or self.timeout_s)
-        queries = [query_for(r, nodes, window_s, self.node_label) for r in requests]
-        results = await asyncio.gather(*(self.query(q, at=at, deadline=deadline) for q in queries))
-        fleet_versions = await _version_counts(self, timeout_s) if nodes is not None else {}
+        if nodes is not None:
+            nodes_regex(nodes)  # a bad node name is refused before any query is sent
+        recorded = await self.recorded_rules(deadline)
+        plans = [self.plan(r, nodes, window_s, recorded) for r in requests]
+        self.recorded_reads += sum(1 for _, name in plans if name is not None)
         # A filtered answer may be empty because all is well: ask once which metrics exist.
         filtered = [r.name for r in requests if r.keep or r.fewer_per_node]
-        present = await self._present(filtered, deadline) if filtered else set()
+        reads = asyncio.gather(*(self.query(q, at=at, deadline=deadline) for q, _ in plans))
+        # Drift over a selection is judged against the whole fleet: its version counts, when
+        # a per-node version read is asked for (the drift checks'; not /job-slow's proxies).
+        drift = any(r.per_node and r.by for r in requests)
+        versions = (
+            _version_counts(self, deadline, recorded)
+            if nodes is not None and drift
+            else _no_versions()
+        )
+        exists = self._present(filtered, deadline) if filtered else _nothing()
+        results, fleet_versions, present = await asyncio.gather(reads, versions, exists)
         columns: dict[str, Column] = {}
         absent: set[str] = set()
-        for request, result in zip(requests, results, strict=True):
+        wanted = (
+            frozenset(nodes)
+            if nodes is not None and len(nodes) > self.select_in_process_above
+            else None
+        )
+        for request, (_, name), result in zip(requests, plans, results, strict=True):
+            if name is not None:
+                _as_raw(result, request)
+                if wanted is not None:
+                    result[:] = [r for r in result if _selected(r, wanted, self.node_label)]
             column = _column(request.name, result, self.node_label)
             if len(column) or request.name in present:
                 columns[request.key] = column
@@ -335,15 +437,104 @@ class PrometheusMetrics:
         )
 
 
+def _selected(row: Mapping[str, Any], nodes: frozenset[str], node_label: str) -> bool:
+    """Whether `selector(..., nodes, node_label)` would have matched the row's series: a
+    host label naming one of the nodes, or `instance` naming one with or without a port."""
+    labels = row.get("metric") or {}
+    for label in (*m.HOST_LABELS, node_label):
+        if labels.get(label) in nodes:
+            return True
+    instance = labels.get(m.LABEL_INSTANCE)
+    if not instance:
+        return False
+    host, sep, port = instance.rpartition(":")
+    return instance in nodes or (bool(sep) and port.isdigit() and host in nodes)
+
+
+def _pace_points(slowest: list[dict[str, Any]], median: list[dict[str, Any]]) -> list[PacePoint]:
+    def points(result: list[dict[str, Any]]) -> dict[float, float]:
+        values = result[0].get("values") if result else None
+        out = {}
+        for t, v in values or ():
+            value = float(v)
+            if value == value:
+                out[float(t)] = value
+        return out
+
+    top, mid = points(slowest), points(median)
+    return [
+        PacePoint(datetime.fromtimestamp(t, UTC), top[t], mid[t])
+        for t in sorted(top.keys() & mid.keys())
+    ]
+
+
+def _covers(sentinel: list[dict[str, Any]], start: datetime, end: datetime, step_s: int) -> bool:
+    """Whether a rule's sentinel series (value: when it ran) shows it running from the
+    range's first step to its last, fresh at the end."""
+    values = sentinel[0].get("values") if len(sentinel) == 1 else None
+    if not values:
+        return False
+    try:
+        first_t = float(values[0][0])
+        last_t, last_made = (float(v) for v in values[-1])
+        interval = float(sentinel[0]["metric"][rules.SENTINEL_LABEL])
+    except (KeyError, IndexError, TypeError, ValueError):
+        return False
+    return (
+        first_t <= start.timestamp() + step_s
+        and last_t >= end.timestamp() - step_s
+        and last_t - last_made <= rules.max_age_s(interval)
+    )
+
+
+def fresh_rules(rows: Sequence[Mapping[str, Any]]) -> frozenset[str]:
+    """The recorded series whose sentinel row (value: when its rule last ran; label: the
+    group's interval) is recent enough, from an instant query's rows."""
+    fresh = set()
+    for row in rows:
+        labels = row.get("metric") or {}
+        try:
+            now, made = (float(v) for v in row["value"])
+            interval = float(labels[rules.SENTINEL_LABEL])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if now - made <= rules.max_age_s(interval) and labels.get("__name__"):
+            fresh.add(labels["__name__"])
+    return frozenset(fresh)
+
+
+async def _no_versions() -> dict[str, dict[str, int]]:
+    return {}
+
+
+async def _nothing() -> set[str]:
+    return set()
+
+
+def _as_raw(result: list[dict[str, Any]], request: MetricRequest) -> None:
+    """Recorded rows as the raw query's rows: no sentinel, and the labels the raw rows have
+    (the rule named them after itself; the raw query keeps the metric's name or drops it)."""
+    result[:] = [r for r in result if rules.SENTINEL_LABEL not in (r.get("metric") or {})]
+    for row in result:
+        labels = row.get("metric")
+        if isinstance(labels, dict):
+            if rules.keeps_name(request):
+                labels["__name__"] = request.name
+            else:
+                labels.pop("__name__", None)
+
+
 async def _version_counts(
-    metrics: PrometheusMetrics, timeout_s: float | None
+    metrics: PrometheusMetrics, deadline: Deadline, recorded: frozenset[str]
 ) -> dict[str, dict[str, int]]:
     """Nodes per version for each version label, fleet-wide, in one aggregation each."""
-    deadline = Deadline(timeout_s or metrics.timeout_s)
 
     async def one(metric: str, label: str) -> tuple[str, dict[str, int]]:
-        q = f"count by ({label}) (count by ({label}, {m.LABEL_INSTANCE}) ({metric}))"
-        rows = await metrics.query(q, at=None, deadline=deadline)
+        q = rules.version_count_query(metric, label)
+        name = rules.recorded_name(q, metric)
+        rows = await metrics.query(name if name in recorded else q, at=None, deadline=deadline)
+        if name in recorded:
+            metrics.recorded_reads += 1
         counts = {}
         for row in rows:
             value = (row.get("metric") or {}).get(label)

@@ -70,6 +70,9 @@ class HealthConfig(BaseModel):
     dashboard_url: str | None = None
     # The label naming the node on series that have neither a DCGM host label nor `instance`.
     node_label: str = "node"
+    # Read the series of meowbot's recording rules (`meowbot prometheus-rules`) where
+    # Prometheus keeps them up to date; off, every read is raw.
+    recorded_rules: bool = True
 
 
 @dataclass(frozen=True)

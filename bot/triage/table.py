@@ -41,6 +41,9 @@ class MetricRequest:
     # The backend may answer only the series of nodes with fewer series than this (`{field}`
     # allowed, as for `keep`): the GPU count needs the rows of short nodes only.
     fewer_per_node: str = ""
+    # The backend may answer one row a node, its lowest value (a job's slowest GPU clock):
+    # readers take the minimum per node of whatever rows come.
+    lowest_per_node: bool = False
 
     @property
     def key(self) -> str:
@@ -49,6 +52,8 @@ class MetricRequest:
             return f"{self.name} per node" + (f" by {','.join(self.by)}" if self.by else "")
         if self.fewer_per_node:
             return f"{self.name} on short nodes"  # the count is config: not in the key
+        if self.lowest_per_node:
+            return f"{self.name} lowest per node"
         return self.name
 
 

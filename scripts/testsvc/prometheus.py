@@ -9,6 +9,10 @@
 4. Prometheus starts on that data folder and scrapes the exporter every second
    (``honor_labels``: the series carry their own instance and job), and we wait until a
    live-only metric shows all 128 nodes.
+5. It loads meowbot's recording rules as ``meowbot prometheus-rules --interval 1`` prints
+   them (bot/backends/prometheus_rules.py; default config, every group each second), and we
+   wait until every rule has run once, so the tests read recorded series where a rule
+   records their query (tests/integration/test_prometheus.py compares them with raw reads).
 
 Yields PROMETHEUS_URL, MEOWBOT_TEST_SIM_NOW (the epoch the tests rebuild the fleet from) and
 MEOWBOT_TEST_JOB_ALIASES (the exporter's job id aliases file: see sim_exporter.py).
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -40,6 +45,9 @@ READY_METRIC = "DCGM_FI_DEV_GPU_TEMP"  # not backfilled: only the live scrape br
 HISTORY_TIMEOUT_S = 180.0  # 128 nodes on 2 busy cores: about 45 s seen
 BACKFILL_TIMEOUT_S = 180.0
 SCRAPE_TIMEOUT_S = 20.0
+RULES_TIMEOUT_S = 30.0
+RULES_INTERVAL_S = 1
+SENTINEL = 'count({meowbot_recorded!=""})'  # bot/backends/prometheus_rules.py: one a rule
 
 
 def _say(msg: str) -> None:
@@ -59,7 +67,7 @@ def prometheus_command(config: Path, data: Path, port: int) -> list[str]:
     ]  # fmt: skip
 
 
-def _config(exporter_port: int) -> str:
+def _config(exporter_port: int, rules: Path) -> str:
     # JSON is YAML: no YAML writer needed.
     return json.dumps(
         {
@@ -68,6 +76,7 @@ def _config(exporter_port: int) -> str:
                 "scrape_timeout": "1s",
                 "evaluation_interval": "1s",
             },
+            "rule_files": [str(rules)],
             "scrape_configs": [
                 {
                     "job_name": "meowbot-sim",
@@ -101,6 +110,36 @@ def _wait_for_fleet(url: str, proc: subprocess.Popen[bytes], logs: Sequence[Path
                 return
         time.sleep(0.2)
     _fail(f"only {seen} of {N_NODES} nodes scraped within {SCRAPE_TIMEOUT_S:.0f} s", logs)
+
+
+def _rules(tmp: Path) -> tuple[Path, int]:
+    """meowbot's recording rules for the default config, and how many there are."""
+    rules = tmp / "rules.yml"
+    log = tmp / "rules.log"
+    env = {k: v for k, v in os.environ.items() if k != "MEOWBOT_CONFIG"}
+    with log.open("wb") as err:
+        code = subprocess.call(
+            [sys.executable, "-m", "bot", "prometheus-rules",
+             "--interval", str(RULES_INTERVAL_S), "-o", str(rules)],
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err, timeout=60,
+        )  # fmt: skip
+    if code != 0:
+        _fail(f"meowbot prometheus-rules failed with {code}", [log])
+    count = sum(1 for line in rules.read_text().splitlines() if line.startswith("  - record: "))
+    return rules, count
+
+
+def _wait_for_rules(url: str, expected: int, logs: Sequence[Path]) -> None:
+    deadline = time.monotonic() + RULES_TIMEOUT_S
+    seen = 0
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError, ValueError, KeyError, IndexError, TypeError):
+            result = _query(url, SENTINEL)
+            seen = int(float(result[0]["value"][1])) if result else 0  # type: ignore[index]
+            if seen >= expected:
+                return
+        time.sleep(0.2)
+    _fail(f"only {seen} of {expected} recording rules ran within {RULES_TIMEOUT_S:.0f} s", logs)
 
 
 def _backfill(tmp: Path, now_s: int, data: Path) -> None:
@@ -146,12 +185,13 @@ def start(tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
             )  # fmt: skip
         procs.append(exporter)
         _backfill(tmp, now_s, data)
+        rules, n_rules = _rules(tmp)
         backfilled = time.monotonic()
         wait_port(exporter_port, 20, exporter, "the simulated fleet's exporter")
 
         port = free_port()
         config = tmp / "prometheus.yml"
-        config.write_text(_config(exporter_port))
+        config.write_text(_config(exporter_port, rules))
         with prom_log.open("wb") as err:
             prom = subprocess.Popen(
                 prometheus_command(config, data, port), stdout=subprocess.DEVNULL, stderr=err
@@ -160,9 +200,11 @@ def start(tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
         url = f"http://127.0.0.1:{port}"
         wait_port(port, 20, prom, "prometheus")
         _wait_for_fleet(url, prom, [prom_log, exporter_log])
+        _wait_for_rules(url, n_rules, [prom_log])
         _say(
             f"up in {time.monotonic() - started:.1f} s "
-            f"(history and backfill {backfilled - started:.1f} s), fleet now={now_s}"
+            f"(history and backfill {backfilled - started:.1f} s), fleet now={now_s}, "
+            f"{n_rules} recording rules"
         )
         yield {
             "PROMETHEUS_URL": url,

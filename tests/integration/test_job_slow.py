@@ -21,6 +21,7 @@ import os
 import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -249,3 +250,42 @@ async def test_an_unknown_job_is_a_sentence_from_slurm(prom_url: str, slurm: Slu
         await metrics.close()
     assert isinstance(answer, UserError)
     assert "98765432" in answer.sentence and "Traceback" not in answer.sentence
+
+
+# ------------------------------------------------- the pace from the recording rules
+async def test_the_recorded_pace_is_the_raw_pace_where_the_rules_cover_the_range(
+    prom_url: str,
+) -> None:
+    """scripts/testsvc/prometheus.py loads the pace rules (every second) at start: over a
+    range they have run through, the recorded pace is read, and is the raw pace up to the
+    rules' lag (a second here); over 48 h, before the rules ran, the pace is read raw."""
+    job_id = scenario.SLOW_EVERYWHERE.job_id
+    recorded = PrometheusMetrics(prom_url, timeout_s=10.0)
+    raw = PrometheusMetrics(prom_url, timeout_s=10.0, recorded=False)
+    try:
+        # The rules started with Prometheus: wait until they have run through 20 s.
+        for _ in range(20):
+            end = datetime.now(UTC) - timedelta(seconds=5)  # every sample of the range is in
+            start = end - timedelta(seconds=20)
+            fast = await recorded.pace(job_id, CFG, start=start, end=end, step_s=1)
+            if recorded.recorded_reads:
+                break
+            await asyncio.sleep(2)
+        slow = await raw.pace(job_id, CFG, start=start - timedelta(seconds=3), end=end, step_s=1)
+        assert recorded.recorded_reads == 2
+        tried = recorded.queries
+        day = await recorded.pace(job_id, CFG, start=end - timedelta(hours=48), end=end, step_s=60)
+        assert recorded.recorded_reads == 2 and recorded.queries == tried + 5  # 2 tried, 3 raw
+        assert day == await raw.pace(
+            job_id, CFG, start=end - timedelta(hours=48), end=end, step_s=60
+        )
+    finally:
+        await recorded.close()
+        await raw.close()
+    # A recorded point is the pace at the rules' last run before it (scrapes land once a
+    # second, all ranks at once): the raw pace of its step or of one of the two before.
+    assert len(fast) >= len(slow) - 5 > 10
+    by_time = {p.at: (p.slowest, p.median) for p in slow}
+    for p in fast:
+        near = [by_time.get(p.at - timedelta(seconds=k)) for k in range(3)]
+        assert (p.slowest, p.median) in near, (p, near)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from aiohttp import web
@@ -22,10 +24,12 @@ from bot import metric_names as m
 from bot.backends.errors import BackendError
 from bot.backends.http import Deadline
 from bot.backends.prometheus import InvalidNodeName, PrometheusMetrics, promql_string
+from bot.backends.prometheus_rules import rule_groups, rules_yaml, worth_recording
 from bot.backends.sim.faults import KIND_SPECS, InjectedFault
 from bot.backends.sim.fleet import NODE_KINDS, SimFleet
 from bot.models import Fault, FaultKind, VerdictLevel
 from bot.triage.checks import CHECKS, HealthConfig, HealthRun, requests_for, run_checks
+from bot.triage.stragglers import StragglerConfig
 from bot.triage.table import VERSION_LABELS, MetricRequest, Reading, Table
 from bot.triage.verdict import fault_level, verdicts
 from tests.conftest import need_service
@@ -53,10 +57,12 @@ class FleetRead:
     queries: int
 
 
-async def _read(url: str, nodes: list[str] | None) -> tuple[Table, int]:
-    metrics = PrometheusMetrics(url, timeout_s=10.0)
+async def _read(
+    url: str, nodes: list[str] | None, *, recorded: bool = True, window_s: float = scenario.WINDOW_S
+) -> tuple[Table, int]:
+    metrics = PrometheusMetrics(url, timeout_s=10.0, recorded=recorded)
     try:
-        table = await metrics.read(REQUESTS, nodes=nodes, window_s=scenario.WINDOW_S)
+        table = await metrics.read(REQUESTS, nodes=nodes, window_s=window_s)
     finally:
         await metrics.close()
     return table, metrics.queries
@@ -201,11 +207,11 @@ async def test_query_count_does_not_grow_with_the_node_count(
     two = ["gpu-0002", "gpu-0058"]  # an Xid on each, one `Hostname`, one `hostname`
     table_two, queries_two = await _read(prom_url, two)
     table_all, queries_all = await _read(prom_url, list(whole.fleet.nodes))
-    # One query a metric, one asking which filtered metrics exist at all, and for a selection
-    # one fleet-wide aggregation per version label (drift is judged against the whole fleet):
-    # fixed whatever the number of nodes.
-    assert whole.queries == len(REQUESTS) + 1
-    assert queries_two == queries_all == len(REQUESTS) + 1 + len(VERSION_LABELS)
+    # One query a metric, one asking which recording rules are kept up, one asking which
+    # filtered metrics exist at all, and for a selection one fleet-wide aggregation per
+    # version label (drift is judged against the whole fleet): fixed whatever the node count.
+    assert whole.queries == len(REQUESTS) + 2
+    assert queries_two == queries_all == len(REQUESTS) + 2 + len(VERSION_LABELS)
     # The node selection is real: two nodes' rows only, their faults found, both spellings.
     temps = table_two.columns[PER_NODE]
     assert sorted(temps.node(i) for i in range(len(temps))) == sorted(two)  # one row a node
@@ -221,6 +227,80 @@ async def test_query_count_does_not_grow_with_the_node_count(
     # The explicit list of all nodes reads what the unselected whole-fleet read does.
     all_faults = {(f.kind, f.node, f.gpu) for f in run_checks(table_all, CONFIG).faults}
     assert {(f.kind, f.node, f.gpu) for f in whole.run.faults} <= all_faults
+
+
+# --- recording rules (bot/backends/prometheus_rules.py) ----------------------------------------
+# scripts/testsvc/prometheus.py loads the rules `meowbot prometheus-rules` prints for the
+# default config; the same reads raw and through the recorded series must find the same.
+
+RECORDABLE = [r for r in REQUESTS if worth_recording(r)]
+
+
+def _findings(table: Table) -> set[tuple[str, str, int | None, str, frozenset[tuple[str, str]]]]:
+    return {
+        (f.kind.value, f.node, f.gpu, e.series, frozenset(e.labels.items()))
+        for f in run_checks(table, CONFIG).faults
+        for e in f.evidence
+    }
+
+
+def _rows(table: Table) -> dict[str, set[frozenset[tuple[str, str]]]]:
+    return {
+        key: {frozenset(col.labels(i).items()) for i in range(len(col))}
+        for key, col in table.columns.items()
+    }
+
+
+async def _recorded_read(
+    url: str, nodes: list[str] | None, window_s: float
+) -> tuple[Table, PrometheusMetrics]:
+    metrics = PrometheusMetrics(url, timeout_s=10.0)
+    try:
+        table = await metrics.read(REQUESTS, nodes=nodes, window_s=window_s)
+    finally:
+        await metrics.close()
+    return table, metrics
+
+
+@pytest.mark.parametrize("window_s", [scenario.WINDOW_S, 86400.0])
+@pytest.mark.parametrize(
+    "nodes",
+    [None, ["gpu-0002", "gpu-0058"], [f"gpu-{i:04d}" for i in range(1, 65)]],
+    ids=["fleet", "two-nodes", "64-nodes"],
+)
+async def test_recorded_series_give_the_raw_reads_findings(
+    whole: FleetRead, prom_url: str, nodes: list[str] | None, window_s: float
+) -> None:
+    recorded, metrics = await _recorded_read(prom_url, nodes, window_s)
+    raw, raw_queries = await _read(prom_url, nodes, recorded=False, window_s=window_s)
+    # Every read a rule records came from its recorded series; raw reads ask one query less.
+    assert metrics.recorded_reads == len(RECORDABLE) + (len(VERSION_LABELS) if nodes else 0)
+    assert metrics.queries == raw_queries + 1
+    assert recorded.absent == raw.absent
+    assert _rows(recorded) == _rows(raw)
+    assert _findings(recorded) == _findings(raw)
+    assert recorded.fleet_versions == raw.fleet_versions
+    if nodes is None and window_s == scenario.WINDOW_S:
+        expected = {(f.kind, f.node, f.gpu) for f in whole.run.faults}
+        assert {(f.kind, f.node, f.gpu) for f in run_checks(recorded, CONFIG).faults} == expected
+
+
+async def test_a_window_no_rule_records_is_read_raw(prom_url: str) -> None:
+    table, metrics = await _recorded_read(prom_url, None, 7200.0)
+    raw, _ = await _read(prom_url, None, recorded=False, window_s=7200.0)
+    # The gauges' filtered rows do not depend on the window: recorded; the counters are raw.
+    gauges = [r for r in RECORDABLE if r.reading is Reading.VALUE]
+    assert 0 < metrics.recorded_reads == len(gauges) < len(RECORDABLE)
+    assert _findings(table) == _findings(raw)
+
+
+async def test_the_rules_file_is_valid_for_promtool(tmp_path: Path) -> None:
+    path = tmp_path / "rules.yml"
+    path.write_text(rules_yaml(rule_groups(HealthConfig(), StragglerConfig())))
+    done = subprocess.run(
+        ["promtool", "check", "rules", str(path)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 @pytest.mark.parametrize("nodes", [[EVIL], ["gpu-0001", EVIL], ["gpu-0001", "gpu-0002\n"]])

@@ -1,0 +1,232 @@
+"""Prometheus recording rules that precompute what the health checks read fleet-wide.
+
+Over a few thousand nodes the costly part of /hw-faults is not the bot but Prometheus: every
+counter check compares 32k GPU series at two instants (`x - x offset 24h`, and the window's
+halves for series younger than it), a second or more of CPU each. A Prometheus operator
+moves such work into recording rules: Prometheus evaluates the very query the adapter would
+send, fleet-wide, once an interval, and stores its result (the few rows that may be faults)
+as a small series that a query reads in milliseconds.
+
+The rules are generated from the checks' own requests and config (`meowbot prometheus-rules`
+prints them as a rules file), so they cannot drift from the code: each recorded series is
+named after a hash of the exact PromQL it records. Each also records one sentinel row,
+`{meowbot_recorded="<interval>"}` holding the time of the evaluation, so that "no faulty
+rows" (a healthy fleet) is told from "the rule did not run". The adapter asks once a read
+which sentinels are fresh (evaluated within two intervals and a minute) and reads a recorded
+series only where its name (hence its query) matches what it would have asked; anything
+else (another window, changed thresholds, rules not loaded, failing or late) is read raw,
+with the same findings, only slower.
+
+A node selection (a hostlist, a job's nodes) reads the recorded fleet-wide rows through the
+same host-label matchers as the raw query: per-series and per-node results do not depend on
+which other nodes were asked about.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from bot import metric_names as m
+from bot.triage.checks import HealthConfig, enabled_checks, requests_for
+from bot.triage.stragglers import StragglerConfig, proxy_requests
+from bot.triage.table import VERSION_LABELS, MetricRequest, Reading
+
+PREFIX = "meowbot:"
+SENTINEL_LABEL = "meowbot_recorded"
+"""On one row of each recorded series: its group's interval; the value is when it was made."""
+DAY_S = 86400
+
+# What the inventory reads to list the nodes (bot.backends.prometheus.PrometheusInventory).
+INVENTORY_REQUESTS: tuple[MetricRequest, ...] = (
+    MetricRequest(m.DCGM_FI_DEV_GPU_TEMP, per_node=True),
+    MetricRequest(m.NODE_UNAME_INFO, per_node=True),
+)
+INVENTORY_WINDOW_S = 60
+
+
+def version_count_query(metric: str, label: str) -> str:
+    """Nodes per version of `label`, fleet-wide: drift is judged against the whole fleet."""
+    return f"count by ({label}) (count by ({label}, {m.LABEL_INSTANCE}) ({metric}))"
+
+
+def pace_queries(cfg: StragglerConfig) -> tuple[str, str]:
+    """Every job's slowest and median rank, fleet-wide: what /job-slow's 48 h pace reads of
+    one job (the adapter reads a job's rows of these, recorded, instead of 32k ranks a step)."""
+    metric, job = cfg.step_metric, cfg.job_label
+    return f"max by ({job}) ({metric})", f"quantile by ({job}) (0.5, {metric})"
+
+
+def recorded_name(expr: str, metric: str) -> str:
+    """The recorded series of exactly `expr`: the metric it reads, and a hash of the query."""
+    digest = hashlib.sha256(expr.encode()).hexdigest()[:12]
+    return f"{PREFIX}{metric}:{digest}"
+
+
+def worth_recording(request: MetricRequest) -> bool:
+    """A bare selector (every row of a gauge) is as cheap to read raw as recorded."""
+    return bool(
+        request.reading is not Reading.VALUE
+        or request.keep
+        or request.per_node
+        or request.fewer_per_node
+        or request.lowest_per_node
+    )
+
+
+def keeps_name(request: MetricRequest) -> bool:
+    """Whether the raw query's rows carry `__name__` (selectors and filters keep it; counts,
+    arithmetic and functions drop it): recorded rows get the raw rows' labels back."""
+    return request.reading is Reading.VALUE and not (request.per_node or request.lowest_per_node)
+
+
+def sentinel(interval_s: int) -> str:
+    """The row that says when the rule last ran (rows of the query never carry its label)."""
+    return f'label_replace(vector(time()), "{SENTINEL_LABEL}", "{interval_s}", "", "")'
+
+
+def max_age_s(interval_s: float) -> float:
+    """How old a sentinel may be before its recorded series is not trusted: two intervals
+    and a minute (an evaluation may take a while on a busy server), within the lookback."""
+    return min(2 * interval_s + 60, 300)
+
+
+@dataclass(frozen=True)
+class Rule:
+    record: str
+    expr: str  # the adapter's own fleet-wide query
+    metric: str  # the exporter's metric it reads
+    what: str  # one line for the rules file's reader
+
+    def as_dict(self, interval_s: int) -> dict[str, Any]:
+        return {"record": self.record, "expr": f"({self.expr}) or {sentinel(interval_s)}"}
+
+
+@dataclass(frozen=True)
+class RuleGroup:
+    name: str
+    interval_s: int
+    rules: tuple[Rule, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        out = [rule.as_dict(self.interval_s) for rule in self.rules]
+        return {"name": self.name, "interval": f"{self.interval_s}s", "rules": out}
+
+
+def _rule(request: MetricRequest, window_s: float, node_label: str) -> Rule:
+    # Imported here: the adapter imports this module for the names.
+    from bot.backends.prometheus import query_for
+
+    expr = query_for(request, None, window_s, node_label)
+    what = request.key
+    if request.reading is not Reading.VALUE:
+        what += f", {request.reading.value} over {int(window_s)} s"
+    if request.keep:
+        what += f", {request.keep}"
+    return Rule(recorded_name(expr, request.name), expr, request.name, what)
+
+
+def windows_for(
+    health: HealthConfig,
+    *,
+    sweep_window_s: float | None = None,
+    extra: Iterable[float] = (),
+) -> list[int]:
+    """The counter windows the bot reads by default: /hw-faults and App Home (24 h),
+    /node-health and /job-slow (`health.window_s`), the alert sweep; and any asked for."""
+    windows = [DAY_S, int(health.window_s)]
+    if sweep_window_s is not None:
+        windows.append(int(sweep_window_s))
+    windows.extend(int(w) for w in extra)
+    return sorted(set(windows))
+
+
+def rule_groups(
+    health: HealthConfig,
+    stragglers: StragglerConfig | None = None,
+    *,
+    windows: Sequence[int] | None = None,
+    value_interval_s: int = 30,
+    window_interval_s: int = 120,
+    day_interval_s: int = 240,
+    pace_interval_s: int = 60,
+) -> list[RuleGroup]:
+    """The recording rules for the enabled checks of `health`.
+
+    One group for the gauges' filtered rows, the per-node reads and the fleet's version
+    counts (cheap: evaluated every `value_interval_s`), and one group per counter and window
+    (each counter compared at two instants over the whole fleet: the costly part). A window
+    of a day or more is evaluated every `day_interval_s`: four minutes' news in a day's
+    count, for a quarter of the cost of every minute; shorter windows every two minutes.
+    With `stragglers`, /job-slow's counters and its pace (every job's slowest and median
+    rank, each minute: the 48 h chart and the baseline read those, not 32k ranks a step).
+    An interval and the group's evaluation time must stay under Prometheus' 5-minute lookback,
+    or the recorded rows and sentinels go stale between evaluations and the adapter reads raw.
+    """
+    node_label = health.node_label
+    wins = list(windows) if windows is not None else windows_for(health)
+    requests = requests_for(enabled_checks(health), health)
+    straggler_reads = proxy_requests(stragglers or StragglerConfig())
+    values: dict[str, Rule] = {}
+    for request in [*requests, *INVENTORY_REQUESTS, *straggler_reads]:
+        if request.reading is Reading.VALUE and worth_recording(request):
+            rule = _rule(request, INVENTORY_WINDOW_S, node_label)
+            values.setdefault(rule.record, rule)
+    for metric, label in VERSION_LABELS:
+        expr = version_count_query(metric, label)
+        name = recorded_name(expr, metric)
+        values.setdefault(name, Rule(name, expr, metric, f"nodes per {label}"))
+    groups = [RuleGroup("meowbot-health-values", value_interval_s, tuple(values.values()))]
+    counters = [r for r in requests if r.reading is not Reading.VALUE]
+    for window in wins:
+        interval = day_interval_s if window >= DAY_S else window_interval_s
+        # A group a counter: groups run side by side and each is done quickly, so a slow
+        # evaluation delays one metric's rows, not the window's every metric.
+        for request in counters:
+            rule = _rule(request, window, node_label)
+            name = f"meowbot-health-{window}s-{request.name}"
+            groups.append(RuleGroup(name, interval, (rule,)))
+    if stragglers is not None:
+        # /job-slow's CPU pressure and NUMA misses over its averaging window.
+        window = int(stragglers.average_s)
+        reads = [r for r in straggler_reads if r.reading is not Reading.VALUE]
+        rules = {r.record: r for r in (_rule(q, window, node_label) for q in reads)}
+        groups.append(
+            RuleGroup(f"meowbot-job-slow-{window}s", window_interval_s, tuple(rules.values()))
+        )
+        # The pace: read at 1-minute steps over 48 h, so recorded every minute (at most).
+        pace = [
+            Rule(recorded_name(q, stragglers.step_metric), q, stragglers.step_metric, what)
+            for q, what in zip(
+                pace_queries(stragglers), ("slowest rank per job", "median rank per job"),
+                strict=True,
+            )
+        ]  # fmt: skip
+        groups.append(RuleGroup("meowbot-job-slow-pace", min(pace_interval_s, 60), tuple(pace)))
+    for group in groups:
+        if group.interval_s >= 300:
+            raise ValueError(
+                f"rule group {group.name} every {group.interval_s} s: keep it under 300 s "
+                "(Prometheus' lookback), or its sentinels go stale between evaluations"
+            )
+    return groups
+
+
+def rules_yaml(groups: Sequence[RuleGroup]) -> str:
+    """A Prometheus rules file (`rule_files:` in prometheus.yml), with what each rule reads."""
+    lines = [
+        "# meowbot's recording rules, generated by `meowbot prometheus-rules` from the health",
+        "# checks and MEOWBOT_CONFIG: regenerate them when the config changes (a rule whose",
+        "# query no longer matches the bot's is simply not used). Check with",
+        "# `promtool check rules FILE`; load with `rule_files:` and a reload (SIGHUP).",
+        "#",
+    ]
+    for group in groups:
+        lines.append(f"# {group.name}, every {group.interval_s} s:")
+        lines.extend(f"#   {rule.record}: {rule.what}" for rule in group.rules)
+    body = yaml.safe_dump({"groups": [g.as_dict() for g in groups]}, sort_keys=False, width=10_000)
+    return "\n".join(lines) + "\n" + body

@@ -1,0 +1,108 @@
+"""The recording rules meowbot generates, and how the adapter picks recorded or raw reads."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from bot import metric_names as m
+from bot.backends.prometheus import PrometheusMetrics, fresh_rules, query_for
+from bot.backends.prometheus_rules import (
+    SENTINEL_LABEL,
+    recorded_name,
+    rule_groups,
+    rules_yaml,
+    windows_for,
+    worth_recording,
+)
+from bot.cli import main
+from bot.triage.checks import CHECKS, HealthConfig, requests_for
+from bot.triage.stragglers import StragglerConfig
+from bot.triage.table import MetricRequest, Reading
+
+HEALTH = HealthConfig()
+REQUESTS = requests_for(CHECKS, HEALTH)
+
+
+def _records(groups: list[dict[str, object]]) -> dict[str, str]:
+    out = {}
+    for group in groups:
+        for rule in group["rules"]:  # type: ignore[attr-defined]
+            out[rule["record"]] = rule["expr"]
+    return out
+
+
+def test_every_filtered_read_and_window_has_a_rule_recording_the_adapters_own_query() -> None:
+    groups = rule_groups(HEALTH, StragglerConfig(), windows=windows_for(HEALTH))
+    doc = yaml.safe_load(rules_yaml(groups))
+    records = _records(doc["groups"])
+    adapter = PrometheusMetrics("http://prometheus.invalid")
+    for window in (3600.0, 86400.0):
+        for request in REQUESTS:
+            query, name = adapter.plan(request, None, window, frozenset(records))
+            if not worth_recording(request):
+                assert name is None
+                continue
+            assert name is not None, request
+            assert query == name
+            raw = query_for(request, None, window, "node")
+            assert records[name].startswith(f"({raw}) or label_replace(vector(time())")
+
+
+def test_a_rule_for_other_thresholds_or_windows_is_not_used() -> None:
+    other = HealthConfig(nvlink_crc_per_window=5, max_gpu_temp_c=80)
+    groups = rule_groups(other, windows=[7200])
+    records = frozenset(_records(yaml.safe_load(rules_yaml(groups))["groups"]))
+    adapter = PrometheusMetrics("http://prometheus.invalid")
+    temp = next(r for r in REQUESTS if r.name == m.DCGM_FI_DEV_GPU_TEMP and r.keep)
+    assert adapter.plan(temp, None, 3600, records)[1] is None  # "> 87" is not "> 80"
+    crc = next(r for r in REQUESTS if r.name == m.DCGM_FI_DEV_PCIE_REPLAY_COUNTER)
+    assert adapter.plan(crc, None, 3600, records)[1] is None  # 1 h is not recorded
+    assert adapter.plan(crc, None, 7200, records)[1] is not None
+
+
+def test_a_node_selection_reads_the_recorded_series_through_the_host_labels() -> None:
+    request = MetricRequest(m.DCGM_FI_DEV_PCIE_REPLAY_COUNTER, Reading.INCREASE, "> 0")
+    name = recorded_name(query_for(request, None, 3600, "node"), request.name)
+    adapter = PrometheusMetrics("http://prometheus.invalid")
+    query, used = adapter.plan(request, ["gpu-0001", "gpu-0002"], 3600, frozenset({name}))
+    assert used == name
+    assert f'{name}{{Hostname=~"(gpu\\\\-0001|gpu\\\\-0002)"}}' in query
+    assert f'{name}{{instance=~"(gpu\\\\-0001|gpu\\\\-0002)(:[0-9]+)?"}}' in query
+    assert "offset" not in query
+
+
+def test_only_fresh_sentinels_count() -> None:
+    def row(name: str, interval: str, age_s: float) -> dict[str, object]:
+        return {
+            "metric": {"__name__": name, SENTINEL_LABEL: interval},
+            "value": [1000.0, str(1000.0 - age_s)],
+        }
+
+    rows = [
+        row("meowbot:a:1", "30", 50),
+        row("meowbot:b:2", "30", 130),  # two intervals and a minute is 120 s: late
+        row("meowbot:c:3", "120", 290),
+        row("meowbot:d:4", "240", 310),  # past the 5-minute lookback whatever the interval
+        {"metric": {"__name__": "meowbot:e:5"}, "value": [1000.0, "999"]},  # no interval
+    ]
+    assert fresh_rules(rows) == {"meowbot:a:1", "meowbot:c:3"}
+
+
+def test_bare_gauges_are_not_recorded() -> None:
+    assert not worth_recording(MetricRequest(m.DCGM_FI_DEV_SM_CLOCK))
+    assert worth_recording(MetricRequest(m.DCGM_FI_DEV_SM_CLOCK, keep="> 0"))
+    assert worth_recording(MetricRequest(m.NODE_LOAD1, per_node=True))
+
+
+def test_the_cli_prints_the_rules(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MEOWBOT_CONFIG", raising=False)
+    assert main(["prometheus-rules", "--window", "6h", "--interval", "45"]) == 0
+    doc = yaml.safe_load(capsys.readouterr().out)
+    names = [g["name"] for g in doc["groups"]]
+    for window in (900, 3600, 21600, 86400):  # the sweep's, /node-health's, asked, /hw-faults'
+        assert f"meowbot-health-{window}s-{m.DCGM_FI_DEV_PCIE_REPLAY_COUNTER}" in names
+    assert {g["interval"] for g in doc["groups"]} == {"45s"}
+    assert main(["prometheus-rules", "--window", "forever"]) == 2
