@@ -16,6 +16,7 @@ from bot.scheduler import Scheduler
 from bot.triage.checks import HealthConfig
 from bot.triage.service import Triage
 from bot.triage.stragglers import StragglerConfig
+from bot.triage.topology import Topology, TopologyConfig
 
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
@@ -35,6 +36,10 @@ def _validated(key: str, raw: Any, model: type[M]) -> M:
         raise ConfigError(
             f"MEOWBOT_CONFIG's {key}.{where} is wrong: {err['msg'].lower()}."
         ) from None
+
+
+def topology_config(settings: Settings) -> TopologyConfig:
+    return _section(settings, "topology", TopologyConfig)
 
 
 def health_config(settings: Settings) -> HealthConfig:
@@ -98,9 +103,11 @@ def make_triage(settings: Settings) -> Triage:
         metrics = PrometheusMetrics(
             settings.prometheus_url, node_label=cfg.node_label, recorded=cfg.recorded_rules
         )
+        topology = Topology(topology_config(settings))
         return Triage(
-            metrics, PrometheusInventory(metrics), scheduler, cfg, straggler_config(settings)
-        )
+            metrics, PrometheusInventory(metrics, topology), scheduler, cfg,
+            straggler_config(settings),
+        )  # fmt: skip
     from bot.backends.sim.fleet import SimFleet
     from bot.backends.sim.metrics import SimInventory, SimMetrics
     from bot.backends.sim.scheduler import SimScheduler

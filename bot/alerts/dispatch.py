@@ -12,7 +12,7 @@ from enum import StrEnum
 
 from bot.alerts.config import AlertsConfig
 from bot.alerts.models import Alert, AlertGroup, AlertSource, AlertStatus, GroupKey, Scope
-from bot.models import Node
+from bot.triage.topology import Located
 
 LEAF_SWITCH_CAUSES = frozenset({"ib_link_down", "ib_flapping", "ib_symbol_errors", "nic_errors"})
 RACK_CAUSES = frozenset(
@@ -51,7 +51,9 @@ def scope_for(cause: str, cfg: AlertsConfig) -> Scope:
     return Scope.NODE
 
 
-def group_key(alert: Alert, topology: Callable[[str], Node | None], cfg: AlertsConfig) -> GroupKey:
+def group_key(
+    alert: Alert, topology: Callable[[str], Located | None], cfg: AlertsConfig
+) -> GroupKey:
     """The group `alert` belongs to.
 
     Alertmanager alerts may say their topology in labels (`leaf_switch`, `rack`, `job_id`);

@@ -17,8 +17,8 @@ from bot.alerts.dispatch import Change, group_key, merge
 from bot.alerts.models import Alert, AlertGroup, GroupKey
 from bot.alerts.ports import AlertStore
 from bot.backends.alert_store import Fence, Update
-from bot.models import Node
 from bot.render.alerts import repeat_line
+from bot.triage.topology import Located
 
 MAX_REPLIES = 50  # waiting thread lines a group keeps; a flapping alert cannot grow it forever
 
@@ -47,7 +47,7 @@ class Ingested:
 async def ingest(
     store: AlertStore,
     alerts: Iterable[Alert],
-    topology: Callable[[str], Node | None],
+    topology: Callable[[str], Located | None],
     cfg: AlertsConfig,
     now: datetime,
     *,

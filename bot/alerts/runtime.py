@@ -26,10 +26,10 @@ from bot.alerts.route import route
 from bot.alerts.sweep import alerts_from_faults, resolved_by_sweep
 from bot.backends.alert_store import Fence, FenceLost, Update
 from bot.backends.errors import BackendError
-from bot.models import Node
 from bot.render import SlackMessage
 from bot.render.alerts import render_group, render_storm
 from bot.triage.service import Triage, fleet_faults
+from bot.triage.topology import Located
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +60,14 @@ class Alerting:
 
     # ingest -----------------------------------------------------------------------------------
 
-    async def topology(self) -> Callable[[str], Node | None]:
+    async def topology(self) -> Callable[[str], Located | None]:
         inventory = self.triage.inventory
         try:
             await asyncio.wait_for(inventory.load(), TOPOLOGY_TIMEOUT_S)
         except (BackendError, TimeoutError):
             # Grouping then falls back to one group per node: an alert is never refused for it.
             log.warning("topology unavailable; alerts group by node")
-        return inventory.node
+        return inventory.place
 
     async def receive(self, alerts: list[Alert], now: datetime) -> Ingested:
         done = await ingest(self.store, alerts, await self.topology(), self.cfg, now)

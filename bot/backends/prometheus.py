@@ -24,6 +24,7 @@ from bot.backends.errors import BackendError
 from bot.backends.http import Deadline, request_json
 from bot.triage.stragglers import PacePoint, RankTime, StragglerConfig
 from bot.triage.table import VERSION_LABELS, Column, MetricRequest, Reading, Table, node_name
+from bot.triage.topology import Place, Topology
 
 BACKEND = "Prometheus"
 NODE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -568,14 +569,15 @@ def _column(name: str, result: list[dict[str, Any]], node_label: str) -> Column:
 class PrometheusInventory:
     """Nodes as Prometheus sees them: every host exporting DCGM or node_exporter series.
 
-    Topology is not in the metrics; without an inventory in MEOWBOT_CONFIG, grouping by switch
-    is not possible and answers say nothing about racks.
+    Topology is not in the metrics: it comes from MEOWBOT_CONFIG's `topology:` (hostlists per
+    leaf switch and rack); without it, grouping by switch is not possible.
     """
 
     REFRESH_S = 60.0
 
-    def __init__(self, metrics: PrometheusMetrics) -> None:
+    def __init__(self, metrics: PrometheusMetrics, topology: Topology | None = None) -> None:
         self.metrics = metrics
+        self.topology = topology
         self._names: tuple[str, ...] = ()
         self._loaded_at = -math.inf
 
@@ -600,5 +602,8 @@ class PrometheusInventory:
     def node(self, name: str) -> None:
         return None
 
-    def leaf_switch(self, name: str) -> None:
-        return None
+    def leaf_switch(self, name: str) -> str | None:
+        return self.topology.leaf_switch(name) if self.topology is not None else None
+
+    def place(self, name: str) -> Place | None:
+        return self.topology.place(name) if self.topology is not None else None

@@ -28,6 +28,7 @@ from bot.triage.checks import (
 from bot.triage.stragglers import PacePoint, RankTime, StragglerConfig
 from bot.triage.table import MetricRequest, Table
 from bot.triage.targets import BadInput, expand_nodes, parse_duration, parse_kinds
+from bot.triage.topology import Located
 from bot.triage.verdict import fault_level, verdicts
 
 # Nodes under one leaf switch with the same fault at once point at the switch.
@@ -84,6 +85,10 @@ class Inventory(Protocol):
     def node(self, name: str) -> Node | None: ...
 
     def leaf_switch(self, name: str) -> str | None: ...
+
+    def place(self, name: str) -> Located | None:
+        """Where the node sits, for grouping; None when the inventory does not know."""
+        ...
 
 
 @dataclass

@@ -265,5 +265,8 @@ class SimInventory:
         except (KeyError, ValueError):
             return None
 
+    def place(self, name: str) -> Node | None:
+        return self.node(name)
+
     def leaf_switch(self, name: str) -> str | None:
         return str(self.fleet.topology.leaf_switch(name))
