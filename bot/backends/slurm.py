@@ -559,8 +559,26 @@ class SlurmRest:
         return out
 
     async def previous_run(self, job: Job) -> Job | None:
-        # Only through the id the job carries: finding a run by name needs slurmdbd.
-        return await self.job(job.prev_job_id) if job.prev_job_id else None
+        """The id the job carries, else the newest earlier job of the same name and user that
+        the controller still lists (ended jobs stay there for MinJobAge, 300 s by default;
+        slurmdbd's longer memory is not read)."""
+        if job.prev_job_id:
+            found = await self.job(job.prev_job_id)
+            if found is not None:
+                return found
+        deadline = Deadline(self.timeout_s)
+        api = await self.api(deadline)
+        body = await self._get(api.jobs_path, deadline)
+        earlier = [
+            parsed
+            for raw in body.get("jobs") or []
+            if isinstance(raw, Mapping)
+            and _text(raw.get("name")) == job.name
+            and _text(raw.get("user_name")) == job.user
+            for parsed in (parse_job(raw),)
+            if parsed.job_id != job.job_id and parsed.start < job.start
+        ]
+        return max(earlier, key=lambda j: j.start, default=None)
 
     async def job(self, job_id: str) -> Job | None:
         jid = check_job_id(job_id)

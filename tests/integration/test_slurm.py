@@ -118,6 +118,36 @@ async def _wait_running(slurm: SlurmRest, job_id: str, timeout_s: float = 20) ->
     raise AssertionError(f"job {job_id} did not start within {timeout_s} s: {job}")
 
 
+async def test_the_previous_run_of_a_requeued_name_is_found_by_name(
+    slurm: SlurmRest, slurm_env: dict[str, str]
+) -> None:
+    def submit(command: str) -> str:
+        out = _cli(slurm_env, "sbatch", "--parsable", "-N", "1", "-J", "resume-llm", "-o",
+                   "/dev/null", "--chdir", "/", "--wrap", command)  # fmt: skip
+        return out.strip().split(";")[0]
+
+    first = submit("sleep 1")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # the first run ends (MinJobAge keeps it listed)
+        done = await slurm.job(first)
+        if done is not None and done.state not in (JobState.PENDING, JobState.RUNNING):
+            break
+        await asyncio.sleep(0.3)
+    await asyncio.sleep(1.1)  # Slurm's times are whole seconds: the next run starts later
+    second = submit("sleep 60")
+    try:
+        await _wait_running(slurm, second)
+        job = await slurm.job(second)
+        assert job is not None and job.prev_job_id is None
+        previous = await slurm.previous_run(job)
+        assert previous is not None and previous.job_id == first
+        assert previous.name == "resume-llm" and previous.start < job.start
+        earliest = await slurm.job(first)
+        assert earliest is not None and await slurm.previous_run(earliest) is None
+    finally:
+        _cli(slurm_env, "scancel", second, check=False)
+
+
 async def test_submitted_job_shows_up(
     slurm: SlurmRest, train_job: str, slurm_env: dict[str, str]
 ) -> None:
