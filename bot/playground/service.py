@@ -193,9 +193,8 @@ class Playground:
         last = last_call if last_call is not None else time.monotonic()
         try:
             while not all(t.done() for t in tasks):
-                wait = max(0.05, last + interval - time.monotonic())
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(asyncio.wait(tasks)), wait)
+                # Until all are done or the next edit is due; the streams run on either way.
+                await asyncio.wait(tasks, timeout=max(0.05, last + interval - time.monotonic()))
                 if all(t.done() for t in tasks):
                     break
                 if await self.store.cancelled(sid):
