@@ -25,7 +25,6 @@ import asyncio
 import json
 import os
 import random
-import socket
 import statistics
 import sys
 import time
@@ -51,6 +50,7 @@ from bot.highlights.service import Highlights
 from bot.render.charts import highlights_chart
 from bot.render.highlights import render_digest, render_stats
 from bot.shell.slack_emulator import SlackEmulator
+from scripts.testsvc.common import free_port
 
 EVENTS = 10_000  # a round; ROUNDS of each, alternating, so a load spike hits both
 ROUNDS = 3
@@ -65,12 +65,6 @@ TEAM = "T0TEST"
 TARGET_RATE = 1000.0
 TARGET_RATIO = 0.5
 TARGET_BUILD_S = 1.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def load() -> str:

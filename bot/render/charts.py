@@ -76,15 +76,7 @@ def job_chart(
         stragglers=stragglers,
         median=median,
     )
-    png = b""
-    for dpi in (DPI, *FALLBACK_DPIS):
-        buf = io.BytesIO()
-        # No "Software" text chunk and no timestamp: identical input, identical bytes.
-        fig.savefig(buf, format="png", dpi=dpi, facecolor=BACKGROUND, metadata={"Software": None})
-        png = buf.getvalue()
-        if len(png) < MAX_BYTES:
-            break
-    return png
+    return _png(fig)
 
 
 def _figure(
@@ -283,9 +275,15 @@ def highlights_chart(weeks: Sequence[tuple[datetime, int]], *, title: str) -> by
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _p: _utc(x).strftime("%d %b\n%Y")))
         ax.set_ylabel("highlights a week", color=TEXT)
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    return _png(fig)
+
+
+def _png(fig: Figure) -> bytes:
+    """The figure as PNG under Slack-friendly MAX_BYTES, at a lower DPI when it must be."""
     png = b""
     for dpi in (DPI, *FALLBACK_DPIS):
         buf = io.BytesIO()
+        # No "Software" text chunk and no timestamp: identical input, identical bytes.
         fig.savefig(buf, format="png", dpi=dpi, facecolor=BACKGROUND, metadata={"Software": None})
         png = buf.getvalue()
         if len(png) < MAX_BYTES:

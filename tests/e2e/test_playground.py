@@ -29,6 +29,7 @@ from bot.render.playground import (
     WATCH_ACTION,
 )
 from bot.shell.slack_emulator import SlackEmulator
+from scripts.testsvc.common import free_port
 from tests.conftest import need_service
 from tests.e2e.conftest import Slack, bot_settings
 
@@ -187,12 +188,6 @@ async def test_unknown_runs_and_bad_input_are_private_and_post_nothing(
     assert any("no watch" in t for t in texts)
     assert all(body["response_type"] == "ephemeral" for _, body in emulator.responses)
     assert not emulator.calls_to("chat.postMessage")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
