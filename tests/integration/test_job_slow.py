@@ -284,8 +284,11 @@ async def test_the_recorded_pace_is_the_raw_pace_where_the_rules_cover_the_range
         await raw.close()
     # A recorded point is the pace at the rules' last run before it (scrapes land once a
     # second, all ranks at once): the raw pace of its step or of one of the two before.
+    # The slowest and the median are two rules, each evaluated as it comes: a scrape may
+    # land between them, so each is matched on its own (a CI run once saw that split).
     assert len(fast) >= len(slow) - 5 > 10
-    by_time = {p.at: (p.slowest, p.median) for p in slow}
+    by_time = {p.at: p for p in slow}
     for p in fast:
-        near = [by_time.get(p.at - timedelta(seconds=k)) for k in range(3)]
-        assert (p.slowest, p.median) in near, (p, near)
+        near = [by_time[at] for k in range(3) if (at := p.at - timedelta(seconds=k)) in by_time]
+        assert p.slowest in {q.slowest for q in near}, (p, near)
+        assert p.median in {q.median for q in near}, (p, near)
