@@ -36,7 +36,10 @@ def pace_line(d: Diagnosis) -> str:
     what = "step time" if d.mode == "step time" else "median step"
     if c is None:
         if d.mode != "step time":
-            return "The job exports no step time: judged from its nodes' SM clocks."
+            return (
+                "The job exports no step time: judged from its nodes' SM clock, GPU "
+                "utilisation, power, NVLink and InfiniBand traffic."
+            )
         return f"{what} {d.median_s:.2f} s; no baseline (younger than a day, no previous run)."
     change = c.change
     if abs(change) <= 0.005:
@@ -48,12 +51,20 @@ def pace_line(d: Diagnosis) -> str:
 
 
 def _straggler_line(s: Straggler, d: Diagnosis) -> str:
-    unit = "s" if d.mode == "step time" else "x"
-    why = f"*{s.cause.kind.value}*: {escape(s.cause.evidence)}" if s.cause else "no cause found"
-    return (
-        f"{code(s.node)} {s.seconds:.3f} {unit} against the job's {d.median_s:.3f} "
-        f"({s.excess:+.1%}, {s.z:.0f} MADs) — {why}"
-    )
+    if s.cause is not None:
+        why = f"*{s.cause.kind.value}*: {escape(s.cause.evidence)}"
+    else:
+        why = "no fault found on the node"
+    if d.mode == "step time":
+        pace = (
+            f"{code(s.node)} {s.seconds:.3f} s against the job's {d.median_s:.3f} "
+            f"({s.excess:+.1%}, {s.z:.0f} MADs)"
+        )
+        lag = f"; {escape(s.lag.sentence())}" if s.lag is not None else ""
+        return f"{pace} — {why}{lag}"
+    # Proxies: the lagging proxy is the measurement itself.
+    shown = escape(s.lag.sentence()) if s.lag is not None else f"{s.seconds:.2f}x slower"
+    return f"{code(s.node)} {shown} — {why}"
 
 
 def drain_reason(job: Job, s: Straggler) -> str:
@@ -110,7 +121,7 @@ def render_answer(r: SlowJobReport, *, can_act: bool = True) -> SlackMessage:
         )
     if d.missing:
         msg.context(
-            f"No {'step time' if d.mode == 'step time' else 'SM clock'} from "
+            f"No {'step time' if d.mode == 'step time' else 'GPU or port metrics'} from "
             f"{len(d.missing)} node(s) ({code(compress(d.missing))}): judged without them."
         )
     msg.context(f"Checked {r.at:%Y-%m-%d %H:%M} UTC")
@@ -122,9 +133,13 @@ def render_detail(r: SlowJobReport) -> SlackMessage:
     d = r.diagnosis
     msg = Message(f"Detail of job {d.job.job_id}")
     msg.section(
-        f"*How I judged*: {d.mode} across {len(d.per_node):,} nodes; a straggler sits over "
-        f"the median ({d.median_s:.3f}) by more than the z-score threshold in MADs and more "
-        "than ordinary jitter."
+        f"*How I judged*: {d.mode} across {len(d.per_node):,} nodes; a straggler sits "
+        + (
+            f"over the median ({d.median_s:.3f} s)"
+            if d.mode == "step time"
+            else "under the job's median in one proxy"
+        )
+        + " by more than the z-score threshold in MADs and more than ordinary jitter."
     )
     if d.stragglers:
         lines = [_straggler_line(s, d) for s in d.stragglers]

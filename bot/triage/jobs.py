@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -30,6 +29,7 @@ from bot.triage.stragglers import (
     diagnose,
     job_versions,
     node_paces,
+    proxy_lags,
     proxy_requests,
 )
 
@@ -37,7 +37,6 @@ JOB_ID_RE = re.compile(r"^[0-9]+(_[0-9]+)?$")  # Slurm: 123456, or an array task
 HISTORY = timedelta(hours=48)
 DAY = timedelta(hours=24)
 PACE_STEP_S = 60  # a minute: stalls of a minute show; 2,880 points over 48 h
-SM_CLOCK_LABEL = "SM clock, lowest GPU (MHz)"
 
 # Where each drift kind's version is read: the health checks' per-node version columns.
 _VERSION_KEYS = {
@@ -137,17 +136,16 @@ async def slow_job(
     versions = job_versions(health_table, keys)
     evidence = NodeEvidence.from_reads(proxies, versions, run.faults, cfg.average_s)
     job_nodes = set(job.nodes)
+    slowness, lags = proxy_lags(evidence, job_nodes, cfg)
     if ranks:
         ranks = [r for r in ranks if r.node in job_nodes]
         per_node = node_paces(ranks)
         mode, label = "step time", "step time per node (s)"
     else:
-        # No per-rank step time: a node's slowness is how far its lowest SM clock sits under
-        # the job's median (a throttled or clocked-down GPU holds every rank back).
-        clocks = {n: c for n, c in evidence.sm_clock.items() if n in job_nodes and c > 0}
-        median = statistics.median(clocks.values()) if clocks else 0.0
-        per_node = {n: median / c for n, c in clocks.items()}
-        mode, label = "proxies", "SM clock shortfall (job median / node's lowest GPU)"
+        # No per-rank step time: a node's slowness is how far its GPUs' clock, utilisation,
+        # power or NVLink traffic, or its InfiniBand traffic, sit under the job's median.
+        per_node = slowness
+        mode, label = "proxies", "slowest proxy (job median / node's lowest GPU or port)"
     diagnosis = diagnose(
         job,
         per_node,
@@ -157,6 +155,7 @@ async def slow_job(
         mode=mode,
         comparison=comparison,
         minutes=_window(pace, at - timedelta(hours=2), at),
+        lags=lags,
     )
     owner = None if viewer is None or viewer == job.user else f"a job of {job.user}'s"
     return SlowJobReport(

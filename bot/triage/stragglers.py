@@ -79,16 +79,68 @@ class PacePoint:
     median: float
 
 
-# A node is as slow as its slowest GPU: one row a node (32k GPU rows at 4,096 nodes is not).
+# A node is as slow as its slowest GPU (or port): one row a node, its lowest (32k GPU rows at
+# 4,096 nodes is not).
 SM_CLOCK_REQUEST = MetricRequest(m.DCGM_FI_DEV_SM_CLOCK, lowest_per_node=True)
+
+
+@dataclass(frozen=True)
+class Proxy:
+    """A metric that falls on a node that holds a synchronous job back: the job's pace when it
+    exports no step time, and evidence on a straggler when it does."""
+
+    request: MetricRequest
+    label: str
+    unit: str
+    min_drop: float
+    """How far under the job's median (0.1 = the median is 10 % above the node) a node must
+    sit to lag: over the spread healthy hardware shows at the same work, which differs by
+    proxy (clocks agree within 2 %, power between GPUs within 10 % or so)."""
+    scale: float = 1.0  # shown as value / scale (bytes per second as GB/s)
+    per_second: bool = False  # a counter read as its increase over the window
+
+
+PROXIES: tuple[Proxy, ...] = (
+    # A throttled or clocked-down GPU computes slower.
+    Proxy(SM_CLOCK_REQUEST, "SM clock", "MHz", min_drop=0.05),
+    # A GPU starved by its host (CPU contention, memory on the wrong NUMA domain) idles.
+    Proxy(
+        MetricRequest(m.DCGM_FI_DEV_GPU_UTIL, lowest_per_node=True),
+        "GPU utilisation",
+        "%",
+        min_drop=0.1,
+    ),
+    # A GPU held far under its power (a brake) draws less than its peers; a cap is not a drop.
+    Proxy(
+        MetricRequest(m.DCGM_FI_DEV_POWER_USAGE, lowest_per_node=True), "power", "W", min_drop=0.3
+    ),
+    # Replays on a bad link eat its goodput; a port that errs or flaps receives less.
+    Proxy(
+        MetricRequest(m.DCGM_FI_PROF_NVLINK_TX_BYTES, lowest_per_node=True),
+        "NVLink TX",
+        "GB/s",
+        min_drop=0.15,
+        scale=1e9,
+    ),
+    Proxy(
+        MetricRequest(
+            m.NODE_INFINIBAND_PORT_DATA_RECEIVED_BYTES_TOTAL, Reading.INCREASE, lowest_per_node=True
+        ),
+        "InfiniBand RX",
+        "GB/s",
+        min_drop=0.15,
+        scale=1e9,
+        per_second=True,
+    ),
+)
 
 
 def proxy_requests(cfg: StragglerConfig) -> list[MetricRequest]:
     """What is read over the job's nodes besides the health checks' metrics: only what
-    `NodeEvidence` uses (a 4,096-node job's every GPU is 32k rows a metric)."""
+    `NodeEvidence` uses, one row a node each (a 4,096-node job's every GPU is 32k rows)."""
     del cfg  # the names are the exporters'; the config only names the step metric
     return [
-        SM_CLOCK_REQUEST,
+        *(p.request for p in PROXIES),
         MetricRequest(m.NODE_PRESSURE_CPU_WAITING_SECONDS_TOTAL, Reading.INCREASE),
         MetricRequest(m.NODE_MEMORY_NUMA_NUMA_MISS_TOTAL, Reading.INCREASE),
         MetricRequest(m.NODE_LOAD1),
@@ -201,6 +253,7 @@ class NodeEvidence:
     """What the job's nodes show, reduced to one number (or version) a node."""
 
     sm_clock: dict[str, float]  # the node's lowest GPU SM clock, MHz
+    proxies: dict[str, dict[str, float]]  # proxy label -> node -> its lowest GPU (or port)
     psi: dict[str, float]  # seconds waited for a CPU per second
     numa_miss: dict[str, float]  # NUMA misses per second, all domains
     load: dict[str, float]
@@ -219,8 +272,13 @@ class NodeEvidence:
         for f in faults:
             by_node[f.node].append(f)
         per_s = max(1.0, average_s)
+        read = {}
+        for p in PROXIES:
+            values = _per_node(proxies, p.request.key)
+            read[p.label] = {n: v / per_s for n, v in values.items()} if p.per_second else values
         return cls(
             sm_clock=_per_node(proxies, SM_CLOCK_REQUEST.key),
+            proxies=read,
             psi={
                 n: v / per_s
                 for n, v in _per_node(
@@ -235,6 +293,59 @@ class NodeEvidence:
             versions={k: dict(v) for k, v in versions.items()},
             faults=dict(by_node),
         )
+
+
+@dataclass(frozen=True)
+class Lag:
+    """A proxy that sits far under the job's median on a node."""
+
+    proxy: Proxy
+    value: float
+    median: float
+    z: float  # MADs under the median
+
+    @property
+    def slowness(self) -> float:
+        """The job's median over the node's value: 1.25 = the node does 20 % less."""
+        return self.median / self.value if self.value > 0 else float("inf")
+
+    def sentence(self) -> str:
+        p = self.proxy
+        return (
+            f"{p.label} {self.value / p.scale:,.3g} {p.unit} against the job's "
+            f"{self.median / p.scale:,.3g} ({self.value / self.median - 1:+.0%}, {self.z:.0f} MADs)"
+        )
+
+
+def proxy_lags(
+    ev: NodeEvidence, nodes: Iterable[str], cfg: StragglerConfig
+) -> tuple[dict[str, float], dict[str, Lag]]:
+    """Each node's slowness by its proxies, and the nodes a proxy flags.
+
+    Each proxy is judged on its own spread, since their noise differs (a GPU's utilisation
+    barely moves, its NVLink traffic moves by several percent): a node lags when one proxy sits
+    more than the z threshold of MADs and more than the proxy's `min_drop` under the job's
+    median (a small job's MAD can be tiny by chance: the drop is what guards it), and
+    the proxy that lags most (in MADs) is its evidence. A node's slowness, for the chart and the
+    cost, is the largest median-over-value of its proxies."""
+    wanted = set(nodes)
+    slowness: dict[str, float] = {}
+    lags: dict[str, Lag] = {}
+    for proxy in PROXIES:
+        values = {n: v for n, v in ev.proxies.get(proxy.label, {}).items() if n in wanted}
+        if len(values) < 2:
+            continue
+        s = spread(values.values())
+        if s.median <= 0:
+            continue
+        for node, value in values.items():
+            lag = Lag(proxy, value, s.median, -s.z(value))
+            slowness[node] = max(slowness.get(node, 0.0), min(lag.slowness, 100.0))
+            drop = max(cfg.min_excess, proxy.min_drop)
+            flagged = lag.z > cfg.z_threshold and lag.slowness - 1 > drop
+            if flagged and (node not in lags or lag.z > lags[node].z):
+                lags[node] = lag
+    return slowness, lags
 
 
 def explain(node: str, ev: NodeEvidence, cfg: StragglerConfig) -> Cause | None:
@@ -394,6 +505,7 @@ class Straggler:
     excess: float
     z: float
     cause: Cause | None
+    lag: Lag | None = None  # the proxy that lags most on the node, when one does
 
 
 @dataclass(frozen=True)
@@ -432,11 +544,23 @@ def diagnose(
     mode: str = "step time",
     comparison: Comparison | None = None,
     minutes: Sequence[PacePoint] = (),
+    lags: Mapping[str, Lag] | None = None,
 ) -> Diagnosis:
-    """Stragglers and causes from what was read. `per_node` is each node's step time (or, in
-    proxies mode, its slowness: the job's median SM clock over the node's, so higher is slower).
+    """Stragglers and causes from what was read. `per_node` is each node's step time, or in
+    proxies mode its slowness by its proxies (`proxy_lags`: higher is slower), where the
+    stragglers are the nodes a proxy flags (`lags`) rather than outliers of `per_node`, which
+    mixes proxies of different noise.
     """
-    s, found = outliers(per_node, cfg)
+    lags = lags or {}
+    if mode == "proxies":
+        s = spread(per_node.values())
+        found = [
+            Outlier(n, per_node.get(n, lag.slowness), lag.z, per_node.get(n, lag.slowness) - 1)
+            for n, lag in lags.items()
+        ]
+        found.sort(key=lambda o: (-o.excess, o.node))
+    else:
+        s, found = outliers(per_node, cfg)
     missing = sorted(set(job.nodes) - set(per_node))
     job_cause: Cause | None = None
     stage = stage_of_stragglers(ranks, [o.node for o in found]) if ranks else None
@@ -453,7 +577,10 @@ def diagnose(
         )
     else:
         stragglers = [
-            Straggler(o.node, o.value, o.excess, o.z, explain(o.node, evidence, cfg)) for o in found
+            Straggler(
+                o.node, o.value, o.excess, o.z, explain(o.node, evidence, cfg), lags.get(o.node)
+            )
+            for o in found
         ]
     if not stragglers and job_cause is None:
         if stall is not None:

@@ -1,6 +1,6 @@
 """A real Prometheus on loopback, fed by the simulated fleet of tests/integration/prom_scenario.py.
 
-1. ``now`` is the wall clock floored to the minute; the fleet (128 nodes, seed 7, one fault of
+1. ``now`` is the wall clock floored to the minute; the fleet (144 nodes, seed 7, one fault of
    every node kind) is built around it.
 2. Three hours of history of the metrics read as counters (increase/changes) are written as
    OpenMetrics by the project's Python and backfilled with
@@ -8,7 +8,7 @@
 3. ``tests.integration.sim_exporter`` serves the fleet's live exposition on a free port.
 4. Prometheus starts on that data folder and scrapes the exporter every second
    (``honor_labels``: the series carry their own instance and job), and we wait until a
-   live-only metric shows all 128 nodes.
+   live-only metric shows all 144 nodes.
 5. It loads meowbot's recording rules as ``meowbot prometheus-rules --interval 1`` prints
    them (bot/backends/prometheus_rules.py; default config, every group each second), and we
    wait until every rule has run once, so the tests read recorded series where a rule
@@ -40,14 +40,14 @@ from .common import fail, free_port, say, stop, wait_port
 PACKAGES = {"prometheus": "prometheus"}  # promtool ships in the same package
 
 ROOT = Path(__file__).resolve().parents[2]
-N_NODES = 128  # tests/integration/prom_scenario.py: N_NODES
+N_NODES = 144  # tests/integration/prom_scenario.py: N_NODES
 READY_METRIC = "DCGM_FI_DEV_GPU_TEMP"  # not backfilled: only the live scrape brings it
 HISTORY_TIMEOUT_S = 180.0  # 128 nodes on 2 busy cores: about 45 s seen
 BACKFILL_TIMEOUT_S = 180.0
 SCRAPE_TIMEOUT_S = 20.0
 RULES_TIMEOUT_S = 30.0
 RULES_INTERVAL_S = 1
-SENTINEL = 'count({meowbot_recorded!=""})'  # bot/backends/prometheus_rules.py: one a rule
+SENTINELS = '{meowbot_recorded!=""}'  # bot/backends/prometheus_rules.py: one a rule
 
 
 def _say(msg: str) -> None:
@@ -130,11 +130,17 @@ def _rules(tmp: Path) -> tuple[Path, int]:
 
 
 def _wait_for_rules(url: str, expected: int, logs: Sequence[Path]) -> None:
+    """Until every rule has run since the whole fleet was scraped. The rules load with
+    Prometheus and may first run before the first scrape, recording nothing of the live-only
+    metrics; on a busy machine their next run can be seconds away, so "ran once" is not
+    enough (a test once read an empty recorded throttle series that way)."""
     deadline = time.monotonic() + RULES_TIMEOUT_S
+    since = time.time()
+    promql = f"count({SENTINELS} > {since:.3f})"  # a sentinel's value: when its rule ran
     seen = 0
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError, ValueError, KeyError, IndexError, TypeError):
-            result = _query(url, SENTINEL)
+            result = _query(url, promql)
             seen = int(float(result[0]["value"][1])) if result else 0  # type: ignore[index]
             if seen >= expected:
                 return

@@ -24,8 +24,9 @@ from bot.models import FaultKind
 from bot.triage.checks import CHECKS, requests_for
 from bot.triage.table import Reading
 
-N_NODES = 128
-"""The faults sit on the first 64; the rest are the clean nodes of the training jobs."""
+N_NODES = 144
+"""The faults sit on the first 64; 65-128 are the clean nodes of the training jobs; the last
+rack (129-144) holds the jobs that export no step time, with their own faults."""
 SEED = 7
 HISTORY_HOURS = 3
 HISTORY_STEP_S = 60
@@ -79,6 +80,10 @@ PLAN: tuple[Planned, ...] = (
     Planned(K.THROTTLE_HW_SLOWDOWN, "gpu-0060", 0),
     Planned(K.NVLINK_CRC, "gpu-0062", 7, detail={"per_min": 10.0}),
     Planned(K.GPU_MISSING, "gpu-0064", 2),
+    # The last rack: faults in jobs that export no step time, found by their proxies.
+    Planned(K.NVLINK_CRC, "gpu-0130", 4, detail={"per_min": 10.0}),
+    Planned(K.IB_SYMBOL_ERRORS, "gpu-0135", detail={"nic": "mlx5_4", "per_min": 200.0}),
+    Planned(K.CPU_CONTENTION, "gpu-0140", detail={"load": 120.0, "psi_per_s": 0.6}),
 )
 
 NEWER_EXPORTER_NODES = frozenset(f"gpu-{i:04d}" for i in (*range(49, 65), *range(113, 129)))
@@ -96,13 +101,17 @@ class PlannedJob:
     nodes: tuple[str, ...]
     slowdown: float = 0.0
     """Every rank slower together by this share (JOB_SLOWDOWN) since ``SLOWDOWN_AGO_S``."""
+    exports_step_time: bool = True
 
 
 def _gpu(*numbers: int) -> tuple[str, ...]:
     return tuple(f"gpu-{i:04d}" for i in numbers)
 
 
-STRAGGLER_NODES = {p.node: p.kind for p in PLAN if p.kind in STRAGGLER_NODE_KINDS}
+PROXY_RACK = _gpu(*range(129, 145))
+STRAGGLER_NODES = {
+    p.node: p.kind for p in PLAN if p.kind in STRAGGLER_NODE_KINDS and p.node not in PROXY_RACK
+}
 """The planned faults that slow a job: the nodes /job-slow must name, with these causes."""
 _PLANNED = {p.node for p in PLAN}
 _CLEAN = [n for n in _gpu(*range(1, N_NODES + 1)) if n not in _PLANNED]
@@ -112,7 +121,7 @@ SLOWDOWN_AGO_S = 2 * 3600
 # also submitted there live on those nodes; the others use the rest of the fleet.
 SLURM_STRAGGLERS = PlannedJob("900002", "train-one-throttled", _gpu(9, 11, 12, 13, 15, 16))
 SLURM_HEALTHY = PlannedJob("900003", "train-healthy", _gpu(1, 3, 5, 7))
-_POOL = [n for n in _CLEAN if n > "gpu-0016"]
+_POOL = [n for n in _CLEAN if n > "gpu-0016" and n not in PROXY_RACK]
 SLOW_EVERYWHERE = PlannedJob("900004", "train-slow-everywhere", tuple(_POOL[:5]), slowdown=0.09)
 CAUSE_JOB_SIZE = 5
 # One job per remaining slowing fault, that node and four clean ones: stragglers are a small
@@ -126,7 +135,21 @@ CAUSE_JOBS = tuple(
     for i, node in enumerate(n for n in sorted(STRAGGLER_NODES) if n not in SLURM_STRAGGLERS.nodes)
 )
 assert all(len(j.nodes) == CAUSE_JOB_SIZE for j in CAUSE_JOBS), "the fleet ran out of clean nodes"
-JOBS = (SLURM_STRAGGLERS, SLURM_HEALTHY, SLOW_EVERYWHERE, *CAUSE_JOBS)
+# Jobs that export no step time (issue 4's proxies): four nodes each, the first three with
+# one fault that lowers a proxy (NVLink traffic, InfiniBand traffic, GPU utilisation), the
+# last healthy.
+PROXY_STRAGGLERS = {p.node: p.kind for p in PLAN if p.node in PROXY_RACK}
+PROXY_JOBS = tuple(
+    PlannedJob(
+        str(900100 + i),
+        f"infer-{i}",
+        PROXY_RACK[4 * i : 4 * i + 4],
+        exports_step_time=False,
+    )
+    for i in range(4)
+)
+assert [sum(n in PROXY_STRAGGLERS for n in j.nodes) for j in PROXY_JOBS] == [1, 1, 1, 0]
+JOBS = (SLURM_STRAGGLERS, SLURM_HEALTHY, SLOW_EVERYWHERE, *CAUSE_JOBS, *PROXY_JOBS)
 STEP_HISTORY_HOURS = 26  # a day and a bit: "24 h earlier" is there for every job
 STEP_HISTORY_STEP_S = 300
 
@@ -135,9 +158,11 @@ STEP_HISTORY_STEP_S = 300
 # start-up short (see scripts/testsvc/prometheus.py).
 HISTORY_METRICS: tuple[str, ...] = (
     *(r.name for r in requests_for(CHECKS) if r.reading is not Reading.VALUE),
-    # /job-slow's proxies that are counters (its CPU-contention and NUMA evidence).
+    # /job-slow's proxies that are counters (its CPU-contention and NUMA evidence, and the
+    # InfiniBand traffic of a job without step times).
     m.NODE_MEMORY_NUMA_NUMA_MISS_TOTAL,
     m.NODE_PRESSURE_CPU_WAITING_SECONDS_TOTAL,
+    m.NODE_INFINIBAND_PORT_DATA_RECEIVED_BYTES_TOTAL,
 )
 
 assert {p.kind for p in PLAN} == set(NODE_KINDS), "the plan must cover every node fault kind"
@@ -155,7 +180,13 @@ def make_fleet(now: datetime) -> SimFleet:
         detail: dict[str, Any] = dict(p.detail)  # keyword detail, never `until` or `job_id`
         fleet.inject(p.kind, p.node, p.gpu, since=now - timedelta(seconds=p.ago_s), **detail)
     for job in JOBS:
-        fleet.add_job(job.nodes, name=job.name, job_id=job.job_id, user="alice")
+        fleet.add_job(
+            job.nodes,
+            name=job.name,
+            job_id=job.job_id,
+            user="alice",
+            exports_step_time=job.exports_step_time,
+        )
         if job.slowdown:
             since = now - timedelta(seconds=SLOWDOWN_AGO_S)
             fleet.inject(K.JOB_SLOWDOWN, job_id=job.job_id, since=since, slowdown=job.slowdown)

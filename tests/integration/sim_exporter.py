@@ -50,7 +50,7 @@ def write_history(fleet: SimFleet, path: str) -> None:
         for hours, step_s, metrics in passes:
             text = "".join(
                 fleet.openmetrics_history(
-                    hours=hours, step_s=step_s, metrics=metrics, end=fleet.now, max_series=10_000
+                    hours=hours, step_s=step_s, metrics=metrics, end=fleet.now, max_series=12_000
                 )
             )
             out.write(text.removesuffix(EOF_LINE))

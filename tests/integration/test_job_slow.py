@@ -91,6 +91,30 @@ async def test_each_slowing_fault_is_named_on_its_node_with_its_cause(
     assert len(report.pace) > 250 and report.yesterday  # the chart's 48 h and its overlay
 
 
+@pytest.mark.parametrize("job", scenario.PROXY_JOBS, ids=lambda j: j.name)
+async def test_without_step_times_the_proxies_name_the_straggler_and_its_cause(
+    prom_url: str, fleet: SimFleet, job: scenario.PlannedJob
+) -> None:
+    """Jobs that export no step time, read through real Prometheus: NVLink traffic, InfiniBand
+    traffic (a counter, read as its increase) and GPU utilisation each find their node, the
+    health evidence names the cause, and the healthy job has no culprit."""
+    report, _ = await _diagnose(prom_url, SimScheduler(fleet), job.job_id)
+    d = report.diagnosis
+    assert d.mode == "proxies" and d.missing == [] and d.job_cause is None
+    assert sorted(d.per_node) == sorted(job.nodes)
+    expected = {n: k for n, k in scenario.PROXY_STRAGGLERS.items() if n in job.nodes}
+    assert _causes(report) == expected, (d.per_node, d.stragglers)
+    proxy = {
+        FaultKind.NVLINK_CRC: "NVLink TX",
+        FaultKind.IB_SYMBOL_ERRORS: "InfiniBand RX",
+        FaultKind.CPU_CONTENTION: "GPU utilisation",
+    }
+    for s in d.stragglers:
+        assert s.lag is not None and s.cause is not None
+        assert s.lag.proxy.label == proxy[s.cause.kind]
+    assert (d.gpu_hours_per_day > 0) == bool(expected)
+
+
 def test_the_jobs_cover_every_slowing_kind() -> None:
     named = {scenario.STRAGGLER_NODES[n] for j in scenario.CAUSE_JOBS for n in j.nodes
              if n in scenario.STRAGGLER_NODES}  # fmt: skip

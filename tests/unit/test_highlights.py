@@ -83,9 +83,7 @@ def test_excerpt_neutralises_mentions_links_and_broadcasts() -> None:
         "<!subteam^S1|@oncall> see <https://wiki.example.org/x|the wiki> or <https://a.io/b>"
     )
     body = plain(text, {"U1": "Ana"}.get)
-    assert body == (
-        "@here @Ana fixed it & @bo helped in #gpu-ops @oncall see the wiki or a.io/b"
-    )
+    assert body == ("@here @Ana fixed it & @bo helped in #gpu-ops @oncall see the wiki or a.io/b")
     safe = neutral(body)
     assert "<" not in safe and "@here" not in safe and "a.io" not in safe
     assert "&amp;" in safe

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from bot import metric_names as m
 from bot.backends.sim.fleet import STRAGGLER_NODE_KINDS, SimFleet
 from bot.backends.sim.metrics import SimInventory, SimMetrics
 from bot.backends.sim.scheduler import SimScheduler
@@ -80,20 +81,76 @@ async def test_job_level_causes_are_not_blamed_on_a_node(cause: FaultKind, stage
     assert d.gpu_hours_per_day == 0
 
 
-async def test_without_step_times_the_sm_clock_finds_a_throttled_node() -> None:
+# Without step times, each proxy finds the causes that lower it (the sim's effects): the
+# straggler is named by the lagging proxy and explained by the node's evidence.
+PROXY_CASES = [
+    (FaultKind.THROTTLE_HW_SLOWDOWN, "SM clock", {}),
+    (FaultKind.POWER_BRAKE, "SM clock", {}),
+    (FaultKind.LOW_SM_CLOCK, "SM clock", {}),
+    (FaultKind.NVLINK_CRC, "NVLink TX", {}),
+    (FaultKind.NVLINK_REPLAY, "NVLink TX", {}),
+    (FaultKind.IB_SYMBOL_ERRORS, "InfiniBand RX", {"nic": "mlx5_3"}),
+    (FaultKind.IB_FLAPPING, "InfiniBand RX", {"nic": "mlx5_0", "period_s": 600}),
+    (FaultKind.CPU_CONTENTION, "GPU utilisation", {}),
+    (FaultKind.NUMA_MISPLACEMENT, "GPU utilisation", {}),
+]
+
+
+@pytest.mark.parametrize(("cause", "proxy", "detail"), PROXY_CASES, ids=lambda x: str(x))
+async def test_without_step_times_a_proxy_finds_the_straggler_and_its_cause(
+    cause: FaultKind, proxy: str, detail: dict[str, object]
+) -> None:
     fleet, job = _fleet(exports_step_time=False)
-    fleet.inject(FaultKind.THROTTLE_HW_SLOWDOWN, SLOW_NODE, since=NOW - timedelta(hours=3))
-    d = (await _diagnose(fleet, job)).diagnosis
+    fleet.inject(cause, SLOW_NODE, since=NOW - timedelta(hours=3), **detail)  # type: ignore[arg-type]
+    report = await _diagnose(fleet, job)
+    d = report.diagnosis
     assert d.mode == "proxies"
     assert [s.node for s in d.stragglers] == [SLOW_NODE]
-    assert d.stragglers[0].cause is not None
-    assert d.stragglers[0].cause.kind is FaultKind.THROTTLE_HW_SLOWDOWN
+    s = d.stragglers[0]
+    assert s.cause is not None and s.cause.kind is cause
+    assert s.lag is not None and s.lag.proxy.label == proxy
+    assert s.lag.value < s.lag.median and s.lag.z > CFG.z_threshold
+    assert d.per_node[SLOW_NODE] == max(d.per_node.values()) > 1 + CFG.min_excess
+    assert d.gpu_hours_per_day > 0
+    assert proxy in report.lagging_label or "proxy" in report.lagging_label
 
 
-async def test_without_step_times_a_healthy_job_has_no_culprit() -> None:
-    fleet, job = _fleet(exports_step_time=False)
+async def test_without_step_times_an_nvlink_straggler_is_found_with_no_error_counters() -> None:
+    """dcgm-exporter's default counters leave NVLink errors out: the throughput still shows
+    the node, and the answer says no fault was found rather than inventing one."""
+    fleet = SimFleet(
+        32,
+        seed=3,
+        now=NOW,
+        fault_rate=0.0,
+        disabled_metrics={
+            m.DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL,
+            m.DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL,
+        },
+    )
+    job = fleet.add_job(JOB_NODES, user="alice", exports_step_time=False)
+    fleet.inject(FaultKind.NVLINK_CRC, SLOW_NODE, 5, since=NOW - timedelta(hours=3))
     d = (await _diagnose(fleet, job)).diagnosis
-    assert d.mode == "proxies" and d.stragglers == [] and d.job_cause is None
+    assert [s.node for s in d.stragglers] == [SLOW_NODE]
+    s = d.stragglers[0]
+    assert s.cause is None
+    assert s.lag is not None and s.lag.proxy.label == "NVLink TX"
+    assert "NVLink TX" in s.lag.sentence() and "GB/s" in s.lag.sentence()
+
+
+@pytest.mark.parametrize("seed", range(12))
+async def test_without_step_times_healthy_jobs_have_no_culprit(seed: int) -> None:
+    """Ordinary noise on every proxy (per-GPU power bases, NVLink and port rates that differ
+    by several percent) across jobs of many sizes is never a straggler."""
+    fleet = SimFleet(256, seed=seed, now=NOW, fault_rate=0.0)
+    jobs = [
+        fleet.add_job(fleet.topology.names[a:b], user="alice", exports_step_time=False)
+        for a, b in ((0, 4), (4, 20), (20, 84), (84, 256))
+    ]
+    for job in jobs:
+        d = (await _diagnose(fleet, job)).diagnosis
+        assert d.mode == "proxies" and d.missing == []
+        assert d.stragglers == [] and d.job_cause is None, (seed, len(job.nodes), d.stragglers)
 
 
 async def test_another_users_job_is_readable_and_says_whose() -> None:

@@ -164,6 +164,8 @@ def default_detail(
         out["temp_c"] = rng.randint(90, 96)
     elif kind in (k.NVLINK_CRC, k.NVLINK_REPLAY, k.PCIE_REPLAY):
         out["per_min"] = round(rng.uniform(2.0, 20.0), 2)
+        if kind is not k.PCIE_REPLAY:
+            out["nvlink_share"] = 0.7  # of the link's usual traffic, the rest lost to replays
     elif kind is k.PCIE_DOWNTRAINED:
         if rng.random() < 0.5:
             out["width"] = rng.choice((8, 4))
@@ -174,8 +176,12 @@ def default_detail(
     elif kind is k.NUMA_MISPLACEMENT:
         out["misplaced"] = rng.choice(("gpu", "nic"))
         out["miss_pages_per_s"] = 25_000.0
+        out["gpu_util_share"] = 0.85
     elif kind in (k.IB_LINK_DOWN, k.IB_FLAPPING, k.IB_SYMBOL_ERRORS):
         out["nic"] = rng.choice(shape.nics)
+        # The share of the port's traffic it no longer receives: all of it when down, some
+        # when it flaps (down a minute each time, then retraining) or resends bad packets.
+        out["rx_loss"] = {k.IB_LINK_DOWN: 1.0, k.IB_FLAPPING: 0.5, k.IB_SYMBOL_ERRORS: 0.4}[kind]
         if kind is k.IB_FLAPPING:
             out["period_s"] = rng.choice((300, 600, 900))
         if kind is k.IB_SYMBOL_ERRORS:
@@ -188,6 +194,7 @@ def default_detail(
     elif kind is k.CPU_CONTENTION:
         out["load"] = round(rng.uniform(80.0, 160.0), 1)
         out["psi_per_s"] = round(rng.uniform(0.4, 0.9), 2)
+        out["gpu_util_share"] = 0.8
     elif kind is k.GC_STALLS:
         out["period_min"] = rng.choice((5, 10, 15))
         out["phase_min"] = rng.randrange(5)
@@ -224,6 +231,10 @@ def _at_most(key: str) -> Effect:
 
 def _at_least(key: str) -> Effect:
     return lambda value, fault, t_s: max(value, fault.number(key))
+
+
+def _times(key: str) -> Effect:
+    return lambda value, fault, t_s: value * fault.number(key)
 
 
 def _bits(bit: int) -> Effect:
@@ -297,16 +308,25 @@ EFFECTS: dict[FaultKind, dict[str, Effect]] = {
         m.CLOCK_EVENT_HW_POWER_BRAKE, **{m.DCGM_FI_DEV_POWER_USAGE: _at_most("power_w")}
     ),
     FaultKind.HIGH_TEMPERATURE: {m.DCGM_FI_DEV_GPU_TEMP: _at_least("temp_c")},
-    FaultKind.NVLINK_CRC: {m.DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL: _counter("per_min")},
-    FaultKind.NVLINK_REPLAY: {m.DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL: _counter("per_min")},
+    # A link that replays flits sends less data: the throughput proxy falls with the errors.
+    FaultKind.NVLINK_CRC: {
+        m.DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL: _counter("per_min"),
+        m.DCGM_FI_PROF_NVLINK_TX_BYTES: _times("nvlink_share"),
+    },
+    FaultKind.NVLINK_REPLAY: {
+        m.DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL: _counter("per_min"),
+        m.DCGM_FI_PROF_NVLINK_TX_BYTES: _times("nvlink_share"),
+    },
     FaultKind.PCIE_REPLAY: {m.DCGM_FI_DEV_PCIE_REPLAY_COUNTER: _counter("per_min")},
     FaultKind.PCIE_DOWNTRAINED: {
         m.DCGM_FI_DEV_PCIE_LINK_WIDTH: _pcie("width"),
         m.DCGM_FI_DEV_PCIE_LINK_GEN: _pcie("gen"),
     },
     FaultKind.LOW_SM_CLOCK: {m.DCGM_FI_DEV_SM_CLOCK: _at_most("sm_clock_mhz")},
+    # The host feeds the GPU late: it idles between kernels.
     FaultKind.NUMA_MISPLACEMENT: {
-        m.NODE_MEMORY_NUMA_NUMA_MISS_TOTAL: _rate_counter("miss_pages_per_s")
+        m.NODE_MEMORY_NUMA_NUMA_MISS_TOTAL: _rate_counter("miss_pages_per_s"),
+        m.DCGM_FI_DEV_GPU_UTIL: _times("gpu_util_share"),
     },
     FaultKind.IB_LINK_DOWN: {
         m.NODE_INFINIBAND_STATE_ID: _const(float(m.IB_STATE_DOWN)),
@@ -330,6 +350,7 @@ EFFECTS: dict[FaultKind, dict[str, Effect]] = {
     FaultKind.CPU_CONTENTION: {
         m.NODE_LOAD1: _add("load"),
         m.NODE_PRESSURE_CPU_WAITING_SECONDS_TOTAL: _rate_counter_frac("psi_per_s"),
+        m.DCGM_FI_DEV_GPU_UTIL: _times("gpu_util_share"),  # every GPU of the node
     },
     # Presence (gpu_missing), versions (drift), topology (numa) and step times (job kinds and
     # slowdowns) are not a value transform: the engine applies them.

@@ -57,7 +57,8 @@ class Placed:
     def position(self, entity: Entity, ports: int) -> Sequence[int]:
         """Which entity of the node the fault sits on (several for an all-ports IB fault)."""
         if entity in ("gpu", "xid"):
-            return (self.gpu,)
+            # A fault of the whole node (CPU contention) is on every GPU of it.
+            return range(ports) if self.gpu < 0 else (self.gpu,)
         if entity == "nic":
             return range(ports) if self.nic < 0 else (self.nic,)
         if entity == "netdev":
@@ -457,8 +458,9 @@ class FleetSnapshot:
             return [float(int(r * age)) for r in rates]
         raise KeyError(f"no column for {metric!r}")
 
-    def _ib_rx_frozen(self, value: float, placed: Placed, nic: int) -> float:
-        """A port that went down stops counting received bytes from ``since`` to ``until``."""
+    def _ib_rx_lost(self, value: float, placed: Placed, nic: int) -> float:
+        """A port that went down stops counting received bytes from ``since`` to ``until``;
+        one that flaps or resends loses a share of them (``rx_loss``)."""
         f = self.fleet
         fault = placed.fault
         rate = f.ib_rx_rates()[placed.node * f.hardware.nics_per_node + nic]
@@ -468,7 +470,7 @@ class FleetSnapshot:
             return float(int(IB_RX_IDLE_BYTES_PER_S * (t - f.origin_s) + rate * busy))
 
         lost = at(min(self.t_s, fault.until_s)) - at(fault.since_s)
-        return value - lost
+        return value - int(lost * fault.number("rx_loss"))
 
     def values(self, metric: str) -> list[float] | None:
         """The column of ``metric`` (None when the fleet does not export it)."""
@@ -490,10 +492,10 @@ class FleetSnapshot:
                 col[base + j] = effect(col[base + j], placed.fault, self.t_s)
         if metric == m.NODE_INFINIBAND_PORT_DATA_RECEIVED_BYTES_TOTAL:
             for placed in self.scope.faults:
-                if placed.fault.kind is FaultKind.IB_LINK_DOWN and placed.fault.since_s <= self.t_s:
+                if "rx_loss" in placed.fault.detail and placed.fault.since_s <= self.t_s:
                     base = pos_of[placed.node] * mult
                     for j in placed.position("nic", mult):
-                        col[base + j] = self._ib_rx_frozen(col[base + j], placed, j)
+                        col[base + j] = self._ib_rx_lost(col[base + j], placed, j)
         if family.entity == "gpu":
             for p in self.missing_gpus():
                 col[p] = math.nan
