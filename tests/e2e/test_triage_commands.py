@@ -212,6 +212,22 @@ async def test_job_slow_posts_progress_then_the_answer_detail_and_chart(slack: S
     assert png.startswith(b"\x89PNG") and len(png) < 1_000_000
 
 
+async def test_job_slow_without_step_times_shows_the_lagging_proxy(slack: Slack) -> None:
+    fleet = slack.bot.deps.triage.inventory.fleet  # type: ignore[attr-defined]
+    job = fleet.add_job(
+        [f"gpu-{i:04d}" for i in range(465, 481)], user="alice", exports_step_time=False
+    )
+    fleet.inject(FaultKind.NVLINK_CRC, "gpu-0470", 3)
+    status, _, _ = await slack.command("/job-slow", job.job_id)
+    assert status == 200
+    await slack.emulator.wait_for_call("files.completeUploadExternal", timeout=30)
+    update = slack.emulator.calls_to("chat.update")[0]
+    answer = json.dumps(update.args["blocks"])
+    assert "gpu-0470" in answer and "nvlink_crc" in answer and "exports no step time" in answer
+    detail = json.dumps([m for m in slack.emulator.messages("C0GENERAL") if m.get("thread_ts")])
+    assert "NVLink TX" in detail and "GB/s" in detail and "MADs" in detail
+
+
 async def test_job_slow_bad_and_unknown_ids_are_private_and_post_nothing(slack: Slack) -> None:
     await slack.command("/job-slow", '1"} or vector(1)')
     await slack.command("/job-slow", "99999999")
