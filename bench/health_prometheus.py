@@ -44,7 +44,8 @@ the 48 h pace range finds every rank; with the rules, the pace group is backfill
 48 h as an operator would (``promtool tsdb create-blocks-from rules`` against this Prometheus,
 blocks moved into its data folder); ``slow_job`` (step times, pace, health and proxies over
 the job's 4,096 nodes) runs ``--runs`` times, then on 16 of the nodes for the query count.
-Target: < 2 s, a fixed number of queries.
+Target: < 2 s, a fixed number of queries. ``--job --proxies`` reads the same job under an id
+that no step-time series carries, so its pace comes from the proxies over its 4,096 nodes.
 
 Only the last hour of the history is at a finer step than 30 min on a real day-old Prometheus;
 increase() reads that hour of samples for series younger than an hour, and the difference
@@ -133,6 +134,7 @@ def tail(path: Path, lines: int = 15) -> str:
 JOB_NAME = "train-big"
 JOB_CAUSE = FaultKind.THROTTLE_POWER
 JOB_SLOWDOWN = 0.05
+NO_STEP_TIMES_ID = "1"  # --proxies: the job read under an id that no step-time series carries
 
 
 def build_fleet(now_s: int, n_nodes: int, job: bool) -> SimFleet:
@@ -762,6 +764,10 @@ def run(args: argparse.Namespace) -> None:
             say(f"measuring; load average {load} (this machine has {os.cpu_count()} cores)")
             started = time.perf_counter()
             if job is not None:
+                if args.proxies:
+                    # The same job under an id no step time carries: its pace from proxies.
+                    job = job.model_copy(update={"job_id": NO_STEP_TIMES_ID})
+                    say(f"as a job without step times (id {NO_STEP_TIMES_ID}): proxies mode")
                 asyncio.run(bench_job(url, args.runs, job, straggler, args.rules))
             else:
                 asyncio.run(
@@ -837,6 +843,11 @@ def main(argv: list[str]) -> None:
     )
     parser.add_argument(
         "--job", action="store_true", help="/job-slow of one job on every node (issue #4)"
+    )
+    parser.add_argument(
+        "--proxies",
+        action="store_true",
+        help="with --job: read the job as one without step times (its pace from proxies)",
     )
     parser.add_argument("--serve", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--now", type=int, help=argparse.SUPPRESS)

@@ -3,7 +3,8 @@
 Two steps, so that the bot can answer bad input privately before it posts anything: `find_job`
 checks the id against the scheduler (quick), `slow_job` reads the metrics and diagnoses. Each
 reads with a fixed number of queries whatever the job's size: the step times (one), the pace
-over 48 h (two), the health checks over the job's nodes, and the proxies.
+over 48 h (two), the health checks over the job's nodes, the evidence, and for a job without
+step times the other proxies.
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ from bot.triage.stragglers import (
     StragglerConfig,
     compare,
     diagnose,
+    evidence_requests,
     job_versions,
     node_paces,
+    pace_proxy_requests,
     proxy_lags,
-    proxy_requests,
 )
 
 JOB_ID_RE = re.compile(r"^[0-9]+(_[0-9]+)?$")  # Slurm: 123456, or an array task 123456_7
@@ -123,8 +125,13 @@ async def slow_job(
             metrics.read(
                 requests_for(checks, health), nodes=job.nodes, window_s=health.window_s, at=at
             ),
-            metrics.read(proxy_requests(cfg), nodes=job.nodes, window_s=cfg.average_s, at=at),
+            metrics.read(evidence_requests(cfg), nodes=job.nodes, window_s=cfg.average_s, at=at),
         )
+        if not ranks:
+            more = pace_proxy_requests(cfg)
+            proxies = proxies.merged(
+                await metrics.read(more, nodes=job.nodes, window_s=cfg.average_s, at=at)
+            )
         comparison, yesterday = await _compare(triage, job, pace, cfg, at)
     except BackendError as exc:
         return UserError(f"I could not read job {job.job_id}'s metrics: {exc.user_text()}")

@@ -93,6 +93,16 @@ class Table:
     # table itself holds only some nodes: drift is judged against the fleet, not the subset.
     fleet_versions: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
+    def merged(self, other: Table) -> Table:
+        """This read and another of the same instant: their columns side by side."""
+        return Table(
+            self.at,
+            self.window_s,
+            {**self.columns, **other.columns},
+            self.absent | other.absent,
+            self.fleet_versions or other.fleet_versions,
+        )
+
     def get(self, *names: str) -> Column | None:
         """The first present of several names (a metric renamed between exporter versions)."""
         for name in names:
