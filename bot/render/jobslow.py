@@ -85,10 +85,19 @@ def verdict_line(d: Diagnosis) -> str:
         line = f"*{count} {nodes} of {n:,} {holds} the job back*{why} — {names}{more}."
         if d.gpu_hours_per_day >= 0.5:
             them = "it" if count == 1 else "them"
-            line += (
-                f" Draining {them} and restarting from the last checkpoint recovers about "
-                f"*{d.gpu_hours_per_day:,.0f} GPU-hours a day*."
-            )
+            if d.mode == "step time":
+                line += (
+                    f" Draining {them} and restarting from the last checkpoint recovers about "
+                    f"*{d.gpu_hours_per_day:,.0f} GPU-hours a day*."
+                )
+            else:
+                # A proxy's shortfall bounds the step's: a link at 70 % is not a step 43 %
+                # longer when the link is busy only part of the step.
+                line += (
+                    f" Draining {them} and restarting from the last checkpoint recovers up to "
+                    f"*{d.gpu_hours_per_day:,.0f} GPU-hours a day* (judged from the lagging "
+                    "proxy: the job exports no step time to measure it)."
+                )
         return line
     if d.job_cause is not None:
         return (
