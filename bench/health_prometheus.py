@@ -68,7 +68,7 @@ import tempfile
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -375,21 +375,10 @@ def write_rules(tmp: Path) -> tuple[Path, Path, int]:
 
 def wait_for_rules(url: str, expected: int, procs: Sequence[subprocess.Popen[bytes]]) -> None:
     """Until every rule has run once (its sentinel row is there)."""
-    deadline = time.monotonic() + RULES_TIMEOUT_S
-    last_note = -PROGRESS_EVERY_S
-    seen: float | None = None
-    while time.monotonic() < deadline:
-        for proc in procs:
-            if proc.poll() is not None:
-                raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode}")
-        seen = scalar(url, SENTINELS)
-        if seen is not None and int(seen) >= expected:
-            return
-        if time.monotonic() - last_note >= PROGRESS_EVERY_S:
-            say(f"  waiting for the recording rules' first runs: {int(seen or 0)} of {expected}")
-            last_note = time.monotonic()
-        time.sleep(2.0)
-    raise RuntimeError(f"{seen} of {expected} recording rules ran in {RULES_TIMEOUT_S:.0f} s")
+    wait_for_count(
+        url, SENTINELS, expected, RULES_TIMEOUT_S, 2.0, procs,
+        lambda seen: f"the recording rules' first runs: {seen} of {expected}",
+    )  # fmt: skip
 
 
 def backfill_pace(url: str, pace: Path, now_s: int, tmp: Path, data: Path) -> None:
@@ -443,27 +432,41 @@ def rule_costs(url: str) -> None:
 
 
 def wait_for_fleet(url: str, expected: int, procs: Sequence[subprocess.Popen[bytes]]) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_S
+    wait_for_count(
+        url, f"count({READY_METRIC})", expected, READY_TIMEOUT_S, 1.0, procs,
+        lambda seen: (
+            f"the first full scrape: count({READY_METRIC}) = {seen} of {expected}, "
+            f"prometheus {'ready' if ready(url) else 'not ready yet'}"
+        ),
+    )  # fmt: skip
+
+
+def wait_for_count(
+    url: str,
+    promql: str,
+    expected: int,
+    timeout_s: float,
+    pause_s: float,
+    procs: Sequence[subprocess.Popen[bytes]],
+    progress: Callable[[int], str],
+) -> None:
+    """Until `promql` (a count) reaches `expected`, saying how far it is now and then, and
+    giving up when a child process died or the time is out."""
+    deadline = time.monotonic() + timeout_s
     last_note = -PROGRESS_EVERY_S
     seen: float | None = None
     while time.monotonic() < deadline:
         for proc in procs:
             if proc.poll() is not None:
                 raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode}")
-        seen = scalar(url, f"count({READY_METRIC})")
+        seen = scalar(url, promql)
         if seen is not None and int(seen) >= expected:
             return
         if time.monotonic() - last_note >= PROGRESS_EVERY_S:
-            say(
-                f"  waiting for the first full scrape: count({READY_METRIC}) = "
-                f"{int(seen) if seen is not None else 0} of {expected}, prometheus "
-                f"{'ready' if ready(url) else 'not ready yet'}"
-            )
+            say(f"  waiting for {progress(int(seen or 0))}")
             last_note = time.monotonic()
-        time.sleep(1.0)
-    raise RuntimeError(
-        f"count({READY_METRIC}) was {seen} of {expected} after {READY_TIMEOUT_S:.0f} s"
-    )
+        time.sleep(pause_s)
+    raise RuntimeError(f"{promql} was {seen} of {expected} after {timeout_s:.0f} s")
 
 
 def ready(url: str) -> bool:
