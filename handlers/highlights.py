@@ -22,19 +22,18 @@ from bot.deps import Deps
 from bot.highlights.models import Reaction
 from bot.highlights.rules import base_emoji
 from bot.highlights.service import Outcome, Recorded
-from bot.render.blocks import SlackMessage, usage
 from bot.render.blocks import error as error_message
 from bot.render.blocks import success as success_message
+from bot.render.blocks import usage
 from bot.render.charts import highlights_chart
 from bot.render.highlights import render_stats, render_week
 from handlers.registry import Registry
-from handlers.reply import post_message
+from handlers.reply import Private, post_message
 
 log = logging.getLogger(__name__)
 
 COMMAND = "/highlights"
 SUBCOMMANDS = ("", "last-week", "stats", "opt-out", "opt-in")
-Private = Callable[[SlackMessage], Awaitable[None]]
 _DONE = BoltResponse(status=200, body="")
 
 

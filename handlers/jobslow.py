@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -31,12 +30,11 @@ from bot.render.jobslow import (
 from bot.triage.jobs import SlowJobReport, find_job, slow_job
 from bot.triage.service import UserError, user_jobs
 from handlers.registry import Registry
-from handlers.reply import post_message
+from handlers.reply import Private, post_message
 
 log = logging.getLogger(__name__)
 
 COMMAND = "/job-slow"
-Private = Callable[[SlackMessage], Awaitable[None]]
 
 
 def chart_png(report: SlowJobReport) -> bytes:

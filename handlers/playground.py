@@ -10,7 +10,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -38,11 +38,11 @@ from bot.render.playground import (
     render_watches,
 )
 from handlers.registry import Registry
+from handlers.reply import Private
 
 log = logging.getLogger(__name__)
 
 COMMAND = "/playground"
-Private = Callable[[SlackMessage], Awaitable[None]]
 NOT_CONFIGURED = (
     "No checkpoint server is configured (set PLAYGROUND_ENDPOINTS). To try the playground "
     "on this machine, start a tiny run and its server with one command: "

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.render.blocks import SlackMessage
+
+Private = Callable[[SlackMessage], Awaitable[None]]
+"""How a handler answers its caller only (an ephemeral respond, bound to the request)."""
 
 
 async def respond_message(respond: Any, message: SlackMessage, *, ephemeral: bool = True) -> None:
