@@ -100,9 +100,10 @@ class Proxy:
     per_second: bool = False  # a counter read as its increase over the window
 
 
+# A throttled or clocked-down GPU computes slower.
+SM_CLOCK = Proxy(SM_CLOCK_REQUEST, "SM clock", "MHz", min_drop=0.05)
 PROXIES: tuple[Proxy, ...] = (
-    # A throttled or clocked-down GPU computes slower.
-    Proxy(SM_CLOCK_REQUEST, "SM clock", "MHz", min_drop=0.05),
+    SM_CLOCK,
     # A GPU starved by its host (CPU contention, memory on the wrong NUMA domain) idles.
     Proxy(
         MetricRequest(m.DCGM_FI_DEV_GPU_UTIL, lowest_per_node=True),
@@ -152,7 +153,7 @@ def pace_proxy_requests(cfg: StragglerConfig) -> list[MetricRequest]:
     add four reads of a row a node to every answer (a 4,096-node job's p95 was 2.2 s with them,
     1.3 s without) and tell nothing the step times do not."""
     del cfg
-    return [p.request for p in PROXIES if p.request != SM_CLOCK_REQUEST]
+    return [p.request for p in PROXIES if p is not SM_CLOCK]
 
 
 def proxy_requests(cfg: StragglerConfig) -> list[MetricRequest]:
@@ -265,13 +266,17 @@ def _per_node(table: Table, key: str, reduce: str = "min") -> dict[str, float]:
 class NodeEvidence:
     """What the job's nodes show, reduced to one number (or version) a node."""
 
-    sm_clock: dict[str, float]  # the node's lowest GPU SM clock, MHz
     proxies: dict[str, dict[str, float]]  # proxy label -> node -> its lowest GPU (or port)
     psi: dict[str, float]  # seconds waited for a CPU per second
     numa_miss: dict[str, float]  # NUMA misses per second, all domains
     load: dict[str, float]
     versions: dict[FaultKind, dict[str, str]]  # drift kind -> node -> version
     faults: dict[str, list[Fault]]  # the health checks' findings a node
+
+    @property
+    def sm_clock(self) -> dict[str, float]:
+        """The node's lowest GPU SM clock, MHz."""
+        return self.proxies.get(SM_CLOCK.label, {})
 
     @classmethod
     def from_reads(
@@ -290,7 +295,6 @@ class NodeEvidence:
             values = _per_node(proxies, p.request.key)
             read[p.label] = {n: v / per_s for n, v in values.items()} if p.per_second else values
         return cls(
-            sm_clock=_per_node(proxies, SM_CLOCK_REQUEST.key),
             proxies=read,
             psi={
                 n: v / per_s
@@ -567,10 +571,8 @@ def diagnose(
     lags = lags or {}
     if mode == "proxies":
         s = spread(per_node.values())
-        found = [
-            Outlier(n, per_node.get(n, lag.slowness), lag.z, per_node.get(n, lag.slowness) - 1)
-            for n, lag in lags.items()
-        ]
+        # proxy_lags gives every lagging node its slowness in per_node.
+        found = [Outlier(n, per_node[n], lag.z, per_node[n] - 1) for n, lag in lags.items()]
         found.sort(key=lambda o: (-o.excess, o.node))
     else:
         s, found = outliers(per_node, cfg)
