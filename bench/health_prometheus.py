@@ -28,8 +28,9 @@ The set-up follows scripts/testsvc/prometheus.py (the test environment's Prometh
 5. Prometheus loads meowbot's recording rules as ``meowbot prometheus-rules`` prints them
    without a config (bot/backends/prometheus_rules.py: gauges every 30 s, counter windows
    every 120 s, the 24 h window every 240 s, /job-slow's pace every 60 s), and we wait until
-   every rule has run once (then ``--settle`` seconds more, past the burst of every group's
-   first run); ``--no-rules`` loads none (every read raw: the old figure).
+   every rule has run since the fleet's first full scrape (a run before it records nothing of
+   the live-only metrics; up to a 240 s interval), then ``--settle`` seconds more, past the
+   burst of the groups' first runs; ``--no-rules`` loads none (every read raw: the old figure).
    ``--steady N`` samples Prometheus' CPU use at rest over N seconds after the runs.
 6. ``bot.triage.service.hw_faults`` runs ``--runs`` times over the whole fleet, each time with a
    fresh ``PrometheusInventory`` (so every call lists the nodes too: the worst case) and a
@@ -111,7 +112,7 @@ READY_TIMEOUT_S = 300.0
 DENSE_STEP_S = 240  # under the 5-minute lookback
 DENSE_SPAN_S = 2400  # the benchmark reads within 40 minutes of `now`
 RULES_TIMEOUT_S = 420.0
-SENTINELS = f'count({{{SENTINEL_LABEL}!=""}})'  # one row a recording rule
+SENTINELS = f'{{{SENTINEL_LABEL}!=""}}'  # one row a recording rule, valued when it last ran
 PACE_GROUP = "meowbot-job-slow-pace"
 PROGRESS_EVERY_S = 10.0
 
@@ -373,11 +374,15 @@ def write_rules(tmp: Path) -> tuple[Path, Path, int]:
     return rules, pace, sum(len(g.rules) for g in groups)
 
 
-def wait_for_rules(url: str, expected: int, procs: Sequence[subprocess.Popen[bytes]]) -> None:
-    """Until every rule has run once (its sentinel row is there)."""
+def wait_for_rules(
+    url: str, expected: int, since: float, procs: Sequence[subprocess.Popen[bytes]]
+) -> None:
+    """Until every rule has run since `since` (the fleet's first full scrape): the rules load
+    with Prometheus, and a first run before the scrape records nothing of the live-only
+    metrics (scripts/testsvc/prometheus.py waits the same way)."""
     wait_for_count(
-        url, SENTINELS, expected, RULES_TIMEOUT_S, 2.0, procs,
-        lambda seen: f"the recording rules' first runs: {seen} of {expected}",
+        url, f"count({SENTINELS} > {since:.3f})", expected, RULES_TIMEOUT_S, 2.0, procs,
+        lambda seen: f"the recording rules to run since the full scrape: {seen} of {expected}",
     )  # fmt: skip
 
 
@@ -734,6 +739,7 @@ def run(args: argparse.Namespace) -> None:
                 f"{time.perf_counter() - started:.1f} s; scrape every {args.scrape_interval} s"
             )
             wait_for_fleet(url, expected, procs)
+            scraped_at = time.time()
             scrape_s = scalar(url, "scrape_duration_seconds")
             scraped = scalar(url, "scrape_samples_scraped")
             say(
@@ -745,9 +751,9 @@ def run(args: argparse.Namespace) -> None:
                 started = time.perf_counter()
                 if job is not None:
                     backfill_pace(url, pace_rules, now_s, tmp, data)
-                wait_for_rules(url, n_rules, procs)
+                wait_for_rules(url, n_rules, scraped_at, procs)
                 say(
-                    f"recording rules: all {n_rules} have run (waited "
+                    f"recording rules: all {n_rules} have run since the full scrape (waited "
                     f"{time.perf_counter() - started:.1f} s)"
                 )
             else:
