@@ -61,7 +61,12 @@ NODE_MEMORY_NUMA_NUMA_MISS_TOTAL: Final = (
 )
 
 # --- training jobs ------------------------------------------------------------------------------
-TRAINING_STEP_TIME_SECONDS: Final = "training_step_time_seconds"  # one rank's own step time
+# A synchronous job's ranks all report the same iteration time (each waits in the collective for
+# the slowest): it says how slow the job is, not which node. Where a job also exports each rank's
+# compute time (before the collective) and its wait in the collective, those name the node.
+TRAINING_STEP_TIME_SECONDS: Final = "training_step_time_seconds"  # one rank's iteration time
+TRAINING_COMPUTE_TIME_SECONDS: Final = "training_compute_time_seconds"  # work before the collective
+TRAINING_COLLECTIVE_WAIT_SECONDS: Final = "training_collective_wait_seconds"  # waited for the rest
 
 # --- labels -------------------------------------------------------------------------------------
 LABEL_HOSTNAME: Final = "Hostname"  # dcgm-exporter host label in released versions

@@ -116,6 +116,9 @@ def query_for(
     sel = selector(request.name, nodes, node_label)
     if request.reading is Reading.VALUE:
         query = sel
+    elif request.reading is Reading.MEDIAN:
+        window = max(1, int(window_s))
+        query = " or ".join(f"quantile_over_time(0.5, {p}[{window}s])" for p in sel.split(" or "))
     else:
         # Each alternative of the selector's `or` on its own: offsets apply to selectors.
         parts = sel.split(" or ")
@@ -148,15 +151,17 @@ def query_for(
 JOB_ID_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_.+-]{0,63}$")
 
 
-def step_selector(job_id: str, cfg: StragglerConfig) -> str:
-    """The job's step-time series. The id is checked and escaped: it comes from the user."""
+def step_selector(job_id: str, cfg: StragglerConfig, metric: str | None = None) -> str:
+    """The job's step-time series (or another per-rank metric's). The id is checked and
+    escaped: it comes from the user."""
+    metric = metric or cfg.step_metric
     if not JOB_ID_RE.fullmatch(job_id):
         raise ValueError(f"{job_id!r} is not a job id")
-    if not METRIC_NAME_RE.fullmatch(cfg.step_metric):
-        raise ValueError(f"{cfg.step_metric!r} is not a metric name")
+    if not METRIC_NAME_RE.fullmatch(metric):
+        raise ValueError(f"{metric!r} is not a metric name")
     if not METRIC_NAME_RE.fullmatch(cfg.job_label):
         raise ValueError(f"{cfg.job_label!r} is not a label name")
-    return f"{cfg.step_metric}{{{cfg.job_label}={promql_string(job_id)}}}"
+    return f"{metric}{{{cfg.job_label}={promql_string(job_id)}}}"
 
 
 class PrometheusMetrics:
@@ -247,9 +252,11 @@ class PrometheusMetrics:
         *,
         at: datetime | None = None,
         timeout_s: float | None = None,
+        metric: str | None = None,
     ) -> list[RankTime]:
-        """Each rank's step time of the job, averaged over `cfg.average_s`: one query."""
-        sel = step_selector(job_id, cfg)
+        """Each rank's step time of the job (or `metric`'s value), averaged over
+        `cfg.average_s`: one query."""
+        sel = step_selector(job_id, cfg, metric)
         rows = await self.query(
             f"avg_over_time({sel}[{cfg.average_s}s])",
             at=at,

@@ -8,7 +8,7 @@ from bot.render.mrkdwn import code, escape
 from bot.render.triage import DRAIN_ACTION
 from bot.triage.jobs import SlowJobReport
 from bot.triage.service import UserJobs
-from bot.triage.stragglers import Diagnosis, Straggler
+from bot.triage.stragglers import PROXIES_MODE, Diagnosis, Straggler
 from bot.triage.targets import compress
 
 PICK_ACTION = "meowbot_job_slow_pick"
@@ -33,14 +33,13 @@ def render_progress(job: Job) -> SlackMessage:
 def pace_line(d: Diagnosis) -> str:
     """ "step time 1.38 s, 24 h earlier 1.27 s: 8.7% slower since 03:10"."""
     c = d.comparison
-    what = "step time" if d.mode == "step time" else "median step"
     if c is None:
-        if d.mode != "step time":
+        if not d.has_steps:
             return (
                 "The job exports no step time: judged from its nodes' SM clock, GPU "
                 "utilisation, power, NVLink and InfiniBand traffic."
             )
-        return f"{what} {d.median_s:.2f} s; no baseline (younger than a day, no previous run)."
+        return f"step time {d.step_s:.2f} s; no baseline (younger than a day, no previous run)."
     change = c.change
     if abs(change) <= 0.005:
         trend = "the same pace"
@@ -50,21 +49,32 @@ def pace_line(d: Diagnosis) -> str:
     return f"step time {c.now_s:.2f} s, {c.baseline} {c.before_s:.2f} s: {trend}{since}"
 
 
+def _measure(s: Straggler, d: Diagnosis) -> str:
+    """What shows the node lagging: its compute or step time, or its lagging proxy."""
+    parts = []
+    if d.mode != PROXIES_MODE and s.excess > 0:
+        parts.append(
+            f"{d.mode} {s.seconds:.3f} s against the job's {d.median_s:.3f} "
+            f"({s.excess:+.1%}, {s.z:.0f} MADs)"
+        )
+    if s.wait_s is not None and d.wait_median_s is not None:
+        parts.append(
+            f"waits {s.wait_s:.3f} s in the collective where the job's median rank waits "
+            f"{d.wait_median_s:.3f} s"
+        )
+    if s.lag is not None:
+        parts.append(escape(s.lag.sentence()))
+    elif d.mode == PROXIES_MODE:
+        parts.append(f"{s.seconds:.2f}x slower")
+    return "; ".join(parts)
+
+
 def _straggler_line(s: Straggler, d: Diagnosis) -> str:
     if s.cause is not None:
         why = f"*{s.cause.kind.value}*: {escape(s.cause.evidence)}"
     else:
         why = "no fault found on the node"
-    if d.mode == "step time":
-        pace = (
-            f"{code(s.node)} {s.seconds:.3f} s against the job's {d.median_s:.3f} "
-            f"({s.excess:+.1%}, {s.z:.0f} MADs)"
-        )
-        lag = f"; {escape(s.lag.sentence())}" if s.lag is not None else ""
-        return f"{pace} — {why}{lag}"
-    # Proxies: the lagging proxy is the measurement itself.
-    shown = escape(s.lag.sentence()) if s.lag is not None else f"{s.seconds:.2f}x slower"
-    return f"{code(s.node)} {shown} — {why}"
+    return f"{code(s.node)} {_measure(s, d)} — {why}"
 
 
 def drain_reason(job: Job, s: Straggler) -> str:
@@ -85,7 +95,7 @@ def verdict_line(d: Diagnosis) -> str:
         line = f"*{count} {nodes} of {n:,} {holds} the job back*{why} — {names}{more}."
         if d.gpu_hours_per_day >= 0.5:
             them = "it" if count == 1 else "them"
-            if d.mode == "step time":
+            if not d.cost_is_bound:
                 line += (
                     f" Draining {them} and restarting from the last checkpoint recovers about "
                     f"*{d.gpu_hours_per_day:,.0f} GPU-hours a day*."
@@ -96,14 +106,23 @@ def verdict_line(d: Diagnosis) -> str:
                 line += (
                     f" Draining {them} and restarting from the last checkpoint recovers up to "
                     f"*{d.gpu_hours_per_day:,.0f} GPU-hours a day* (judged from the lagging "
-                    "proxy: the job exports no step time to measure it)."
+                    "proxy: the job exports no compute time to measure it)."
                 )
         return line
     if d.job_cause is not None:
         return (
             f"*No node holds it back* ({d.job_cause.kind.value}): {escape(d.job_cause.evidence)}."
         )
-    return f"*No straggler*: the {n:,} nodes keep the same pace (within ordinary jitter)."
+    if d.suspects:
+        first = d.suspects[0]
+        more = f" and {len(d.suspects) - 1} more" if len(d.suspects) > 1 else ""
+        return (
+            f"*No node measured lagging*; suspected: {code(first.node)} "
+            f"*{first.cause.kind.value}* ({escape(first.cause.evidence)}){more}. Its ranks' "
+            "compute times would confirm it; `/node-health` has the node's whole story."
+        )
+    what = " and ".join(d.measured) if d.measured else "what they export"
+    return f"*No straggler*: the {n:,} nodes keep the same pace in {what} (within ordinary jitter)."
 
 
 def render_answer(r: SlowJobReport, *, can_act: bool = True) -> SlackMessage:
@@ -128,10 +147,19 @@ def render_answer(r: SlowJobReport, *, can_act: bool = True) -> SlackMessage:
             + ", ".join(f"`/node-health {s.node}`" for s in d.stragglers[:3])
             + " for the node's whole story."
         )
-    if d.missing:
+    if d.suspects:
+        shown = d.suspects[:3]
+        more = f" and {len(d.suspects) - 3} more" if len(d.suspects) > 3 else ""
         msg.context(
-            f"No {'step time' if d.mode == 'step time' else 'GPU or port metrics'} from "
-            f"{len(d.missing)} node(s) ({code(compress(d.missing))}): judged without them."
+            "Suspected, not measured lagging: "
+            + "; ".join(f"{code(x.node)} {x.cause.kind.value}" for x in shown)
+            + more
+        )
+    if d.missing:
+        what = d.mode if d.mode != PROXIES_MODE else "GPU or port metrics"
+        msg.context(
+            f"No {what} from {len(d.missing)} node(s) ({code(compress(d.missing))}): judged "
+            "without them."
         )
     msg.context(f"Checked {r.at:%Y-%m-%d %H:%M} UTC")
     return msg.build()
@@ -141,14 +169,17 @@ def render_detail(r: SlowJobReport) -> SlackMessage:
     """The thread: every straggler with its evidence, and what was not checked."""
     d = r.diagnosis
     msg = Message(f"Detail of job {d.job.job_id}")
+    measured = ", ".join(d.measured) if d.measured else "nothing"
+    shown = (
+        f"{d.mode} over the job's median ({d.median_s:.3f} s)"
+        if d.mode != PROXIES_MODE
+        else "the lagging proxy under the job's median"
+    )
     msg.section(
-        f"*How I judged*: {d.mode} across {len(d.per_node):,} nodes; a straggler sits "
-        + (
-            f"over the median ({d.median_s:.3f} s)"
-            if d.mode == "step time"
-            else "under the job's median in one proxy"
-        )
-        + " by more than the z-score threshold in MADs and more than ordinary jitter."
+        f"*How I judged*: {measured} across {len(d.job.nodes):,} nodes. A straggler sits more "
+        "than the z-score threshold in MADs and more than ordinary jitter over the job's median "
+        "compute (or step) time, or under its median in one hardware proxy; the step time of a "
+        f"synchronous job only says how slow it is. Shown: {shown}."
     )
     if d.stragglers:
         lines = [_straggler_line(s, d) for s in d.stragglers]
@@ -157,6 +188,14 @@ def render_detail(r: SlowJobReport) -> SlackMessage:
         msg.section(f"*{d.job_cause.kind.value}*: {escape(d.job_cause.evidence)}")
     if d.stall is not None and (d.job_cause is None or d.stragglers):
         msg.context(f"Also: {d.stall.minutes} stalls of every rank in the last 2 h.")
+    if d.suspects:
+        lines = [
+            f"{code(x.node)} *{x.cause.kind.value}*: {escape(x.cause.evidence)} (no "
+            "measurement shows it lagging)"
+            for x in d.suspects
+        ]
+        msg.section("*Suspected*, not confirmed:")
+        msg.lines(lines, max_items=MAX_STRAGGLER_LINES, more_hint="`/hw-faults` lists them all")
     if r.not_run:
         missing = sorted({mt for ms in r.not_run.values() for mt in ms})
         msg.context("Not checked (metric absent): " + ", ".join(code(x) for x in missing))

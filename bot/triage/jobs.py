@@ -2,9 +2,10 @@
 
 Two steps, so that the bot can answer bad input privately before it posts anything: `find_job`
 checks the id against the scheduler (quick), `slow_job` reads the metrics and diagnoses. Each
-reads with a fixed number of queries whatever the job's size: the step times (one), the pace
-over 48 h (two), the health checks over the job's nodes, the evidence, and for a job without
-step times the other proxies.
+reads with a fixed number of queries whatever the job's size: the step times, compute times
+and collective waits (one each, empty where the job exports none), the pace over 48 h (two),
+the health checks over the job's nodes, and every hardware proxy (always: a synchronous job's
+step times are equal on every rank and cannot name the node).
 """
 
 from __future__ import annotations
@@ -20,19 +21,20 @@ from bot.models import FaultKind, Job, JobState
 from bot.triage.checks import CHECKS_BY_NAME, enabled_checks, requests_for, run_checks
 from bot.triage.service import Triage, UserError
 from bot.triage.stragglers import (
+    COMPUTE,
     DRIFT,
+    PROXIES_MODE,
+    STEP,
     Comparison,
     Diagnosis,
     NodeEvidence,
     PacePoint,
+    RankSignals,
     StragglerConfig,
     compare,
     diagnose,
     evidence_requests,
     job_versions,
-    node_paces,
-    pace_proxy_requests,
-    proxy_lags,
 )
 
 JOB_ID_RE = re.compile(r"^[0-9]+(_[0-9]+)?$")  # Slurm: 123456, or an array task 123456_7
@@ -45,6 +47,14 @@ _VERSION_KEYS = {
     FaultKind.DRIVER_DRIFT: "driver_drift",
     FaultKind.KERNEL_DRIFT: "kernel_drift",
     FaultKind.FIRMWARE_DRIFT: "firmware_drift",
+}
+
+
+# What the chart's per-node panel shows, by the measure that judged the job.
+_LABELS = {
+    COMPUTE: "compute time per node (s)",
+    STEP: "step time per node (s)",
+    PROXIES_MODE: "slowest proxy (job median / node's lowest GPU or port)",
 }
 
 
@@ -119,19 +129,16 @@ async def slow_job(
     checks = enabled_checks(health)
     at = now or datetime.now(UTC)
     try:
-        ranks, pace, health_table, proxies = await asyncio.gather(
+        steps, compute, wait, pace, health_table, proxies = await asyncio.gather(
             metrics.step_times(job.job_id, cfg, at=at),
+            metrics.step_times(job.job_id, cfg, at=at, metric=cfg.compute_metric),
+            metrics.step_times(job.job_id, cfg, at=at, metric=cfg.wait_metric),
             metrics.pace(job.job_id, cfg, start=at - HISTORY, end=at, step_s=PACE_STEP_S),
             metrics.read(
                 requests_for(checks, health), nodes=job.nodes, window_s=health.window_s, at=at
             ),
             metrics.read(evidence_requests(cfg), nodes=job.nodes, window_s=cfg.average_s, at=at),
         )
-        if not ranks:
-            more = pace_proxy_requests(cfg)
-            proxies = proxies.merged(
-                await metrics.read(more, nodes=job.nodes, window_s=cfg.average_s, at=at)
-            )
         comparison, yesterday = await _compare(triage, job, pace, cfg, at)
     except BackendError as exc:
         return UserError(f"I could not read job {job.job_id}'s metrics: {exc.user_text()}")
@@ -142,28 +149,15 @@ async def slow_job(
     }
     versions = job_versions(health_table, keys)
     evidence = NodeEvidence.from_reads(proxies, versions, run.faults, cfg.average_s)
-    job_nodes = set(job.nodes)
-    slowness, lags = proxy_lags(evidence, job_nodes, cfg)
-    if ranks:
-        ranks = [r for r in ranks if r.node in job_nodes]
-        per_node = node_paces(ranks)
-        mode, label = "step time", "step time per node (s)"
-    else:
-        # No per-rank step time: a node's slowness is how far its GPUs' clock, utilisation,
-        # power or NVLink traffic, or its InfiniBand traffic, sit under the job's median.
-        per_node = slowness
-        mode, label = "proxies", "slowest proxy (job median / node's lowest GPU or port)"
     diagnosis = diagnose(
         job,
-        per_node,
+        RankSignals(steps, compute, wait),
         evidence,
         cfg,
-        ranks=ranks,
-        mode=mode,
         comparison=comparison,
         minutes=_window(pace, at - timedelta(hours=2), at),
-        lags=lags,
     )
+    label = _LABELS[diagnosis.mode]
     owner = None if viewer is None or viewer == job.user else f"a job of {job.user}'s"
     return SlowJobReport(
         diagnosis=diagnosis,

@@ -55,8 +55,10 @@ class Metrics(Protocol):
         *,
         at: datetime | None = None,
         timeout_s: float | None = None,
+        metric: str | None = None,
     ) -> list[RankTime]:
-        """Each rank's step time of a job (empty when it exports none)."""
+        """Each rank's step time of a job (empty when it exports none), or another per-rank
+        training metric of it (`cfg.compute_metric`, `cfg.wait_metric`)."""
         ...
 
     async def pace(

@@ -1,17 +1,29 @@
 """Why a synchronous job is slow: the functional core behind /job-slow (no I/O).
 
-A synchronous step takes as long as its slowest rank, so the job's pace is the slowest rank's
-step time and a straggler is a node whose ranks sit far above the others'. "Far" is judged
-with the median and the MAD across the job's nodes, not the mean and standard deviation: one
-straggler among 4,096 nodes moves the mean and inflates the deviation enough to hide itself,
-and it does not move the median.
+In a synchronous job every rank ends an iteration together, waiting in the collective for the
+slowest, so the ranks' iteration (step) times are equal within timer noise: they say *that*
+the job is slow and by how much (against yesterday or its previous run), never *which* node.
+The node that holds the job back is found in what it does itself, and every job is judged on
+all of it, always:
+
+- per-rank compute time (before the collective: longest on the straggler) and collective wait
+  (shortest on the straggler), where the job exports them;
+- per-rank step times that do differ between nodes (independent workers, or an exporter that
+  times a rank's own work);
+- the hardware proxies of every node of the job: SM clock, GPU utilisation, power, NVLink and
+  InfiniBand traffic, each judged on its own spread with its own floor.
+
+"Far" is judged with the median and the MAD across the job's nodes, not the mean and standard
+deviation: one straggler among 4,096 nodes moves the mean and inflates the deviation enough to
+hide itself, and it does not move the median.
 
 Each straggler is then explained from the evidence on its node, most specific first: a health
 fault the passive checks found (throttle bits, NVLink/PCIe/InfiniBand errors, Xid, ECC), an SM
 clock under the job's median, CPU pressure from other processes, NUMA misses, a version that
-differs from the rest of the job. With per-rank step times, two patterns that are not a node
-are told apart: slow ranks that fill one pipeline stage, and stalls that hit every rank at the
-same minutes (garbage collection). When every node slowed together, no node is blamed.
+differs from the rest of the job. A node with such a fault that no measurement shows lagging is
+only a suspect, said apart. With per-rank compute times, slow ranks that fill one pipeline stage
+are told apart from a node; stalls that hit every rank at the same minutes (garbage collection)
+show in the iteration times. When every node slowed together, no node is blamed.
 """
 
 from __future__ import annotations
@@ -39,6 +51,10 @@ class StragglerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     step_metric: str = m.TRAINING_STEP_TIME_SECONDS
+    compute_metric: str = m.TRAINING_COMPUTE_TIME_SECONDS
+    """Each rank's time computing before the collective, where the job exports it."""
+    wait_metric: str = m.TRAINING_COLLECTIVE_WAIT_SECONDS
+    """Each rank's time waiting in the collective, where the job exports it."""
     job_label: str = m.LABEL_JOB_ID
     node_label: str = m.LABEL_NODE
     rank_label: str = m.LABEL_RANK
@@ -47,11 +63,16 @@ class StragglerConfig(BaseModel):
     """Per-rank step times are averaged over this: one slow step is not a straggler."""
     z_threshold: float = Field(default=6.0, gt=0)
     """Robust z-score (distance from the median in MADs) above which a node is a straggler."""
-    min_excess: float = Field(default=0.03, ge=0)
-    """... and at least this much slower than the job's median (ordinary jitter is 1-2 %)."""
+    proxy_z_threshold: float = Field(default=4.0, gt=0)
+    """The same for a hardware proxy, whose own floor (`Proxy.min_drop`) sits above the spread
+    healthy hardware shows: a clock moves in 15 MHz steps, so a small job's MAD is half a step
+    or nothing, and a 3 % slower clock is only four or five of those MADs away."""
+    min_excess: float = Field(default=0.02, ge=0)
+    """... and at least this much slower than the job's median (a rank's jitter is 1-2 % a
+    step; averaged over `average_s` and a node's ranks it is a few tenths of a percent)."""
     slower_threshold: float = Field(default=0.03, ge=0)
     """The pace moved by more than this against the baseline: "slower than yesterday"."""
-    sm_clock_drop: float = Field(default=0.05, gt=0, lt=1)
+    sm_clock_drop: float = Field(default=0.02, gt=0, lt=1)
     """A GPU's SM clock this far under the job's median names a low clock."""
     psi_over_median: float = Field(default=0.2, gt=0)
     """CPU pressure (seconds waited per second) this far over the job's median: contention."""
@@ -81,7 +102,7 @@ class PacePoint:
 
 # A node is as slow as its slowest GPU (or port): one row a node, its lowest (32k GPU rows at
 # 4,096 nodes is not).
-SM_CLOCK_REQUEST = MetricRequest(m.DCGM_FI_DEV_SM_CLOCK, lowest_per_node=True)
+SM_CLOCK_REQUEST = MetricRequest(m.DCGM_FI_DEV_SM_CLOCK, Reading.MEDIAN, lowest_per_node=True)
 
 
 @dataclass(frozen=True)
@@ -100,24 +121,28 @@ class Proxy:
     per_second: bool = False  # a counter read as its increase over the window
 
 
-# A throttled or clocked-down GPU computes slower.
-SM_CLOCK = Proxy(SM_CLOCK_REQUEST, "SM clock", "MHz", min_drop=0.05)
+# A throttled or clocked-down GPU computes slower. Read as the median over the window, a healthy
+# busy GPU's clock stays within 1 % of its peers'; a single sample between two steps reads low.
+SM_CLOCK = Proxy(SM_CLOCK_REQUEST, "SM clock", "MHz", min_drop=0.02)
 PROXIES: tuple[Proxy, ...] = (
     SM_CLOCK,
     # A GPU starved by its host (CPU contention, memory on the wrong NUMA domain) idles.
     Proxy(
-        MetricRequest(m.DCGM_FI_DEV_GPU_UTIL, lowest_per_node=True),
+        MetricRequest(m.DCGM_FI_DEV_GPU_UTIL, Reading.MEDIAN, lowest_per_node=True),
         "GPU utilisation",
         "%",
         min_drop=0.1,
     ),
     # A GPU held far under its power (a brake) draws less than its peers; a cap is not a drop.
     Proxy(
-        MetricRequest(m.DCGM_FI_DEV_POWER_USAGE, lowest_per_node=True), "power", "W", min_drop=0.3
+        MetricRequest(m.DCGM_FI_DEV_POWER_USAGE, Reading.MEDIAN, lowest_per_node=True),
+        "power",
+        "W",
+        min_drop=0.3,
     ),
     # Replays on a bad link eat its goodput; a port that errs or flaps receives less.
     Proxy(
-        MetricRequest(m.DCGM_FI_PROF_NVLINK_TX_BYTES, lowest_per_node=True),
+        MetricRequest(m.DCGM_FI_PROF_NVLINK_TX_BYTES, Reading.MEDIAN, lowest_per_node=True),
         "NVLink TX",
         "GB/s",
         min_drop=0.15,
@@ -138,27 +163,21 @@ PROXIES: tuple[Proxy, ...] = (
 
 def evidence_requests(cfg: StragglerConfig) -> list[MetricRequest]:
     """What every /job-slow reads over the job's nodes besides the health checks' metrics:
-    what `explain` uses, one row a node where a node has many series."""
-    del cfg  # the names are the exporters'; the config only names the step metric
+    every proxy, and what `explain` uses, one row a node where a node has many series. The
+    proxies are read whether or not the job exports step times: in a synchronous job the step
+    times are the same on every rank and cannot name the node."""
+    del cfg  # the names are the exporters'; the config only names the training metrics
     return [
-        SM_CLOCK_REQUEST,
+        *(p.request for p in PROXIES),
         MetricRequest(m.NODE_PRESSURE_CPU_WAITING_SECONDS_TOTAL, Reading.INCREASE),
         MetricRequest(m.NODE_MEMORY_NUMA_NUMA_MISS_TOTAL, Reading.INCREASE),
         MetricRequest(m.NODE_LOAD1),
     ]
 
 
-def pace_proxy_requests(cfg: StragglerConfig) -> list[MetricRequest]:
-    """The other proxies, read only for a job without step times: with step times they would
-    add four reads of a row a node to every answer (a 4,096-node job's p95 was 2.2 s with them,
-    1.3 s without) and tell nothing the step times do not."""
-    del cfg
-    return [p.request for p in PROXIES if p is not SM_CLOCK]
-
-
 def proxy_requests(cfg: StragglerConfig) -> list[MetricRequest]:
-    """Everything /job-slow may read over a job's nodes (the recording rules record it all)."""
-    return [*evidence_requests(cfg), *pace_proxy_requests(cfg)]
+    """Everything /job-slow reads over a job's nodes (the recording rules record it all)."""
+    return evidence_requests(cfg)
 
 
 # --- robust statistics ---------------------------------------------------------------------------
@@ -359,7 +378,7 @@ def proxy_lags(
             lag = Lag(proxy, value, s.median, -s.z(value))
             slowness[node] = max(slowness.get(node, 0.0), min(lag.slowness, 100.0))
             drop = max(cfg.min_excess, proxy.min_drop)
-            flagged = lag.z > cfg.z_threshold and lag.slowness - 1 > drop
+            flagged = lag.z > cfg.proxy_z_threshold and lag.slowness - 1 > drop
             if flagged and (node not in lags or lag.z > lags[node].z):
                 lags[node] = lag
     return slowness, lags
@@ -516,32 +535,84 @@ def compare(
 
 # --- the diagnosis ----------------------------------------------------------------------------
 @dataclass(frozen=True)
+class RankSignals:
+    """What the job's training exporter says per rank, each averaged over `average_s`; any may
+    be empty (a job without a training exporter has none)."""
+
+    step: Sequence[RankTime] = ()
+    compute: Sequence[RankTime] = ()
+    wait: Sequence[RankTime] = ()
+
+    def only(self, nodes: set[str]) -> RankSignals:
+        def keep(ranks: Sequence[RankTime]) -> list[RankTime]:
+            return [r for r in ranks if r.node in nodes]
+
+        return RankSignals(keep(self.step), keep(self.compute), keep(self.wait))
+
+    def compute_times(self) -> list[RankTime]:
+        """Each rank's compute time: as exported, or its iteration less its wait."""
+        if self.compute:
+            return list(self.compute)
+        if not (self.step and self.wait):
+            return []
+        waits = {(r.node, r.rank): r.seconds for r in self.wait}
+        return [
+            RankTime(r.node, r.rank, r.stage, r.seconds - waits[(r.node, r.rank)])
+            for r in self.step
+            if (r.node, r.rank) in waits
+        ]
+
+
+COMPUTE = "compute time"
+STEP = "step time"
+PROXIES_MODE = "proxies"
+
+
+@dataclass(frozen=True)
 class Straggler:
     node: str
-    seconds: float  # the node's step time (or the proxy's value)
+    seconds: float  # the node's compute or step time, or in proxies its slowness
     excess: float
     z: float
     cause: Cause | None
     lag: Lag | None = None  # the proxy that lags most on the node, when one does
+    wait_s: float | None = None  # the node's collective wait, where the job exports it
+
+
+@dataclass(frozen=True)
+class Suspect:
+    """A node of the job with a fault that slows work, which no measurement shows lagging."""
+
+    node: str
+    cause: Cause
 
 
 @dataclass(frozen=True)
 class Diagnosis:
     job: Job
-    mode: str  # "step time" or "proxies" (no per-rank step time exported)
-    median_s: float  # the job's median node
+    mode: str  # what named the stragglers: COMPUTE, STEP or PROXIES_MODE
+    median_s: float  # the job's median node in that measure (slowness 1.0 in proxies)
     stragglers: list[Straggler]
     job_cause: Cause | None  # a cause of the job itself (pipeline stage, stalls, all nodes)
     comparison: Comparison | None
-    missing: list[str]  # job nodes with no step time (or proxy): judged without them
+    missing: list[str]  # job nodes with no reading in `mode`: judged without them
     gpu_hours_per_day: float  # what the stragglers cost the job
     stage: int | None = None
     stall: Stalls | None = None
     per_node: dict[str, float] = field(default_factory=dict)
+    step_s: float | None = None  # the job's iteration time now (its median rank)
+    cost_is_bound: bool = False  # judged from a proxy: an upper bound, not a measurement
+    suspects: list[Suspect] = field(default_factory=list)
+    wait_median_s: float | None = None
+    measured: tuple[str, ...] = ()  # every signal the job was judged on
 
     @property
     def not_the_nodes(self) -> bool:
         return not self.stragglers and self.job_cause is not None
+
+    @property
+    def has_steps(self) -> bool:
+        return self.step_s is not None
 
     def report(self) -> StragglerReport:
         """The scored shape: straggler nodes and their named causes."""
@@ -551,52 +622,108 @@ class Diagnosis:
         )
 
 
+def _suspects(
+    job: Job, named: set[str], evidence: NodeEvidence, cfg: StragglerConfig
+) -> list[Suspect]:
+    out = []
+    for node in job.nodes:
+        if node in named:
+            continue
+        cause = explain(node, evidence, cfg)
+        if cause is not None:
+            out.append(Suspect(node, cause))
+    return out
+
+
 def diagnose(
     job: Job,
-    per_node: Mapping[str, float],
+    signals: RankSignals,
     evidence: NodeEvidence,
     cfg: StragglerConfig,
     *,
-    ranks: Sequence[RankTime] = (),
-    mode: str = "step time",
     comparison: Comparison | None = None,
     minutes: Sequence[PacePoint] = (),
-    lags: Mapping[str, Lag] | None = None,
 ) -> Diagnosis:
-    """Stragglers and causes from what was read. `per_node` is each node's step time, or in
-    proxies mode its slowness by its proxies (`proxy_lags`: higher is slower), where the
-    stragglers are the nodes a proxy flags (`lags`) rather than outliers of `per_node`, which
-    mixes proxies of different noise.
+    """Stragglers, causes and cost from everything read about the job.
+
+    A node is a straggler when its compute time sits far above the job's (or, without compute
+    times, its step time does: ranks that do not wait for each other), or when one of its
+    proxies sits far under the job's. The measure that names the most nodes' pace directly
+    (compute, then step, then the proxies) is the one shown and costed.
     """
-    lags = lags or {}
-    if mode == "proxies":
-        s = spread(per_node.values())
-        # proxy_lags gives every lagging node its slowness in per_node.
-        found = [Outlier(n, per_node[n], lag.z, per_node[n] - 1) for n, lag in lags.items()]
-        found.sort(key=lambda o: (-o.excess, o.node))
+    job_nodes = set(job.nodes)
+    signals = signals.only(job_nodes)
+    compute = signals.compute_times()
+    steps = node_paces(signals.step) if signals.step else {}
+    waits = node_paces(signals.wait) if signals.wait else {}
+    slowness, lags = proxy_lags(evidence, job_nodes, cfg)
+    measured = [
+        name
+        for name, present in (
+            ("compute time", bool(signals.compute)),
+            ("collective wait", bool(signals.wait)),
+            ("step time", bool(signals.step)),
+            ("hardware proxies", bool(slowness)),
+        )
+        if present
+    ]
+    found: dict[str, Outlier] = {}
+    if compute:
+        per_node = node_paces(compute)
+        s, outs = outliers(per_node, cfg)
+        mode = COMPUTE
+    elif steps:
+        per_node = steps
+        s, outs = outliers(per_node, cfg)
+        mode = STEP
     else:
-        s, found = outliers(per_node, cfg)
-    missing = sorted(set(job.nodes) - set(per_node))
-    job_cause: Cause | None = None
-    stage = stage_of_stragglers(ranks, [o.node for o in found]) if ranks else None
+        per_node, s, outs, mode = slowness, Spread(1.0, 1.0), [], PROXIES_MODE
+    for o in outs:
+        found[o.node] = o
+    # Stragglers by their hardware, whatever the ranks say: in a synchronous job without compute
+    # times the ranks' steps are equal, and only the hardware names the node.
+    by_proxy = {n for n in lags if n not in found}
+    if mode != PROXIES_MODE and by_proxy and not outs:
+        # Shown and costed by the proxies: the ranks' measure does not separate the nodes.
+        per_node, s, mode = slowness, Spread(1.0, 1.0), PROXIES_MODE
+    for node in by_proxy:
+        if mode == PROXIES_MODE:
+            found[node] = Outlier(node, slowness[node], lags[node].z, slowness[node] - 1)
+        else:
+            value = per_node.get(node, s.median)
+            excess = (value - s.median) / s.median if s.median else 0.0
+            found[node] = Outlier(node, value, s.z(value), excess)
+    ordered = sorted(found.values(), key=lambda o: (-o.excess, o.node))
+    missing = sorted(job_nodes - set(per_node)) if per_node else []
+    ranks = compute if compute else list(signals.step)
+    stage = stage_of_stragglers(ranks, [o.node for o in ordered]) if ranks else None
     stall = stalls(minutes, cfg) if minutes else None
+    job_cause: Cause | None = None
     stragglers: list[Straggler] = []
-    if stage is not None and not any(explain(o.node, evidence, cfg) for o in found):
-        excess = statistics.median(o.excess for o in found)
+    if stage is not None and not any(explain(o.node, evidence, cfg) for o in ordered):
+        excess = statistics.median(o.excess for o in ordered)
         job_cause = Cause(
             FaultKind.PIPELINE_IMBALANCE,
-            f"every slow rank is in pipeline stage {stage} ({len(found)} nodes, "
-            f"{excess:.0%} slower) and no node shows a fault: the stage has more work than "
-            "the others (rebalance its layers)",
+            f"every slow rank is in pipeline stage {stage} ({len(ordered)} nodes, "
+            f"{excess:.0%} longer {mode}) and no node shows a fault: the stage has more work "
+            "than the others (rebalance its layers)",
             Action.NONE,
         )
     else:
         stragglers = [
             Straggler(
-                o.node, o.value, o.excess, o.z, explain(o.node, evidence, cfg), lags.get(o.node)
+                o.node,
+                o.value,
+                o.excess,
+                o.z,
+                explain(o.node, evidence, cfg),
+                lags.get(o.node),
+                waits.get(o.node),
             )
-            for o in found
+            for o in ordered
         ]
+    named = {st.node for st in stragglers}
+    suspects = _suspects(job, named, evidence, cfg) if job_cause is None else []
     if not stragglers and job_cause is None:
         if stall is not None:
             period = f" every {stall.period_min} min" if stall.period_min else ""
@@ -607,19 +734,26 @@ def diagnose(
                 "collection or checkpointing, not a node",
                 Action.NONE,
             )
-        elif comparison is not None and comparison.change > cfg.slower_threshold:
+        elif (
+            comparison is not None and comparison.change > cfg.slower_threshold and not suspects
+        ):
+            unseparated = (
+                ""
+                if compute
+                else " (without per-rank compute times I cannot tell one slow pipeline stage "
+                "from the whole job)"
+            )
             job_cause = Cause(
                 FaultKind.JOB_SLOWDOWN,
                 f"every node slowed together ({comparison.change:.1%} against "
-                f"{comparison.baseline}): look at what changed for the whole job (data "
-                "loading, the code, the filesystem, the network), not at one node",
+                f"{comparison.baseline}) and no node's hardware lags{unseparated}: look at what "
+                "changed for the whole job (data loading, the code, the filesystem, the "
+                "network), not at one node",
                 Action.NONE,
             )
+    step_s = statistics.median(steps.values()) if steps else None
+    gain, bound = _gain(mode, stragglers, per_node, s, step_s)
     gpus = len(job.nodes) * max(1, job.gpus_per_node)
-    cost = 0.0
-    if stragglers and s.median > 0:
-        slowest = max(st.seconds for st in stragglers)
-        cost = gpus * 24.0 * (1 - s.median / slowest)
     return Diagnosis(
         job=job,
         mode=mode,
@@ -628,11 +762,44 @@ def diagnose(
         job_cause=job_cause,
         comparison=comparison,
         missing=missing,
-        gpu_hours_per_day=cost,
+        gpu_hours_per_day=gpus * 24.0 * gain,
         stage=stage,
         stall=stall,
         per_node=dict(per_node),
+        step_s=step_s,
+        cost_is_bound=bound,
+        suspects=suspects if job_cause is None else [],
+        wait_median_s=statistics.median(waits.values()) if waits else None,
+        measured=tuple(measured),
     )
+
+
+def _gain(
+    mode: str,
+    stragglers: Sequence[Straggler],
+    per_node: Mapping[str, float],
+    s: Spread,
+    step_s: float | None,
+) -> tuple[float, bool]:
+    """The share of the job's time the stragglers cost, and whether it is only a bound.
+
+    Synchronous: the job runs at its slowest node's compute plus the collective, so without the
+    stragglers it would run at the slowest of the rest, and the gain is the gap between the two
+    computes over the iteration. From a lagging proxy only an upper bound is known: a node doing
+    20 % less work a second slows the job by at most that much."""
+    if not stragglers:
+        return 0.0, False
+    if mode == PROXIES_MODE:
+        worst = max(st.seconds for st in stragglers)
+        return (1.0 - 1.0 / worst if worst > 1.0 else 0.0), True
+    slow = {st.node for st in stragglers}
+    rest = [v for n, v in per_node.items() if n not in slow]
+    slowest = max(st.seconds for st in stragglers)
+    rest_max = max(rest) if rest else s.median
+    if mode == COMPUTE:
+        iteration = step_s if step_s is not None and step_s > slowest else slowest
+        return max(0.0, slowest - rest_max) / iteration, False
+    return max(0.0, 1.0 - rest_max / slowest), False
 
 
 def job_versions(

@@ -23,6 +23,9 @@ class Reading(StrEnum):
     VALUE = "value"
     INCREASE = "increase"
     CHANGES = "changes"  # how often a gauge changed in the window (boot time moving)
+    # A gauge's median over the window: a busy GPU's clock or utilisation read between two
+    # steps dips for an instant, and one such sample must not make a healthy node lag.
+    MEDIAN = "median"
 
 
 @dataclass(frozen=True)

@@ -122,7 +122,17 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         m.TRAINING_STEP_TIME_SECONDS,
         "step",
-        "Duration of the last training step on this rank, before it waits for the others.",
+        "Duration of the last training iteration on this rank, collective included.",
+    ),
+    Family(
+        m.TRAINING_COMPUTE_TIME_SECONDS,
+        "step",
+        "Time of the last iteration this rank spent computing, before the collective.",
+    ),
+    Family(
+        m.TRAINING_COLLECTIVE_WAIT_SECONDS,
+        "step",
+        "Time of the last iteration this rank spent in the collective, waiting for the others.",
     ),
 )
 FAMILY_BY_NAME: dict[str, Family] = {f.name: f for f in FAMILIES}

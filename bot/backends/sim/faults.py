@@ -74,6 +74,20 @@ KIND_SPECS: dict[FaultKind, KindSpec] = {
     FaultKind.JOB_SLOWDOWN: KindSpec("job", 0.15),
 }
 
+BUSY_SM_CLOCK_MHZ = 1965.0
+"""A busy healthy GPU's usual SM clock (it moves between 1,935 and 1,980 MHz)."""
+CLOCK_KINDS = frozenset(
+    {
+        FaultKind.THROTTLE_POWER,
+        FaultKind.THROTTLE_HW_SLOWDOWN,
+        FaultKind.THROTTLE_SW_THERMAL,
+        FaultKind.THROTTLE_HW_THERMAL,
+        FaultKind.POWER_BRAKE,
+        FaultKind.LOW_SM_CLOCK,
+    }
+)
+"""Kinds that slow a GPU through its clock: their clock follows a given slowdown."""
+
 ALL_NICS = "all"
 """``detail["nic"]`` of an IB fault that takes every port of the node (a leaf switch outage)."""
 
@@ -191,6 +205,11 @@ def default_detail(
         out["per_min"] = round(rng.uniform(20.0, 200.0), 1)
     elif kind in DRIFT_VERSIONS:
         out["version"] = rng.choice(DRIFT_VERSIONS[kind])
+    if kind in CLOCK_KINDS and "slowdown" in detail and "sm_clock_mhz" not in detail:
+        # A GPU that computes `slowdown` slower on clock alone runs at 1/(1 + slowdown) of its
+        # busy clock (in the 15 MHz steps GPUs clock in): a 3 % straggler is a 3 % clock.
+        clock = BUSY_SM_CLOCK_MHZ / (1.0 + float(detail["slowdown"]))
+        out["sm_clock_mhz"] = float(int(clock / 15.0) * 15)
     elif kind is k.CPU_CONTENTION:
         out["load"] = round(rng.uniform(80.0, 160.0), 1)
         out["psi_per_s"] = round(rng.uniform(0.4, 0.9), 2)

@@ -505,8 +505,9 @@ class SimFleet:
         estimate = sum(
             scope.size(scope.mult[f.entity]) for f in families if f.entity not in ("xid", "step")
         )
-        if any(f.entity == "step" for f in families):
-            estimate += self._ranks_in(scope, times[0], times[-1])
+        steps = sum(1 for f in families if f.entity == "step")
+        if steps:
+            estimate += steps * self._ranks_in(scope, times[0], times[-1])
         if estimate > max_series:
             raise ValueError(
                 f"history of about {estimate} series asked for (limit {max_series}): "
@@ -729,10 +730,14 @@ class SimFleet:
         pipeline_stages: int = 1,
         exports_step_time: bool = True,
         job_id: str | None = None,
+        exports_compute_time: bool = False,
+        synchronous: bool = True,
     ) -> Job:
         """Start a job on ``nodes`` (default start: three days before ``now``, so that
         yesterday's comparison is there). Jobs running there then are cancelled at its start,
-        as a preemption would. ``job_id`` (default: the next free number) lets a test give the
+        as a preemption would. ``exports_compute_time`` adds each rank's compute time and
+        collective wait to its iteration time; ``synchronous=False`` makes a job of independent
+        workers. ``job_id`` (default: the next free number) lets a test give the
         job the id a real scheduler holds it under."""
         if not nodes:
             raise ValueError("a job needs nodes")
@@ -767,6 +772,8 @@ class SimFleet:
             pipeline_stages=pipeline_stages,
             exports_step_time=exports_step_time,
             job_id=job_id,
+            exports_compute_time=exports_compute_time,
+            synchronous=synchronous,
         )
         self.job_specs.append(spec)
         self._job_index[job_id] = len(self.job_specs) - 1

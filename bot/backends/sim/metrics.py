@@ -20,6 +20,12 @@ from bot.models import Node
 from bot.triage.stragglers import PacePoint, RankTime, StragglerConfig
 from bot.triage.table import VERSION_LABELS, Column, MetricRequest, Reading, Table, node_name
 
+# The per-rank training metrics, in the order of a snapshot's `rank_times` values.
+_RANK_METRICS = (
+    m.TRAINING_STEP_TIME_SECONDS,
+    m.TRAINING_COMPUTE_TIME_SECONDS,
+    m.TRAINING_COLLECTIVE_WAIT_SECONDS,
+)
 PACE_BUDGET = 1_500_000
 """Rank values a pace series may cost the simulation; a larger job gets a coarser step."""
 
@@ -76,7 +82,9 @@ class SimMetrics:
             if values is None:
                 absent.add(request.name)
                 continue
-            if request.reading is not Reading.VALUE:
+            if request.reading is Reading.MEDIAN:
+                values = _median_over(self.fleet, request.name, values, at, window_s, scope)
+            elif request.reading is not Reading.VALUE:
                 if before is None:
                     before = self.fleet.snapshot(at - timedelta(seconds=window_s), scope)
                 old = before.values(request.name) or values
@@ -120,22 +128,34 @@ class SimMetrics:
         *,
         at: datetime | None = None,
         timeout_s: float | None = None,
+        metric: str | None = None,
     ) -> list[RankTime]:
-        """Each rank's step time averaged over three instants of `cfg.average_s`."""
+        """Each rank's step time (or `metric`'s value: the compute time or collective wait)
+        averaged over three instants of `cfg.average_s`."""
         self.queries += 1
         index = self._job_index(job_id)
         if index is None:
             return []
         at = at or self.fleet.now
         spec = self.fleet.job_specs[index]
+        # The fleet exports the three under their default names; the config may rename them.
+        configured = (cfg.step_metric, cfg.compute_metric, cfg.wait_metric)
+        wanted = metric or cfg.step_metric
+        if wanted not in configured:
+            return []
+        pick = configured.index(wanted)
+        if _RANK_METRICS[pick] not in self.fleet.exported:
+            return []
+        if pick and not spec.exports_compute_time:
+            return []
         names = [self.fleet.topology.names[n] for n in spec.nodes]
         sums: dict[tuple[int, int], list[float]] = {}
         stages: dict[int, int] = {}
         for k in range(3):
             t = at - timedelta(seconds=cfg.average_s * k / 2)
             snap = self.fleet.snapshot(t, names)
-            for _, n, rank, stage, value in snap.step_times(index):
-                sums.setdefault((n, rank), []).append(value)
+            for _, n, rank, stage, *values in snap.rank_times(index):
+                sums.setdefault((n, rank), []).append(values[pick])
                 stages[rank] = stage
         topo = self.fleet.topology.names
         staged = spec.pipeline_stages > 1
@@ -179,6 +199,29 @@ class SimMetrics:
 
     async def close(self) -> None:
         return None
+
+
+MEDIAN_SAMPLES = 10
+"""Instants a median over the window reads besides ``at`` (the fleet's noise moves each minute,
+so a 10-minute window holds about this many distinct values, as Prometheus' samples do)."""
+
+
+def _median_over(
+    fleet: SimFleet,
+    metric: str,
+    now: list[float],
+    at: datetime,
+    window_s: float,
+    scope: Sequence[str] | None,
+) -> list[float]:
+    """Each series' median over the window, as `quantile_over_time(0.5, ...)` gives it."""
+    columns = [now]
+    for k in range(1, MEDIAN_SAMPLES + 1):
+        values = fleet.snapshot(at - timedelta(seconds=window_s * k / MEDIAN_SAMPLES), scope)
+        col = values.values(metric)
+        if col is not None and len(col) == len(now):
+            columns.append(col)
+    return [statistics.median(v) for v in zip(*columns, strict=True)]
 
 
 def _sparse_column(

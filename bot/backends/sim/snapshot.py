@@ -24,7 +24,7 @@ from bot import metric_names as m
 from bot.backends.sim.exposition import FAMILY_BY_NAME, Entity, Family, Labels, Sample
 from bot.backends.sim.faults import EFFECTS, Effect, InjectedFault
 from bot.backends.sim.inventory import GPU_MODEL
-from bot.backends.sim.workload import STEP_JITTER
+from bot.backends.sim.workload import COMM_SHARE, REPORT_JITTER, STEP_JITTER
 from bot.models import FaultKind
 
 if TYPE_CHECKING:
@@ -34,9 +34,15 @@ NOISE_BITS = 17
 NOISE_MASK = (1 << NOISE_BITS) - 1
 
 # Noise channels: each metric reads the noise table at its own offset.
-_CH_TEMP, _CH_POWER, _CH_CLOCK, _CH_UTIL, _CH_NVLINK, _CH_LOAD, _CH_STEP = range(1, 8)
+_CH_TEMP, _CH_POWER, _CH_CLOCK, _CH_UTIL, _CH_NVLINK, _CH_LOAD, _CH_STEP, _CH_TIMER = range(1, 9)
 
 IB_RX_IDLE_BYTES_PER_S = 2.0e4
+# A busy GPU sampled between two steps (a data-loader wait, a checkpoint write) reads a lower
+# clock and utilisation for that sample: about one GPU-minute in 130 on a healthy node. A
+# reader of one instant would see a few healthy nodes lag at any moment of a big job.
+IDLE_DIP_NOISE = 0.985
+IDLE_DIP_SM_CLOCK = 1410.0
+IDLE_DIP_GPU_UTIL = 61.0
 
 Formula = Callable[[list[float], list[float]], list[float]]
 DEFAULT_VERSIONS_INDEX = -1
@@ -75,6 +81,14 @@ def cyclic(table2: list[float], offset: int, n: int) -> list[float]:
         return table2[offset : offset + n]
     turn = table2[offset : offset + size]
     return turn * (n // size) + table2[offset : offset + n % size]
+
+
+# Which value of `rank_times` a training family exports (iteration, compute, wait).
+_RANK_VALUE = {
+    m.TRAINING_STEP_TIME_SECONDS: 0,
+    m.TRAINING_COMPUTE_TIME_SECONDS: 1,
+    m.TRAINING_COLLECTIVE_WAIT_SECONDS: 2,
+}
 
 
 class Scope:
@@ -382,14 +396,24 @@ class FleetSnapshot:
             return self._two_state(
                 g,
                 _CH_CLOCK,
-                lambda b, w: [1980.0 - 15.0 * int((x + 1.0) * 1.5) for x in w],
+                lambda b, w: [
+                    IDLE_DIP_SM_CLOCK
+                    if x > IDLE_DIP_NOISE
+                    else 1980.0 - 15.0 * int((x + 1.0) * 1.5)
+                    for x in w
+                ],
                 lambda b, w: [345.0] * len(w),
             )
         if metric == m.DCGM_FI_DEV_GPU_UTIL:
             return self._two_state(
                 g,
                 _CH_UTIL,
-                lambda b, w: [float(min(100, int(96.0 + 2.0 * (x + 1.0)))) for x in w],
+                lambda b, w: [
+                    IDLE_DIP_GPU_UTIL
+                    if x > IDLE_DIP_NOISE
+                    else float(min(100, int(96.0 + 2.0 * (x + 1.0))))
+                    for x in w
+                ],
                 lambda b, w: [0.0] * len(w),
             )
         if metric == m.DCGM_FI_PROF_NVLINK_TX_BYTES:
@@ -523,8 +547,10 @@ class FleetSnapshot:
 
     # --- training step times ------------------------------------------------------------------
     def _node_slowdowns(self) -> dict[int, float]:
+        """Node index -> how much longer its ranks compute. Every node of the fleet, not only
+        the scope's: a straggler outside a subset still sets the pace of its job."""
         out: dict[int, float] = {}
-        for placed in self.scope.faults:
+        for placed in self.fleet.placed:
             fault = placed.fault
             if placed.node < 0 or not fault.active(self.t_s):
                 continue
@@ -535,20 +561,34 @@ class FleetSnapshot:
 
     def step_times(self, job_index: int | None = None) -> list[tuple[int, int, int, int, float]]:
         """Per rank of running jobs that export step times (one job if given):
-        (job index, node index, rank, pipeline stage, seconds)."""
+        (job index, node index, rank, pipeline stage, iteration seconds)."""
+        return [(j, n, r, st, it) for j, n, r, st, it, _, _ in self.rank_times(job_index)]
+
+    def rank_times(
+        self, job_index: int | None = None
+    ) -> list[tuple[int, int, int, int, float, float, float]]:
+        """Per rank of running jobs that export step times (one job if given): (job index,
+        node index, rank, pipeline stage, iteration, compute, collective wait), in seconds.
+
+        A synchronous iteration is the slowest rank's compute plus the collective itself, and
+        every rank reports it (within timer noise): the ranks that finished computing early
+        wait in the collective for the slowest. So a slow node shows in its own compute time
+        (longest) and wait (shortest), never in its iteration time. Independent workers (no
+        collective) each report their own compute plus a fixed communication share."""
         f = self.fleet
         g = f.hardware.gpus_per_node
         if m.TRAINING_STEP_TIME_SECONDS not in f.exported:
             return []
         run = self.running()
         offset = (self._minute * 7919 + _CH_STEP * 104729) & NOISE_MASK
+        timer = (self._minute * 7919 + _CH_TIMER * 104729) & NOISE_MASK
         table = f.noise
         slow_nodes = self._node_slowdowns()
         if job_index is None:
             jobs = sorted({j for j in run if j >= 0})
         else:
             jobs = [job_index] if f.job_specs[job_index].running(self.t_s) else []
-        out: list[tuple[int, int, int, int, float]] = []
+        out: list[tuple[int, int, int, int, float, float, float]] = []
         for j in jobs:
             spec = f.job_specs[j]
             if not spec.exports_step_time:
@@ -570,16 +610,32 @@ class FleetSnapshot:
                         job_factor *= 1.0 + slow
                 elif fault.kind is FaultKind.JOB_SLOWDOWN:
                     job_factor *= 1.0 + slow
-            base = spec.base_step_s * job_factor
+            # A pause of the job itself (GC, data loading) lengthens every rank's compute.
+            compute_base = spec.base_step_s * (1.0 - COMM_SHARE) * job_factor
+            comm = spec.base_step_s * COMM_SHARE
+            # Every rank of the job, whatever the snapshot's scope: the slowest sets the pace.
+            computes: list[tuple[int, int, int, float]] = []
             for position, n in enumerate(spec.nodes):
-                if n not in self.scope.pos_of:
-                    continue
                 stage = spec.stage_of(position)
-                node_base = base * stage_factor[stage] * slow_nodes.get(n, 1.0)
+                node_base = compute_base * stage_factor[stage] * slow_nodes.get(n, 1.0)
                 for local in range(g):
                     w = table[(n * g + local + offset) & NOISE_MASK]
-                    value = int(node_base * (1.0 + STEP_JITTER * w) * 10000.0) / 10000.0
-                    out.append((j, n, position * g + local, stage, value))
+                    computes.append(
+                        (n, position * g + local, stage, node_base * (1.0 + STEP_JITTER * w))
+                    )
+            iteration = max(c for *_, c in computes) + comm
+            for n, rank, stage, compute in computes:
+                if n not in self.scope.pos_of:
+                    continue
+                if spec.synchronous:
+                    w = table[(n * g + rank + timer) & NOISE_MASK]
+                    it = iteration * (1.0 + REPORT_JITTER * w)
+                else:
+                    it = compute + comm
+                it = int(it * 10000.0) / 10000.0
+                compute = int(compute * 10000.0) / 10000.0
+                wait = int(max(0.0, it - compute) * 10000.0) / 10000.0
+                out.append((j, n, rank, stage, it, compute, wait))
         return out
 
     # --- series with labels -------------------------------------------------------------------
@@ -667,7 +723,11 @@ class FleetSnapshot:
         if entity == "step":
             names = self.fleet.topology.names
             specs = self.fleet.job_specs
-            for j, n, rank, stage, value in self.step_times():
+            pick = _RANK_VALUE[family.name]
+            for j, n, rank, stage, *values in self.rank_times():
+                if pick and not specs[j].exports_compute_time:
+                    continue
+                value = values[pick]
                 name = names[n]
                 yield (
                     (

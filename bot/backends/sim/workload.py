@@ -35,7 +35,14 @@ USERS = (
 PARTITION = "gpu"
 FIRST_JOB_ID = 4_100_001
 STEP_JITTER = 0.015
-"""Ordinary step-time jitter of a rank, +-1.5 %: noise that must never be called a straggler."""
+"""Ordinary jitter of a rank's compute time, +-1.5 %: noise that must never be called a
+straggler."""
+REPORT_JITTER = 0.002
+"""A synchronous job's ranks end each iteration together: their reported iteration times differ
+only by timer noise, +-0.2 %."""
+COMM_SHARE = 0.25
+"""Of a healthy iteration, the share spent in the collective (all-reduce, all-gather, send/recv)
+once every rank has arrived."""
 
 _SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 _WEIGHTS = (5, 5, 7, 9, 10, 9, 7, 5, 3, 2, 1.5, 1, 0.7)
@@ -55,6 +62,11 @@ class JobSpec:
     exports_step_time: bool
     tokens_per_step: int
     checkpoint_every_steps: int
+    exports_compute_time: bool = False
+    """Also exports each rank's compute time and collective wait (a profiling-minded exporter)."""
+    synchronous: bool = True
+    """Ranks wait for each other every iteration; False for independent workers (no collective),
+    whose ranks each report their own pace."""
 
     def running(self, t_s: float) -> bool:
         return self.start_s <= t_s < self.end_s
@@ -87,6 +99,8 @@ def make_spec(
     exports_step_time: bool,
     prev_job_id: str | None = None,
     job_id: str = "0",
+    exports_compute_time: bool = False,
+    synchronous: bool = True,
 ) -> JobSpec:
     job = Job(
         job_id=job_id,
@@ -111,6 +125,8 @@ def make_spec(
         exports_step_time=exports_step_time,
         tokens_per_step=len(nodes) * gpus_per_node * 16_384,
         checkpoint_every_steps=every,
+        exports_compute_time=exports_compute_time and exports_step_time,
+        synchronous=synchronous,
     )
 
 
@@ -119,6 +135,7 @@ def generate_jobs(
 ) -> list[JobSpec]:
     """Lay jobs over the fleet, deterministically from ``seed``; ids ascend with start time."""
     rng = random.Random(f"meowbot-sim-jobs:{seed}")
+    profile_rng = random.Random(f"meowbot-sim-profiled:{seed}")
     n = len(node_names)
     max_size = max(1, n // 4)
     sizes = [s for s in _SIZES if s <= max_size]
@@ -164,6 +181,9 @@ def generate_jobs(
         if training and size >= 8:
             stages = rng.choice([p for p in (2, 4, 8) if p <= size // 2])
         base_step = round(rng.uniform(0.8, 3.5), 3)
+        # About half of the training exporters also time each rank's compute and wait (drawn
+        # from a stream of its own, so that the fleet's jobs stay what they were).
+        profiled = training and profile_rng.random() < 0.5
         user = rng.choice(USERS)
         young = training and rng.random() < 0.3
         if young:
@@ -201,6 +221,7 @@ def generate_jobs(
                 base_step_s=base_step,
                 pipeline_stages=stages,
                 exports_step_time=training,
+                exports_compute_time=profiled,
             )
         )
     # Slurm ids grow with submission: number the jobs by start time.
