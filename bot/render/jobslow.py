@@ -114,11 +114,11 @@ def verdict_line(d: Diagnosis) -> str:
             f"*No node holds it back* ({d.job_cause.kind.value}): {escape(d.job_cause.evidence)}."
         )
     if d.suspects:
-        first = d.suspects[0]
+        suspect = d.suspects[0]
         more = f" and {len(d.suspects) - 1} more" if len(d.suspects) > 1 else ""
         return (
-            f"*No node measured lagging*; suspected: {code(first.node)} "
-            f"*{first.cause.kind.value}* ({escape(first.cause.evidence)}){more}. Its ranks' "
+            f"*No node measured lagging*; suspected: {code(suspect.node)} "
+            f"*{suspect.cause.kind.value}* ({escape(suspect.cause.evidence)}){more}. Its ranks' "
             "compute times would confirm it; `/node-health` has the node's whole story."
         )
     what = " and ".join(d.measured) if d.measured else "what they export"
