@@ -28,6 +28,7 @@ show in the iteration times. When every node slowed together, no node is blamed.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import statistics
 from collections import Counter, defaultdict
@@ -297,6 +298,29 @@ class NodeEvidence:
         """The node's lowest GPU SM clock, MHz."""
         return self.proxies.get(SM_CLOCK.label, {})
 
+    # Job-wide figures `explain` compares each node with: computed once, not once a node (a
+    # 4,096-node job asks about every node when it looks for suspects).
+    @functools.cached_property
+    def medians(self) -> dict[str, float]:
+        return {
+            name: statistics.median(values.values())
+            for name, values in (
+                ("clock", self.sm_clock),
+                ("psi", self.psi),
+                ("numa", self.numa_miss),
+            )
+            if values
+        }
+
+    @functools.cached_property
+    def majorities(self) -> dict[FaultKind, tuple[str, int]]:
+        """Drift kind -> the job's most common version and how many nodes run it."""
+        return {
+            kind: Counter(versions.values()).most_common(1)[0]
+            for kind, versions in self.versions.items()
+            if versions
+        }
+
     @classmethod
     def from_reads(
         cls,
@@ -394,7 +418,7 @@ def explain(node: str, ev: NodeEvidence, cfg: StragglerConfig) -> Cause | None:
             return Cause(kind, f"{fault.summary}{gpu}", fault.action)
     clocks = ev.sm_clock
     if node in clocks and len(clocks) > 1:
-        med = statistics.median(clocks.values())
+        med = ev.medians["clock"]
         if med > 0 and clocks[node] < med * (1 - cfg.sm_clock_drop):
             return Cause(
                 FaultKind.LOW_SM_CLOCK,
@@ -404,7 +428,7 @@ def explain(node: str, ev: NodeEvidence, cfg: StragglerConfig) -> Cause | None:
             )
     psi = ev.psi
     if node in psi and len(psi) > 1:
-        med = statistics.median(psi.values())
+        med = ev.medians["psi"]
         if psi[node] > med + cfg.psi_over_median:
             load = f", load {ev.load[node]:.0f}" if node in ev.load else ""
             return Cause(
@@ -415,7 +439,7 @@ def explain(node: str, ev: NodeEvidence, cfg: StragglerConfig) -> Cause | None:
             )
     numa = ev.numa_miss
     if node in numa and len(numa) > 1:
-        med = statistics.median(numa.values())
+        med = ev.medians["numa"]
         if numa[node] > cfg.numa_miss_per_s and numa[node] > 10 * max(med, 1.0):
             return Cause(
                 FaultKind.NUMA_MISPLACEMENT,
@@ -427,7 +451,7 @@ def explain(node: str, ev: NodeEvidence, cfg: StragglerConfig) -> Cause | None:
         versions = ev.versions.get(kind, {})
         if node not in versions or len(versions) < 2:
             continue
-        majority, votes = Counter(versions.values()).most_common(1)[0]
+        majority, votes = ev.majorities[kind]
         if versions[node] != majority and votes * 2 > len(versions):
             return Cause(
                 kind,
@@ -734,9 +758,7 @@ def diagnose(
                 "collection or checkpointing, not a node",
                 Action.NONE,
             )
-        elif (
-            comparison is not None and comparison.change > cfg.slower_threshold and not suspects
-        ):
+        elif comparison is not None and comparison.change > cfg.slower_threshold and not suspects:
             unseparated = (
                 ""
                 if compute

@@ -97,6 +97,10 @@ def _query(url: str, promql: str) -> list[object]:
     return result if isinstance(result, list) else []
 
 
+LIVE_HISTORY_S = 40.0
+"""Seconds of live scrapes (one a second) before the tests start."""
+
+
 def _wait_for_fleet(url: str, proc: subprocess.Popen[bytes], logs: Sequence[Path]) -> None:
     deadline = time.monotonic() + SCRAPE_TIMEOUT_S
     promql = f"group by (instance) ({READY_METRIC})"
@@ -206,7 +210,11 @@ def start(tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
         url = f"http://127.0.0.1:{port}"
         wait_port(port, 20, prom, "prometheus")
         _wait_for_fleet(url, prom, [prom_log, exporter_log])
+        scraped = time.monotonic()
         _wait_for_rules(url, n_rules, [prom_log])
+        # /job-slow reads its proxies as medians over the window: with a few seconds of live
+        # samples, one GPU read between two steps (a dip of a few seconds) would be the median.
+        time.sleep(max(0.0, LIVE_HISTORY_S - (time.monotonic() - scraped)))
         _say(
             f"up in {time.monotonic() - started:.1f} s "
             f"(history and backfill {backfilled - started:.1f} s), fleet now={now_s}, "

@@ -102,6 +102,8 @@ class PlannedJob:
     slowdown: float = 0.0
     """Every rank slower together by this share (JOB_SLOWDOWN) since ``SLOWDOWN_AGO_S``."""
     exports_step_time: bool = True
+    exports_compute_time: bool = False
+    """Also each rank's compute time and collective wait."""
 
 
 def _gpu(*numbers: int) -> tuple[str, ...]:
@@ -120,17 +122,20 @@ SLOWDOWN_AGO_S = 2 * 3600
 # Slurm's test cluster has gpu-0001..gpu-0016 (scripts/testsvc/slurm.py): the two jobs that are
 # also submitted there live on those nodes; the others use the rest of the fleet.
 SLURM_STRAGGLERS = PlannedJob("900002", "train-one-throttled", _gpu(9, 11, 12, 13, 15, 16))
-SLURM_HEALTHY = PlannedJob("900003", "train-healthy", _gpu(1, 3, 5, 7))
+SLURM_HEALTHY = PlannedJob("900003", "train-healthy", _gpu(1, 3, 5, 7), exports_compute_time=True)
 _POOL = [n for n in _CLEAN if n > "gpu-0016" and n not in PROXY_RACK]
 SLOW_EVERYWHERE = PlannedJob("900004", "train-slow-everywhere", tuple(_POOL[:5]), slowdown=0.09)
 CAUSE_JOB_SIZE = 5
 # One job per remaining slowing fault, that node and four clean ones: stragglers are a small
 # share of a job, as on a real cluster (a job of half stragglers has no "normal" pace to test).
+# They export compute times and collective waits, which name every cause; the throttled Slurm
+# job exports only step times, equal on every rank, and is judged by the hardware.
 CAUSE_JOBS = tuple(
     PlannedJob(
         str(900010 + i),
         f"train-{STRAGGLER_NODES[node].value.replace('_', '-')}",
         tuple(sorted([node, *_POOL[5 + 4 * i : 9 + 4 * i]])),
+        exports_compute_time=True,
     )
     for i, node in enumerate(n for n in sorted(STRAGGLER_NODES) if n not in SLURM_STRAGGLERS.nodes)
 )
@@ -186,6 +191,7 @@ def make_fleet(now: datetime) -> SimFleet:
             job_id=job.job_id,
             user="alice",
             exports_step_time=job.exports_step_time,
+            exports_compute_time=job.exports_compute_time,
         )
         if job.slowdown:
             since = now - timedelta(seconds=SLOWDOWN_AGO_S)

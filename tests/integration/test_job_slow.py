@@ -82,7 +82,10 @@ async def test_each_slowing_fault_is_named_on_its_node_with_its_cause(
     expected = {n: k for n, k in scenario.STRAGGLER_NODES.items() if n in job.nodes}
     assert len(expected) == 1
     assert _causes(report) == expected, d.per_node
-    assert d.mode == "step time" and d.missing == [] and d.job_cause is None
+    assert d.mode == "compute time" and d.missing == [] and d.job_cause is None
+    straggler = d.stragglers[0]
+    assert straggler.wait_s is not None and d.wait_median_s is not None
+    assert straggler.wait_s < d.wait_median_s  # the others wait for it
     assert d.gpu_hours_per_day > 0
     assert report.not_run == {}
     # The fault began hours ago and the job has run three days: slower than a day earlier.
@@ -245,7 +248,19 @@ async def test_a_slurm_job_with_a_throttled_node_names_it(
     assert d.job.job_id == slurm_id and d.job.name == job.name and d.job.user == "root"
     expected = {n: k for n, k in scenario.STRAGGLER_NODES.items() if n in job.nodes}
     assert expected == {"gpu-0012": FaultKind.THROTTLE_HW_SLOWDOWN}
+    # Synchronous, no compute times: every rank reports the same iteration time, and the
+    # throttled node is named by its own SM clock.
+    metrics = PrometheusMetrics(prom_url, timeout_s=10.0)
+    try:
+        rows = await metrics.step_times(slurm_id, CFG)
+    finally:
+        await metrics.close()
+    steps = [r.seconds for r in rows]
+    assert len(steps) == len(job.nodes) * RANKS_PER_NODE and max(steps) < min(steps) * 1.01
     assert _causes(report) == expected, d.per_node
+    assert d.mode == "proxies" and d.has_steps
+    lag = d.stragglers[0].lag
+    assert lag is not None and lag.proxy.label == "SM clock"
     assert d.missing == []
     # Slurm started the job seconds ago and knows no previous run: nothing to compare with.
     assert d.comparison is None

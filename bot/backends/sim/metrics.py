@@ -221,6 +221,10 @@ def _median_over(
         col = values.values(metric)
         if col is not None and len(col) == len(now):
             columns.append(col)
+    # An odd count (``at`` and MEDIAN_SAMPLES more): the median is the middle value.
+    middle = len(columns) // 2
+    if len(columns) % 2:
+        return [sorted(v)[middle] for v in zip(*columns, strict=True)]
     return [statistics.median(v) for v in zip(*columns, strict=True)]
 
 

@@ -34,13 +34,15 @@ NOISE_BITS = 17
 NOISE_MASK = (1 << NOISE_BITS) - 1
 
 # Noise channels: each metric reads the noise table at its own offset.
-_CH_TEMP, _CH_POWER, _CH_CLOCK, _CH_UTIL, _CH_NVLINK, _CH_LOAD, _CH_STEP, _CH_TIMER = range(1, 9)
+(_CH_TEMP, _CH_POWER, _CH_CLOCK, _CH_UTIL, _CH_NVLINK, _CH_LOAD, _CH_STEP, _CH_TIMER,
+ _CH_CLOCK_DIP, _CH_UTIL_DIP) = range(1, 11)  # fmt: skip
 
 IB_RX_IDLE_BYTES_PER_S = 2.0e4
 # A busy GPU sampled between two steps (a data-loader wait, a checkpoint write) reads a lower
-# clock and utilisation for that sample: about one GPU-minute in 130 on a healthy node. A
-# reader of one instant would see a few healthy nodes lag at any moment of a big job.
+# clock and utilisation for that sample: one 5-second slot in about 130 of each GPU. A reader
+# of one instant would see a few healthy nodes lag at any moment of a big job.
 IDLE_DIP_NOISE = 0.985
+IDLE_DIP_SLOT_S = 5
 IDLE_DIP_SM_CLOCK = 1410.0
 IDLE_DIP_GPU_UTIL = 61.0
 
@@ -278,8 +280,10 @@ class FleetSnapshot:
             return list(table)
         return [table[i] for i in self.scope.indices(mult)]
 
-    def _noise(self, mult: int, channel: int) -> list[float]:
-        offset = (self._minute * 7919 + channel * 104729) & NOISE_MASK
+    def _noise(self, mult: int, channel: int, slot: int | None = None) -> list[float]:
+        """Noise per entity for this minute (or another time slot, as for the dips)."""
+        when = self._minute if slot is None else slot
+        offset = (when * 7919 + channel * 104729) & NOISE_MASK
         if self.scope.full:
             return cyclic(self.fleet.noise2, offset, self.fleet.n_nodes * mult)
         table = self.fleet.noise
@@ -340,6 +344,16 @@ class FleetSnapshot:
             out.extend(fn(empty if table is None else table[a : a + mult], w[q : q + mult]))
         return out
 
+    def _with_dips(self, col: list[float], channel: int, low: float) -> list[float]:
+        """Busy GPUs sampled between two steps read ``low`` for one slot of a few seconds."""
+        g = self.fleet.hardware.gpus_per_node
+        noise = self._noise(g, channel, int(self.t_s // IDLE_DIP_SLOT_S))
+        busy = self._by_busy(g, 1.0, 0.0)
+        return [
+            low if x > IDLE_DIP_NOISE and b else v
+            for v, x, b in zip(col, noise, busy, strict=True)
+        ]
+
     def _sparse(self, mult: int, table: dict[int, float], default: float = 0.0) -> list[float]:
         if self.scope.full:
             out = [default] * (self.fleet.n_nodes * mult)
@@ -393,29 +407,21 @@ class FleetSnapshot:
                 bases.power_idle,
             )
         if metric == m.DCGM_FI_DEV_SM_CLOCK:
-            return self._two_state(
+            clocks = self._two_state(
                 g,
                 _CH_CLOCK,
-                lambda b, w: [
-                    IDLE_DIP_SM_CLOCK
-                    if x > IDLE_DIP_NOISE
-                    else 1980.0 - 15.0 * int((x + 1.0) * 1.5)
-                    for x in w
-                ],
+                lambda b, w: [1980.0 - 15.0 * int((x + 1.0) * 1.5) for x in w],
                 lambda b, w: [345.0] * len(w),
             )
+            return self._with_dips(clocks, _CH_CLOCK_DIP, IDLE_DIP_SM_CLOCK)
         if metric == m.DCGM_FI_DEV_GPU_UTIL:
-            return self._two_state(
+            util = self._two_state(
                 g,
                 _CH_UTIL,
-                lambda b, w: [
-                    IDLE_DIP_GPU_UTIL
-                    if x > IDLE_DIP_NOISE
-                    else float(min(100, int(96.0 + 2.0 * (x + 1.0))))
-                    for x in w
-                ],
+                lambda b, w: [float(min(100, int(96.0 + 2.0 * (x + 1.0)))) for x in w],
                 lambda b, w: [0.0] * len(w),
             )
+            return self._with_dips(util, _CH_UTIL_DIP, IDLE_DIP_GPU_UTIL)
         if metric == m.DCGM_FI_PROF_NVLINK_TX_BYTES:
             return self._two_state(
                 g,
@@ -614,28 +620,34 @@ class FleetSnapshot:
             compute_base = spec.base_step_s * (1.0 - COMM_SHARE) * job_factor
             comm = spec.base_step_s * COMM_SHARE
             # Every rank of the job, whatever the snapshot's scope: the slowest sets the pace.
-            computes: list[tuple[int, int, int, float]] = []
+            computes: list[float] = []
             for position, n in enumerate(spec.nodes):
-                stage = spec.stage_of(position)
-                node_base = compute_base * stage_factor[stage] * slow_nodes.get(n, 1.0)
-                for local in range(g):
-                    w = table[(n * g + local + offset) & NOISE_MASK]
-                    computes.append(
-                        (n, position * g + local, stage, node_base * (1.0 + STEP_JITTER * w))
-                    )
-            iteration = max(c for *_, c in computes) + comm
-            for n, rank, stage, compute in computes:
-                if n not in self.scope.pos_of:
+                node_base = (
+                    compute_base * stage_factor[spec.stage_of(position)] * slow_nodes.get(n, 1.0)
+                )
+                a = n * g + offset
+                computes.extend(
+                    node_base * (1.0 + STEP_JITTER * table[(a + local) & NOISE_MASK])
+                    for local in range(g)
+                )
+            iteration = max(computes) + comm
+            pos_of = self.scope.pos_of
+            for position, n in enumerate(spec.nodes):
+                if n not in pos_of:
                     continue
-                if spec.synchronous:
-                    w = table[(n * g + rank + timer) & NOISE_MASK]
-                    it = iteration * (1.0 + REPORT_JITTER * w)
-                else:
-                    it = compute + comm
-                it = int(it * 10000.0) / 10000.0
-                compute = int(compute * 10000.0) / 10000.0
-                wait = int(max(0.0, it - compute) * 10000.0) / 10000.0
-                out.append((j, n, rank, stage, it, compute, wait))
+                stage = spec.stage_of(position)
+                for local in range(g):
+                    rank = position * g + local
+                    compute = computes[rank]
+                    if spec.synchronous:
+                        w = table[(n * g + rank + timer) & NOISE_MASK]
+                        it = iteration * (1.0 + REPORT_JITTER * w)
+                    else:
+                        it = compute + comm
+                    it = int(it * 10000.0) / 10000.0
+                    compute = int(compute * 10000.0) / 10000.0
+                    wait = int(max(0.0, it - compute) * 10000.0) / 10000.0
+                    out.append((j, n, rank, stage, it, compute, wait))
         return out
 
     # --- series with labels -------------------------------------------------------------------
