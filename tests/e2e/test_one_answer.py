@@ -24,7 +24,7 @@ async def test_app_home_and_node_health_agree_on_the_fleet_and_a_node(slack: Sla
     emu = slack.emulator
     fleet = slack.bot.deps.triage.inventory.fleet  # type: ignore[attr-defined]
     faulty = {f.node for f in fleet.injected}
-    remap, drift = (n for n in fleet.nodes if n not in faulty)
+    remap, drift = [n for n in fleet.nodes if n not in faulty][:2]
     fleet.inject(FaultKind.ROW_REMAP_PENDING, remap, 4, fleet.now - timedelta(minutes=30))
     fleet.inject(FaultKind.DRIVER_DRIFT, drift, None, fleet.now - timedelta(minutes=30))
 
