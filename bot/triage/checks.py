@@ -318,6 +318,10 @@ def _drift(kind: FaultKind, what: str, metric: str, label: str) -> Check:
             if value:
                 versions[col.node(i)].setdefault(value, i)
         fleet = table.fleet_versions.get(label)
+        if not versions and not fleet:
+            # dcgm-exporter attaches the VBIOS version only where configured: a label nobody
+            # carries is a check not run, never a fleet without drift.
+            return Findings(missing=[f"{metric}{{{label}}}"])
         counts = Counter(fleet) if fleet else Counter(v for vs in versions.values() for v in vs)
         total = sum(counts.values())
         if total < cfg.drift_min_nodes or not counts:

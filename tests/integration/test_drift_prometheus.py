@@ -205,6 +205,11 @@ async def test_a_drifted_node_gets_one_verdict_whichever_command_asks(
     for surface in (ALONE, HOSTLIST, HW_FAULTS, SWEEP):
         assert answers.levels[surface] == expected, surface
     assert answers.home == counts(expected)
+    # No VBIOS label (dcgm-exporter's default) and no node_exporter: said, not passed over.
+    assert {"firmware_drift", "kernel_drift"} <= set(answers.summary.not_run)
+    assert answers.summary.not_run["firmware_drift"] == [
+        f"{m.DCGM_FI_DEV_GPU_TEMP}{{{m.LABEL_VBIOS_VERSION}}}"
+    ]
     (fault,) = answers.reports[DRIFTED].faults
     assert fault.kind is FaultKind.DRIVER_DRIFT
     assert fault.summary == f"driver {OTHER_DRIVER} differs from the fleet's {FLEET_DRIVER}"
