@@ -13,6 +13,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from bot.alerts.models import AlertGroup, GroupKey, Scope
+from bot.alerts.policy import DRAIN_AFTER_JOBS, DRAIN_NOW, offered_actions
+from bot.alerts.sweep import alerts_from_faults
 from bot.backends.sim.fleet import SimFleet
 from bot.backends.sim.metrics import SimInventory, SimMetrics
 from bot.models import FaultKind, VerdictLevel
@@ -132,3 +135,16 @@ async def test_a_pending_row_remap_reads_the_same_in_hw_faults_and_node_health(
     faults_text = json.dumps(render_faults(faults).blocks)
     assert "row_remap_pending* (warning, drain)" in node_text and DRAIN_ACTION in node_text
     assert "row_remap_pending* (warning, drain)" in faults_text
+
+
+async def test_an_alert_offers_a_drain_where_node_health_offers_one(triage: Triage) -> None:
+    swept = await service.fleet_faults(triage)
+    for alert in alerts_from_faults(swept.faults, NOW):
+        assert alert.node is not None
+        key = GroupKey(cause=alert.cause, scope=Scope.NODE, scope_value=alert.node)
+        group = AlertGroup(key=key, alerts=(alert,), opened_at=NOW)
+        report = await service.node_health(triage, alert.node)
+        assert isinstance(report, service.NodeReport)
+        node_offers = DRAIN_ACTION in json.dumps(render_node(report).blocks)
+        alert_offers = bool({DRAIN_NOW, DRAIN_AFTER_JOBS} & set(offered_actions(group)))
+        assert alert_offers is node_offers, (alert.node, alert.cause)
