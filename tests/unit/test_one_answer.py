@@ -9,6 +9,7 @@ windows (/hw-faults' day against /node-health's hour), each names its own.
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -21,7 +22,7 @@ from bot.backends.sim.metrics import SimInventory, SimMetrics
 from bot.models import FaultKind, VerdictLevel
 from bot.render.triage import DRAIN_ACTION, glance_lines, render_faults, render_node
 from bot.triage import service
-from bot.triage.checks import HealthConfig
+from bot.triage.checks import HealthConfig, enabled_checks, requests_for, run_checks
 from bot.triage.service import FaultsReport, Triage
 from bot.triage.verdict import fault_level
 from tests.every_way import ALONE, HOSTLIST, HW_FAULTS, SWEEP, ask_every_way, counts
@@ -148,3 +149,26 @@ async def test_an_alert_offers_a_drain_where_node_health_offers_one(triage: Tria
         node_offers = DRAIN_ACTION in json.dumps(render_node(report).blocks)
         alert_offers = bool({DRAIN_NOW, DRAIN_AFTER_JOBS} & set(offered_actions(group)))
         assert alert_offers is node_offers, (alert.node, alert.cause)
+
+
+def test_a_fault_kind_has_one_severity_and_action_whichever_check_finds_it() -> None:
+    """Two checks find PCIe down-training (width, generation) and two NIC errors (receive,
+    transmit): what the fault makes of the node must not depend on which one spoke. Xids
+    are the exception by design: their catalog decides per code."""
+    f = SimFleet(32, seed=5, now=NOW, fault_rate=0.0)
+    f.inject(K.PCIE_DOWNTRAINED, "gpu-0003", 1, _ago(30), width=8)
+    f.inject(K.PCIE_DOWNTRAINED, "gpu-0005", 2, _ago(30), gen=4)
+    f.inject(K.NIC_ERRORS, "gpu-0007", None, _ago(30), device="eth0", per_min=500.0)
+    for kind, node in ((K.NVLINK_CRC, "gpu-0009"), (K.ROW_REMAP_PENDING, "gpu-0011")):
+        f.inject(kind, node, 0, _ago(30))
+    cfg = HealthConfig()
+    table = SimMetrics(f).read_now(requests_for(enabled_checks(cfg)), nodes=None, window_s=3600)
+    faults = run_checks(table, cfg).faults
+    seen: dict[FaultKind, set[tuple[str, str]]] = defaultdict(set)
+    for fault in faults:
+        seen[fault.kind].add((fault.severity.value, fault.action.value))
+    # Both checks of each pair spoke: the receive and the transmit one, width and generation.
+    nic = {x.summary.split()[2] for x in faults if x.kind is K.NIC_ERRORS}
+    assert nic == {"receive", "transmit"}
+    assert {x.node for x in faults if x.kind is K.PCIE_DOWNTRAINED} == {"gpu-0003", "gpu-0005"}
+    assert {k: len(v) for k, v in seen.items()} == dict.fromkeys(seen, 1)
