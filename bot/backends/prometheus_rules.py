@@ -73,7 +73,10 @@ def version_count_query(metric: str, label: str, node_label: str = "node") -> st
     instance, and a count by instance made a fleet of 2 (one per version), too small to
     have a majority, so a node asked about alone was never found drifting while the
     fleet-wide read (which names nodes by their host label) found it."""
-    keyed = with_node_key(metric, node_label)
+    # A row per host-label set first (a few per node, as the checks' per-node read), so the
+    # label_replace chain runs over nodes, not over every GPU's series.
+    hosts = ", ".join(dict.fromkeys([*m.HOST_LABELS, m.LABEL_INSTANCE, node_label, label]))
+    keyed = with_node_key(f"count by ({hosts}) ({metric})", node_label)
     return f"count by ({label}) (count by ({label}, {NODE_KEY}) ({keyed}))"
 
 

@@ -32,11 +32,18 @@ import pytest
 
 from bot import metric_names as m
 from bot.backends.prometheus import PrometheusInventory, PrometheusMetrics
-from bot.backends.prometheus_rules import SENTINEL_LABEL, rule_groups, rules_yaml
+from bot.backends.prometheus_rules import (
+    NODE_KEY,
+    SENTINEL_LABEL,
+    rule_groups,
+    rules_yaml,
+    with_node_key,
+)
 from bot.models import FaultKind, VerdictLevel
 from bot.triage import service
 from bot.triage.checks import HealthConfig
 from bot.triage.service import Triage
+from bot.triage.table import node_name
 from tests.conftest import IN_CI
 from tests.every_way import ALONE, HOSTLIST, HW_FAULTS, SWEEP, ask_every_way, counts
 
@@ -225,3 +232,31 @@ async def test_a_drifted_node_gets_one_verdict_whichever_command_asks(
     if recorded:
         assert metrics.recorded_reads > 0  # the rules were read, not only the raw series
     await asyncio.sleep(0)
+
+
+LABEL_SETS = [
+    {"Hostname": "a", "instance": "x:9400"},
+    {"hostname": "b", "instance": "x:9400"},
+    {"Hostname": "a", "hostname": "b"},
+    {"instance": "gpu-7:9100"},
+    {"instance": "gpu-7"},
+    {"instance": "h:abc"},
+    {"instance": "a:1:2"},
+    {"node": "n1"},
+    {"instance": "x:9100", "node": "n1"},
+]
+
+
+@pytest.mark.parametrize(
+    "labels", LABEL_SETS, ids=[",".join(ls) + str(i) for i, ls in enumerate(LABEL_SETS)]
+)
+def test_prometheus_names_a_series_node_as_the_checks_do(
+    prom_url: str, labels: dict[str, str]
+) -> None:
+    """The fleet's version counts name nodes in PromQL; the checks in Python. They must agree
+    on every spelling, or a node is counted under one name and judged under another."""
+    expr = "vector(1)"
+    for key, value in labels.items():
+        expr = f'label_replace({expr}, "{key}", "{value}", "", "")'
+    (row,) = _query(prom_url, with_node_key(expr, "node"))
+    assert row["metric"][NODE_KEY] == node_name(labels)

@@ -455,11 +455,20 @@ async def test_drifted_nodes_get_one_verdict_whichever_command_asks(
     metrics = PrometheusMetrics(prom_url, timeout_s=10.0)
     triage = Triage(metrics, PrometheusInventory(metrics), None, CONFIG)
     nodes = sorted(whole.fleet.nodes)
+    # The live scrape fails now and then on 2 busy cores, and a failed scrape makes every
+    # series stale for a second: a read landing then disagrees for a reason of the test
+    # exporter's. A real disagreement (the drift hidden from a single node) is the same at
+    # every attempt; a lost scrape is not.
+    seen = []
     try:
-        answers = await ask_every_way(triage, nodes, [*drifted, "gpu-0001", "gpu-0002"])
+        for _ in range(3):
+            answers = await ask_every_way(triage, nodes, [*drifted, "gpu-0001", "gpu-0002"])
+            seen.append(answers.disagreements())
+            if not seen[-1]:
+                break
     finally:
         await metrics.close()
-    assert answers.disagreements() == []
+    assert seen[-1] == [], seen
     assert answers.home == counts(answers.levels[HOSTLIST])
     for node in drifted:
         assert answers.levels[ALONE][node] is VerdictLevel.DEGRADED, node
