@@ -216,6 +216,12 @@ def render_faults(r: FaultsReport) -> SlackMessage:
     if missing:
         msg.context(missing)
     msg.context(f"Checked {r.at:%Y-%m-%d %H:%M} UTC, counters {in_the_last(r.window_s)}")
+    if r.window_s != r.verdict_window_s:
+        # Else a node listed here and healthy in /node-health reads as a contradiction.
+        msg.context(
+            f"A node's verdict (/node-health, App Home, alerts) reads its counters "
+            f"{in_the_last(r.verdict_window_s)}: a fault of this list may be over by now."
+        )
     return msg.build()
 
 

@@ -145,6 +145,7 @@ class FaultsReport:
     window_s: float
     scope: str
     at: datetime
+    verdict_window_s: float  # what /node-health judges a node on, said where it differs
 
 
 @dataclass(frozen=True)
@@ -367,6 +368,7 @@ async def hw_faults(triage: Triage, text: str) -> FaultsReport | UserError:
         window_s=window_s,
         scope=scope,
         at=run.at,
+        verdict_window_s=triage.config.window_s,
     )
 
 

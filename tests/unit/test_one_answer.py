@@ -108,6 +108,7 @@ async def test_answers_over_other_windows_name_them(triage: Triage) -> None:
     assert by_node["gpu-0081"].summary.endswith("NVLink CRC flit errors in the last 24 h")
     text = json.dumps(render_faults(day).blocks)
     assert "counters in the last 24 h" in text and "in the window" not in text
+    assert "reads its counters in the last hour: a fault of this list may be over" in text
     for node in ("gpu-0060", "gpu-0081"):
         report = await service.node_health(triage, node)
         assert isinstance(report, service.NodeReport)
