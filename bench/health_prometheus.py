@@ -356,8 +356,8 @@ def scalar(url: str, promql: str) -> float | None:
 
 
 def bench_rule_groups() -> list[RuleGroup]:
-    """What `meowbot prometheus-rules` prints without MEOWBOT_CONFIG (the alert sweep's
-    15-minute window included)."""
+    """What `meowbot prometheus-rules` prints without MEOWBOT_CONFIG (the alert sweep reads
+    the health window unless configured otherwise: no window of its own)."""
     health = HealthConfig()
     windows = windows_for(health, sweep_window_s=AlertsConfig().sweep_window_s)
     return rule_groups(health, StragglerConfig(), windows=windows)

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from bot.alerts.config import AlertsConfig
-from bot.alerts.models import AlertGroup
-from bot.models import Severity
+from bot.alerts.models import Alert, AlertGroup, AlertSource
+from bot.models import Action, Severity, VerdictLevel
+from bot.triage.verdict import level_of
 
 ACK = "ack"
 SILENCE = "silence"
@@ -31,9 +32,20 @@ def offered_actions(group: AlertGroup) -> list[str]:
         return []
     actions = [ACK, SILENCE]
     if any(a.node for a in group.firing):
-        actions.append(DRAIN_NOW if group.severity >= Severity.CRITICAL else DRAIN_AFTER_JOBS)
+        if any(_drain_worthy(a) for a in group.firing if a.node):
+            actions.append(DRAIN_NOW if group.severity >= Severity.CRITICAL else DRAIN_AFTER_JOBS)
         actions.append(RESUME)
     return actions
+
+
+def _drain_worthy(alert: Alert) -> bool:
+    """Whether the alert's fault makes its node one to drain, as /node-health judges it (a
+    driver drift is watched, not drained: its alert offered a drain /node-health did not).
+    Alertmanager's alerts, and sweep alerts stored before they carried their fault's action,
+    say no action of meowbot's: a person decides, so a drain stays on offer."""
+    if alert.source is not AlertSource.SWEEP or alert.action is Action.NONE:
+        return True
+    return level_of(alert.severity, alert.action) >= VerdictLevel.DRAIN
 
 
 def drain_reason(cause: str, user_name: str) -> str:

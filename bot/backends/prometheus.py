@@ -538,7 +538,7 @@ async def _version_counts(
     """Nodes per version for each version label, fleet-wide, in one aggregation each."""
 
     async def one(metric: str, label: str) -> tuple[str, dict[str, int]]:
-        q = rules.version_count_query(metric, label)
+        q = rules.version_count_query(metric, label, metrics.node_label)
         name = rules.recorded_name(q, metric)
         rows = await metrics.query(name if name in recorded else q, at=None, deadline=deadline)
         if name in recorded:

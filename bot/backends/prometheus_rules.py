@@ -49,9 +49,35 @@ INVENTORY_REQUESTS: tuple[MetricRequest, ...] = (
 INVENTORY_WINDOW_S = 60
 
 
-def version_count_query(metric: str, label: str) -> str:
-    """Nodes per version of `label`, fleet-wide: drift is judged against the whole fleet."""
-    return f"count by ({label}) (count by ({label}, {m.LABEL_INSTANCE}) ({metric}))"
+NODE_KEY = "meowbot_node"
+"""A label the version counts add: the node of a series, told as `table.node_name` tells it."""
+
+
+def with_node_key(expr: str, node_label: str) -> str:
+    """`expr` with a `meowbot_node` label naming each series' node exactly as the checks
+    name it (`bot.triage.table.node_name`): the DCGM host label, else `instance` without its
+    port, else `node_label`. Each label_replace overwrites the one before where its source
+    label is set, so the last applied wins: the order is the reverse of node_name's."""
+    out = f'label_replace({expr}, "{NODE_KEY}", "$1", "{node_label}", "(.+)")'
+    out = f'label_replace({out}, "{NODE_KEY}", "$1", "{m.LABEL_INSTANCE}", "(.+?)(?::[0-9]+)?")'
+    for host in reversed(m.HOST_LABELS):
+        out = f'label_replace({out}, "{NODE_KEY}", "$1", "{host}", "(.+)")'
+    return out
+
+
+def version_count_query(metric: str, label: str, node_label: str = "node") -> str:
+    """Nodes per version of `label`, fleet-wide: drift is judged against the whole fleet.
+
+    Counted per node as the checks name nodes, not per `instance`: where one target serves
+    many hosts (a federation, a proxy, an exporter of exporters) every node shares one
+    instance, and a count by instance made a fleet of 2 (one per version), too small to
+    have a majority, so a node asked about alone was never found drifting while the
+    fleet-wide read (which names nodes by their host label) found it."""
+    # A row per host-label set first (a few per node, as the checks' per-node read), so the
+    # label_replace chain runs over nodes, not over every GPU's series.
+    hosts = ", ".join(dict.fromkeys([*m.HOST_LABELS, m.LABEL_INSTANCE, node_label, label]))
+    keyed = with_node_key(f"count by ({hosts}) ({metric})", node_label)
+    return f"count by ({label}) (count by ({label}, {NODE_KEY}) ({keyed}))"
 
 
 def pace_queries(cfg: StragglerConfig) -> tuple[str, str]:
@@ -177,7 +203,7 @@ def rule_groups(
             rule = _rule(request, INVENTORY_WINDOW_S, node_label)
             values.setdefault(rule.record, rule)
     for metric, label in VERSION_LABELS:
-        expr = version_count_query(metric, label)
+        expr = version_count_query(metric, label, node_label)
         name = recorded_name(expr, metric)
         values.setdefault(name, Rule(name, expr, metric, f"nodes per {label}"))
     groups = [RuleGroup("meowbot-health-values", value_interval_s, tuple(values.values()))]

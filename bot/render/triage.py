@@ -16,6 +16,8 @@ from bot.triage.service import (
     UserJobs,
 )
 from bot.triage.targets import compress
+from bot.triage.verdict import fault_level
+from bot.triage.window import in_the_last, span
 
 DRAIN_ACTION = "meowbot_drain_node"
 RESUME_ACTION = "meowbot_resume_node"
@@ -36,6 +38,13 @@ ADVICE = {
     VerdictLevel.DRAIN: "take it out of scheduling",
     VerdictLevel.RMA: "take it out of scheduling and open an RMA",
 }
+
+
+def _tag(f: Fault) -> str:
+    """`(warning, drain)`: how urgent, and what it makes of the node, in the words of the
+    verdict, the same in /node-health and /hw-faults (a pending row remap once read as a
+    plain warning in one and a drain in the other)."""
+    return f"({f.severity.value}, {fault_level(f).value})"
 
 
 def _fault_line(f: Fault) -> str:
@@ -96,9 +105,7 @@ def render_node(
     if report.faults:
         lines = []
         for f in report.faults[:MAX_FAULT_LINES]:
-            lines.append(
-                f"*{f.kind.value}* ({f.severity.value}, {f.action.value}) {_fault_line(f)}\n      {_evidence_line(f)}"
-            )
+            lines.append(f"*{f.kind.value}* {_tag(f)} {_fault_line(f)}\n      {_evidence_line(f)}")
         msg.lines(lines, max_items=MAX_FAULT_LINES, more_hint="see /hw-faults")
     missing = _not_run(report.not_run)
     if missing:
@@ -147,7 +154,7 @@ def render_node(
         buttons.append(button("Open dashboard", DASHBOARD_ACTION, url=url))
     if buttons:
         msg.actions(*buttons)
-    msg.context(f"Checked {report.at:%Y-%m-%d %H:%M} UTC")
+    msg.context(f"Checked {report.at:%Y-%m-%d %H:%M} UTC, counters {in_the_last(report.window_s)}")
     return msg.build()
 
 
@@ -173,23 +180,23 @@ def render_summary(s: FleetSummary) -> SlackMessage:
     missing = _not_run(s.not_run)
     if missing:
         msg.context(missing)
+    msg.context(f"Checked {s.at:%Y-%m-%d %H:%M} UTC, counters {in_the_last(s.window_s)}")
     return msg.build()
 
 
 def _group_line(g: FaultGroup) -> str:
+    worst = max(g.faults, key=lambda f: (fault_level(f).rank, f.severity.rank))
     if g.leaf_switch is not None:
         return (
-            f":rotating_light: *suspected {escape(g.leaf_switch)} fault*: {g.kind.value} on "
-            f"{len(g.nodes)} nodes at once ({code(compress(g.nodes))})"
+            f":rotating_light: *suspected {escape(g.leaf_switch)} fault*: {g.kind.value} "
+            f"{_tag(worst)} on {len(g.nodes)} nodes at once ({code(compress(g.nodes))})"
         )
-    f = g.faults[0]
-    return f"*{g.kind.value}* ({g.severity.value}) {_fault_line(f)}"
+    return f"*{g.kind.value}* {_tag(worst)} {_fault_line(worst)}"
 
 
 def render_faults(r: FaultsReport) -> SlackMessage:
     total = sum(r.counts.values())
-    hours = r.window_s / 3600
-    window = f"{hours:g} h" if hours >= 1 else f"{r.window_s / 60:g} min"
+    window = span(r.window_s)
     msg = Message(f"{total} hardware faults on {r.scope} in the last {window}")
     msg.header(f"Hardware faults: {r.scope}, last {window}")
     if not r.groups:
@@ -208,7 +215,13 @@ def render_faults(r: FaultsReport) -> SlackMessage:
     missing = _not_run(r.not_run)
     if missing:
         msg.context(missing)
-    msg.context(f"Checked {r.at:%Y-%m-%d %H:%M} UTC")
+    msg.context(f"Checked {r.at:%Y-%m-%d %H:%M} UTC, counters {in_the_last(r.window_s)}")
+    if r.window_s != r.verdict_window_s:
+        # Else a node listed here and healthy in /node-health reads as a contradiction.
+        msg.context(
+            f"A node's verdict (/node-health, App Home, alerts) reads its counters "
+            f"{in_the_last(r.verdict_window_s)}: a fault of this list may be over by now."
+        )
     return msg.build()
 
 
@@ -222,7 +235,11 @@ def glance_lines(g: FleetGlance | UserError) -> list[str]:
         return [f":warning: {escape(g.sentence)}"]
     verdicts = ", ".join(f"{ICON[lv]} {lv.value} {n}" for lv, n in g.per_verdict.items())
     kinds = ", ".join(f"{k.value} {n}" for k, n in list(g.per_kind.items())[:12]) or "none"
-    lines = [f"*{g.nodes}* nodes: {verdicts}", f"Faults in the last 24 h by kind: {kinds}"]
+    lines = [
+        f"*{g.nodes}* nodes: {verdicts} (as /node-health judges them, counters "
+        f"{in_the_last(g.verdict_window_s)})",
+        f"Faults {in_the_last(g.window_s)} by kind: {kinds}",
+    ]
     missing = _not_run(g.not_run)
     if missing:
         lines.append(missing)

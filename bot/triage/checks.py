@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from bot import metric_names as m
 from bot.models import Action, Evidence, Fault, FaultKind, Severity
 from bot.triage.table import VERSION_LABELS, Column, MetricRequest, Reading, Table
+from bot.triage.window import IN_THE_WINDOW, named
 from bot.triage.xid import describe
 
 V, INC, CHG = Reading.VALUE, Reading.INCREASE, Reading.CHANGES
@@ -294,6 +295,11 @@ def _ib_link_down(table: Table, cfg: HealthConfig) -> Findings:
     return Findings(faults=faults)
 
 
+def _drifted(versions: Mapping[str, int], majority: str) -> tuple[str, int]:
+    """A node's first version that is not the majority's, with its row; ("", -1) if none."""
+    return next(((v, i) for v, i in versions.items() if v != majority), ("", -1))
+
+
 def _drift(kind: FaultKind, what: str, metric: str, label: str) -> Check:
     # One row a node tells its version: the backend may answer one a node.
     labels = tuple(lb for mt, lb in VERSION_LABELS if mt == metric)
@@ -303,16 +309,20 @@ def _drift(kind: FaultKind, what: str, metric: str, label: str) -> Check:
         col = table.get(request.key)
         if col is None:
             return Findings(missing=[metric])
-        version_of: dict[str, tuple[str, int]] = {}
+        # Every version a node shows (a node whose GPUs disagree shows two), with a row for
+        # the evidence: a node counts once per version, as the backends' fleet-wide counts
+        # do, so a node judged within a selection and within the fleet meets the same count.
+        versions: dict[str, dict[str, int]] = defaultdict(dict)
         for i in col.node_rows if col.node_rows is not None else range(len(col)):
-            node = col.node(i)
-            if node in version_of:
-                continue  # one row a node tells its version; labels are the costly part
             value = col.label(i, label)
             if value:
-                version_of[node] = (value, i)
+                versions[col.node(i)].setdefault(value, i)
         fleet = table.fleet_versions.get(label)
-        counts = Counter(fleet) if fleet else Counter(v for v, _ in version_of.values())
+        if not versions and not fleet:
+            # dcgm-exporter attaches the VBIOS version only where configured: a label nobody
+            # carries is a check not run, never a fleet without drift.
+            return Findings(missing=[f"{metric}{{{label}}}"])
+        counts = Counter(fleet) if fleet else Counter(v for vs in versions.values() for v in vs)
         total = sum(counts.values())
         if total < cfg.drift_min_nodes or not counts:
             return Findings()
@@ -325,8 +335,8 @@ def _drift(kind: FaultKind, what: str, metric: str, label: str) -> Check:
                 f"{what} {version} differs from the fleet's {majority}", per_gpu=False,
                 note=f"fleet majority {majority} on {votes} of {total} nodes",
             )
-            for node, (version, i) in version_of.items()
-            if version != majority
+            for version, i in (_drifted(vs, majority) for vs in versions.values())
+            if version
         ]  # fmt: skip
         return Findings(faults=faults)
 
@@ -470,7 +480,15 @@ def run_checks(table: Table, cfg: HealthConfig, checks: Sequence[Check] | None =
     not_run: dict[str, list[str]] = {}
     for check in checks if checks is not None else enabled_checks(cfg):
         found = check.run(table, cfg)
-        faults.extend(found.faults)
+        # Checks say "in the window"; the answer names it, so that counts read over
+        # different windows (/node-health's hour, /hw-faults' day) are not taken for a
+        # contradiction.
+        faults.extend(
+            f.model_copy(update={"summary": named(f.summary, table.window_s)})
+            if IN_THE_WINDOW in f.summary
+            else f
+            for f in found.faults
+        )
         if found.missing and not found.faults:
             not_run[check.name] = found.missing
     return HealthRun(at=table.at, faults=faults, not_run=not_run)

@@ -112,6 +112,7 @@ class NodeReport:
     scheduler: SchedulerNode | None
     scheduler_note: str | None
     at: datetime
+    window_s: float  # the counters' window, named in the answer
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,7 @@ class FleetSummary:
     not_run: dict[str, list[str]]
     unknown: list[str]
     at: datetime
+    window_s: float
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,7 @@ class FaultsReport:
     window_s: float
     scope: str
     at: datetime
+    verdict_window_s: float  # what /node-health judges a node on, said where it differs
 
 
 @dataclass(frozen=True)
@@ -166,9 +169,12 @@ class FleetFaults:
     at: datetime
 
 
-async def fleet_faults(triage: Triage, window_s: float) -> FleetFaults:
-    """The faults of the whole fleet now, for the passive alert sweep. Raises BackendError."""
-    run = await _run(triage, None, window_s)
+async def fleet_faults(triage: Triage, window_s: float | None = None) -> FleetFaults:
+    """The faults of the whole fleet now, for the passive alert sweep. Raises BackendError.
+
+    By default over the health window, as /node-health and App Home judge a node: an alert
+    then fires and clears with the verdict /node-health gives."""
+    run = await _run(triage, None, window_s or triage.config.window_s)
     unchecked = (
         frozenset(kind for name in run.not_run for kind in CHECKS_BY_NAME[name].kinds)
         if run.not_run
@@ -222,6 +228,7 @@ async def node_health(triage: Triage, text: str) -> NodeReport | FleetSummary | 
             scheduler=sched.get(node) if sched else None,
             scheduler_note=note,
             at=run.at,
+            window_s=cfg.window_s,
         )
     sched_task.cancel()
     ordered = sorted(by_node.values(), key=lambda v: (-v.level.rank, v.node))
@@ -233,6 +240,7 @@ async def node_health(triage: Triage, text: str) -> NodeReport | FleetSummary | 
         not_run=run.not_run,
         unknown=unknown,
         at=run.at,
+        window_s=cfg.window_s,
     )
 
 
@@ -362,6 +370,7 @@ async def hw_faults(triage: Triage, text: str) -> FaultsReport | UserError:
         window_s=window_s,
         scope=scope,
         at=run.at,
+        verdict_window_s=triage.config.window_s,
     )
 
 
@@ -409,29 +418,43 @@ def _group(kind: FaultKind, faults: list[Fault], leaf: str | None) -> FaultGroup
 @dataclass(frozen=True)
 class FleetGlance:
     nodes: int
-    per_verdict: dict[VerdictLevel, int]
-    per_kind: dict[FaultKind, int]
+    per_verdict: dict[VerdictLevel, int]  # judged over verdict_window_s, as /node-health does
+    per_kind: dict[FaultKind, int]  # faults over window_s, as /hw-faults lists them
     not_run: dict[str, list[str]]
     at: datetime
+    verdict_window_s: float
+    window_s: float
 
 
 async def fleet_glance(triage: Triage, window_s: float = 86400.0) -> FleetGlance | UserError:
-    """The fleet at a glance (App Home): nodes per verdict, faults by kind over the window."""
+    """The fleet at a glance (App Home): nodes per verdict, and faults by kind over the window.
+
+    The verdicts are /node-health's (the same checks over the health window): judged over
+    the day's counters instead, a node that rebooted this morning was "degraded" here and
+    healthy in `/node-health` of the same hostlist. The faults by kind are the day's, as
+    /hw-faults lists them; each is named with its window."""
+    verdict_window_s = triage.config.window_s
     try:
         await triage.inventory.load()
-        run = await _run(triage, None, window_s)
+        if window_s == verdict_window_s:
+            now_run = day_run = await _run(triage, None, window_s)
+        else:
+            now_run, day_run = await asyncio.gather(
+                _run(triage, None, verdict_window_s), _run(triage, None, window_s)
+            )
     except BackendError as exc:
         return UserError(f"I could not read the fleet: {exc.user_text()}")
-    faults = _fold_related(run.faults)
     names = triage.inventory.names()
-    by_node = verdicts(names, faults)
+    by_node = verdicts(names, _fold_related(now_run.faults))
     counts = Counter(v.level for v in by_node.values())
     return FleetGlance(
         nodes=len(names),
         per_verdict={lv: counts.get(lv, 0) for lv in VerdictLevel},
-        per_kind=dict(Counter(f.kind for f in faults).most_common()),
-        not_run=run.not_run,
-        at=run.at,
+        per_kind=dict(Counter(f.kind for f in _fold_related(day_run.faults)).most_common()),
+        not_run={**day_run.not_run, **now_run.not_run},
+        at=now_run.at,
+        verdict_window_s=verdict_window_s,
+        window_s=window_s,
     )
 
 

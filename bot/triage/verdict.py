@@ -20,12 +20,19 @@ _LEVEL_OF_ACTION = {
 }
 
 
-def fault_level(fault: Fault) -> VerdictLevel:
-    level = _LEVEL_OF_ACTION[fault.action]
+def level_of(severity: Severity, action: Action) -> VerdictLevel:
+    """What one fault makes of its node: the only place that decides it. /node-health,
+    /hw-faults, the sweep's alerts and App Home all ask this, so a fault kind cannot be a
+    warning on one surface and a drain on another."""
+    level = _LEVEL_OF_ACTION[action]
     # An application-level event (Xid 13, 31, 43: info) says nothing bad about the node.
-    if fault.severity is Severity.INFO and level is VerdictLevel.DEGRADED:
+    if severity is Severity.INFO and level is VerdictLevel.DEGRADED:
         return VerdictLevel.HEALTHY
     return level
+
+
+def fault_level(fault: Fault) -> VerdictLevel:
+    return level_of(fault.severity, fault.action)
 
 
 def short_cause(fault: Fault) -> str:

@@ -13,8 +13,11 @@ from bot.alerts.dispatch import Change, group_key, merge, scope_for
 from bot.alerts.models import Alert, AlertGroup, AlertSource, AlertStatus, GroupKey, Scope
 from bot.alerts.notify import StepKind, needs_message, plan
 from bot.alerts.policy import (
+    ACK,
     DRAIN_AFTER_JOBS,
     DRAIN_NOW,
+    RESUME,
+    SILENCE,
     Outcome,
     auto_drain,
     blast_radius,
@@ -426,6 +429,13 @@ def test_offered_actions_follow_severity() -> None:
     low = offered_actions(group_of(alert("a", severity=Severity.WARNING)))
     assert DRAIN_AFTER_JOBS in low and DRAIN_NOW not in low
     assert offered_actions(group_of(alert("a", status=AlertStatus.RESOLVED))) == []
+    # A sweep alert offers a drain only where /node-health's verdict is drain or worse.
+    drift = alert("a", cause="driver_drift").model_copy(update={"action": Action.WATCH})
+    assert offered_actions(group_of(drift)) == [ACK, SILENCE, RESUME]
+    remap = alert("a", cause="row_remap_pending").model_copy(update={"action": Action.RESET_GPU})
+    assert DRAIN_AFTER_JOBS in offered_actions(group_of(remap))
+    from_am = drift.model_copy(update={"source": AlertSource.ALERTMANAGER})
+    assert DRAIN_AFTER_JOBS in offered_actions(group_of(from_am))
 
 
 def test_drain_reason_is_owned_and_bounded() -> None:

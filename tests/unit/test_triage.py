@@ -260,7 +260,7 @@ def test_xid_per_code_counter_is_used_and_shows_repeats() -> None:
     run = run_checks(table, cfg)
     xids = [f for f in run.faults if f.kind is FaultKind.XID]
     assert [(f.node, f.gpu) for f in xids] == [("gpu-0003", 5)]
-    assert "2 times in the window" in xids[0].summary
+    assert "2 times in the last hour" in xids[0].summary  # the window named
     assert verdicts(["gpu-0003"], xids)["gpu-0003"].drain_reason == "meowbot: xid79 gpu5"
     assert "xid" not in run.not_run
 
