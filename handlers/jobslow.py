@@ -102,6 +102,8 @@ async def run(
     for chunk in answer.overflow:
         await client.chat_postMessage(channel=channel, text=answer.text, blocks=chunk, thread_ts=ts)
     await post_message(client, channel, detail, thread_ts=ts)
+    if not report.pace and len(report.diagnosis.per_node) < 2:
+        return  # nothing over time and no nodes to compare: a chart would be blank
     png = await asyncio.to_thread(chart_png, report)
     try:
         await client.files_upload_v2(

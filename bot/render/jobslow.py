@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from bot.models import Job
 from bot.render.blocks import Message, SlackMessage, button
 from bot.render.mrkdwn import code, escape
 from bot.render.triage import DRAIN_ACTION
+from bot.triage.checks import CHECKS
 from bot.triage.jobs import SlowJobReport
 from bot.triage.service import UserJobs
 from bot.triage.stragglers import PROXIES_MODE, Diagnosis, Straggler
@@ -17,15 +20,19 @@ MAX_DRAIN_BUTTONS = 3
 MAX_PICK_BUTTONS = 10
 
 
+def _nodes(n: int) -> str:
+    return f"{n:,} node" + ("" if n == 1 else "s")
+
+
 def _job_title(job: Job) -> str:
-    return f"job {job.job_id} {job.name} ({job.user}) on {len(job.nodes):,} nodes"
+    return f"job {job.job_id} {job.name} ({job.user}) on {_nodes(len(job.nodes))}"
 
 
 def render_progress(job: Job) -> SlackMessage:
-    msg = Message(f"Looking at job {job.job_id} on {len(job.nodes):,} nodes…")
+    msg = Message(f"Looking at job {job.job_id} on {_nodes(len(job.nodes))}…")
     msg.section(
         f":hourglass_flowing_sand: Looking at {code(job.job_id)} {escape(job.name)} on "
-        f"{len(job.nodes):,} nodes…"
+        f"{_nodes(len(job.nodes))}…"
     )
     return msg.build()
 
@@ -77,6 +84,31 @@ def _straggler_line(s: Straggler, d: Diagnosis) -> str:
     return f"{code(s.node)} {_measure(s, d)} — {why}"
 
 
+# What /node-health judges a node by: its own hardware and versions against the fleet. A
+# cause outside these (a clock, CPU pressure or NUMA misses lower than the job's other nodes')
+# is a finding of the job only, and /node-health of the node will not show it.
+HEALTH_KINDS = frozenset(k for c in CHECKS for k in c.kinds)
+
+
+def _node_health_hint(stragglers: Sequence[Straggler]) -> str:
+    shown = [s for s in stragglers if s.cause is not None and s.cause.kind in HEALTH_KINDS]
+    others = [s for s in stragglers if s not in shown]
+    parts = []
+    if shown:
+        parts.append(
+            ", ".join(f"`/node-health {s.node}`" for s in shown)
+            + " shows the same fault with the node's whole story."
+        )
+    if others:
+        parts.append(
+            ", ".join(code(s.node) for s in others)
+            + (" lags" if len(others) == 1 else " lag")
+            + " only against this job's other nodes: `/node-health` judges a node on its own "
+            "faults and will not show it."
+        )
+    return " ".join(parts)
+
+
 def drain_reason(job: Job, s: Straggler) -> str:
     cause = s.cause.kind.value if s.cause else "straggler"
     return f"meowbot: slows job {job.job_id} ({cause})"[:120]
@@ -85,14 +117,16 @@ def drain_reason(job: Job, s: Straggler) -> str:
 def verdict_line(d: Diagnosis) -> str:
     n = len(d.job.nodes)
     if d.stragglers:
-        names = ", ".join(code(s.node) for s in d.stragglers[:3])
+        # Each node with its own cause: two stragglers rarely share one.
+        names = ", ".join(
+            f"{code(s.node)} ({s.cause.kind.value if s.cause else 'no fault found'})"
+            for s in d.stragglers[:3]
+        )
         more = f" and {len(d.stragglers) - 3} more" if len(d.stragglers) > 3 else ""
         count = len(d.stragglers)
         holds = "holds" if count == 1 else "hold"
-        first = d.stragglers[0]
-        why = f": {first.cause.kind.value}" if first.cause else ""
         nodes = "node" if count == 1 else "nodes"
-        line = f"*{count} {nodes} of {n:,} {holds} the job back*{why} — {names}{more}."
+        line = f"*{count} {nodes} of {n:,} {holds} the job back* — {names}{more}."
         if d.gpu_hours_per_day >= 0.5:
             them = "it" if count == 1 else "them"
             if not d.cost_is_bound:
@@ -121,6 +155,11 @@ def verdict_line(d: Diagnosis) -> str:
             f"*{suspect.cause.kind.value}* ({escape(suspect.cause.evidence)}){more}. Its ranks' "
             "compute times would confirm it; `/node-health` has the node's whole story."
         )
+    if n == 1:
+        return (
+            f"*One node*: a job on one node has no peers in it to compare with; "
+            f"`/node-health {d.job.nodes[0]}` has its health."
+        )
     what = " and ".join(d.measured) if d.measured else "what they export"
     return f"*No straggler*: the {n:,} nodes keep the same pace in {what} (within ordinary jitter)."
 
@@ -129,7 +168,7 @@ def render_answer(r: SlowJobReport, *, can_act: bool = True) -> SlackMessage:
     d = r.diagnosis
     job = d.job
     msg = Message(f"Job {job.job_id}: {pace_line(d)}")
-    msg.header(f"Job {job.job_id} on {len(job.nodes):,} nodes")
+    msg.header(f"Job {job.job_id} on {_nodes(len(job.nodes))}")
     owner = f" — {escape(r.owner_note)}" if r.owner_note else ""
     msg.context(f"{escape(job.name)} ({escape(job.user)}){owner}")
     msg.section(escape(pace_line(d)))
@@ -142,11 +181,7 @@ def render_answer(r: SlowJobReport, *, can_act: bool = True) -> SlackMessage:
     if buttons:
         msg.actions(*buttons)
     if d.stragglers:
-        msg.context(
-            "Details in the thread; "
-            + ", ".join(f"`/node-health {s.node}`" for s in d.stragglers[:3])
-            + " for the node's whole story."
-        )
+        msg.context("Details in the thread. " + _node_health_hint(d.stragglers[:3]))
     if d.suspects:
         shown = d.suspects[:3]
         more = f" and {len(d.suspects) - 3} more" if len(d.suspects) > 3 else ""
@@ -169,14 +204,14 @@ def render_detail(r: SlowJobReport) -> SlackMessage:
     """The thread: every straggler with its evidence, and what was not checked."""
     d = r.diagnosis
     msg = Message(f"Detail of job {d.job.job_id}")
-    measured = ", ".join(d.measured) if d.measured else "nothing"
+    measured = ", ".join(d.measured) if d.measured else "no training metrics"
     shown = (
         f"{d.mode} over the job's median ({d.median_s:.3f} s)"
         if d.mode != PROXIES_MODE
         else "the lagging proxy under the job's median"
     )
     msg.section(
-        f"*How I judged*: {measured} across {len(d.job.nodes):,} nodes. A straggler sits more "
+        f"*How I judged*: {measured} across {_nodes(len(d.job.nodes))}. A straggler sits more "
         "than the z-score threshold in MADs and more than ordinary jitter over the job's median "
         "compute (or step) time, or under its median in one hardware proxy; the step time of a "
         f"synchronous job only says how slow it is. Shown: {shown}."
@@ -223,7 +258,7 @@ def render_pick(u: UserJobs) -> SlackMessage:
     msg.section(f"Running jobs of `{escape(u.user or '')}`: pick one, or `/job-slow <job-id>`.")
     for j in running[:MAX_PICK_BUTTONS]:
         msg.section(
-            f"{code(j.job_id)} {escape(j.name)} on {len(j.nodes):,} nodes since "
+            f"{code(j.job_id)} {escape(j.name)} on {_nodes(len(j.nodes))} since "
             f"{j.start:%Y-%m-%d %H:%M} UTC",
             accessory=button("Why slow?", PICK_ACTION, j.job_id),
         )

@@ -372,9 +372,15 @@ class Lag:
     def sentence(self) -> str:
         p = self.proxy
         return (
-            f"{p.label} {self.value / p.scale:,.3g} {p.unit} against the job's "
-            f"{self.median / p.scale:,.3g} ({self.value / self.median - 1:+.0%}, {self.z:.0f} MADs)"
+            f"{p.label} {_figure(self.value / p.scale)} {p.unit} against the job's "
+            f"{_figure(self.median / p.scale)} ({self.value / self.median - 1:+.0%}, "
+            f"{self.z:.0f} MADs)"
         )
+
+
+def _figure(x: float) -> str:
+    """Three significant figures without an exponent: 1,530 MHz, 75.2 GB/s, 0.412."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
 def proxy_lags(
@@ -775,6 +781,10 @@ def diagnose(
             )
     step_s = statistics.median(steps.values()) if steps else None
     gain, bound = _gain(mode, stragglers, per_node, s, step_s)
+    if bound and comparison is not None and comparison.change > 0:
+        # A proxy bounds the gain loosely; the job cannot win back more than it lost against
+        # its baseline (when the straggler began within it).
+        gain = min(gain, comparison.change / (1 + comparison.change))
     gpus = len(job.nodes) * max(1, job.gpus_per_node)
     return Diagnosis(
         job=job,

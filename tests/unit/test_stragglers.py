@@ -311,3 +311,49 @@ def test_one_wild_node_does_not_hide_a_second_straggler() -> None:
     found = [o.node for o in outliers(times, CFG)[1]]
     assert found == ["n7", "n8"]
     assert spread(times.values()).median == pytest.approx(1.01)
+
+
+async def test_job_slow_agrees_with_its_thread_and_with_node_health() -> None:
+    """The shell's default fleet: a job with two stragglers of different causes. The answer
+    names each with its own cause, as the thread does; a cause /node-health checks is the
+    fault /node-health of that node reports, and a job-relative one is said not to show there."""
+    from bot.render.jobslow import HEALTH_KINDS, render_answer, render_detail
+    from bot.triage.service import NodeReport, node_health
+
+    fleet = SimFleet(512, seed=0, now=NOW)
+    triage = _triage(fleet)
+    checked = 0
+    for job in fleet.jobs:
+        if job.state is not JobState.RUNNING or len(job.nodes) < 16:
+            continue
+        report = await _diagnose(fleet, job)
+        d = report.diagnosis
+        if not d.stragglers:
+            continue
+        answer = " ".join(str(b) for b in render_answer(report).blocks)
+        thread = " ".join(str(b) for b in render_detail(report).blocks)
+        for s in d.stragglers[:3]:
+            said = s.cause.kind.value if s.cause else "no fault found"
+            assert f"`{s.node}` ({said})" in answer
+            assert f"`{s.node}`" in thread and said in thread
+            health = await node_health(triage, s.node)
+            assert isinstance(health, NodeReport)
+            kinds = {f.kind for f in health.faults}
+            if s.cause is not None and s.cause.kind in HEALTH_KINDS:
+                assert s.cause.kind in kinds, (s.node, s.cause.kind, kinds)
+                assert f"`/node-health {s.node}`" in answer and "shows the same fault" in answer
+            else:
+                assert f"`{s.node}` lag" in answer and "will not show it" in answer
+            checked += 1
+    assert checked >= 3
+
+
+async def test_a_one_node_job_says_it_has_no_peers() -> None:
+    fleet = SimFleet(8, seed=3, now=NOW, fault_rate=0.0)
+    job = fleet.add_job(["gpu-0002"], exports_step_time=False)
+    report = await _diagnose(fleet, job)
+    from bot.render.jobslow import render_answer
+
+    text = " ".join(str(b) for b in render_answer(report).blocks)
+    assert "no peers in it to compare with" in text and "/node-health gpu-0002" in text
+    assert "No GPU or port metrics" not in text and report.diagnosis.missing == []
