@@ -94,6 +94,49 @@ async def test_each_slowing_fault_is_named_on_its_node_with_its_cause(
     assert len(report.pace) > 250 and report.yesterday  # the chart's 48 h and its overlay
 
 
+# What the simulator's effects leave in a hardware proxy (bot/backends/sim/faults.py): without
+# compute times, these causes are named by the hardware; the rest only suspected.
+PROXY_VISIBLE = frozenset(
+    {
+        FaultKind.THROTTLE_POWER, FaultKind.THROTTLE_HW_SLOWDOWN, FaultKind.THROTTLE_SW_THERMAL,
+        FaultKind.THROTTLE_HW_THERMAL, FaultKind.POWER_BRAKE, FaultKind.LOW_SM_CLOCK,
+        FaultKind.NVLINK_CRC, FaultKind.NVLINK_REPLAY, FaultKind.IB_FLAPPING,
+        FaultKind.IB_SYMBOL_ERRORS, FaultKind.CPU_CONTENTION, FaultKind.NUMA_MISPLACEMENT,
+    }
+)  # fmt: skip
+# The same jobs read as if they exported step times only: the compute and wait metrics named
+# in the config exist nowhere, so every rank's equal step time is all the training tells.
+STEPS_ONLY = StragglerConfig(
+    compute_metric="meowbot_test_no_compute_seconds", wait_metric="meowbot_test_no_wait_seconds"
+)
+
+
+@pytest.mark.parametrize("job", scenario.CAUSE_JOBS, ids=lambda j: j.name)
+async def test_with_equal_step_times_each_cause_is_named_by_the_hardware_or_suspected(
+    prom_url: str, fleet: SimFleet, job: scenario.PlannedJob
+) -> None:
+    metrics = PrometheusMetrics(prom_url, timeout_s=10.0)
+    triage = Triage(metrics, PrometheusInventory(metrics), SimScheduler(fleet), HEALTH, STEPS_ONLY)
+    try:
+        found = await find_job(triage, job.job_id, STEPS_ONLY)
+        assert isinstance(found, Job), found
+        report = await slow_job(triage, found, STEPS_ONLY)
+        steps = [r.seconds for r in await metrics.step_times(job.job_id, STEPS_ONLY)]
+    finally:
+        await metrics.close()
+    assert isinstance(report, SlowJobReport), report
+    assert steps and max(steps) < min(steps) * 1.01  # synchronous: no rank stands out
+    d = report.diagnosis
+    expected = {n: k for n, k in scenario.STRAGGLER_NODES.items() if n in job.nodes}
+    ((node, kind),) = expected.items()
+    if kind in PROXY_VISIBLE:
+        assert _causes(report) == expected, (d.per_node, d.stragglers)
+        assert d.mode == "proxies" and d.cost_is_bound
+    else:
+        assert d.stragglers == [] and d.job_cause is None
+        assert [(x.node, x.cause.kind) for x in d.suspects] == [(node, kind)]
+
+
 @pytest.mark.parametrize("job", scenario.PROXY_JOBS, ids=lambda j: j.name)
 async def test_without_step_times_the_proxies_name_the_straggler_and_its_cause(
     prom_url: str, fleet: SimFleet, job: scenario.PlannedJob
