@@ -204,6 +204,9 @@ def render_detail(r: SlowJobReport) -> SlackMessage:
     """The thread: every straggler with its evidence, and what was not checked."""
     d = r.diagnosis
     msg = Message(f"Detail of job {d.job.job_id}")
+    if len(d.job.nodes) == 1:
+        msg.section("*How I judged*: a job on one node has no other nodes to compare it with.")
+        return msg.build()
     measured = ", ".join(d.measured) if d.measured else "no training metrics"
     shown = (
         f"{d.mode} over the job's median ({d.median_s:.3f} s)"
