@@ -2,40 +2,55 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+SUM := $(shell cksum pyproject.toml | cut -d' ' -f1)
+# Two stamps: the bot needs only its own dependencies; the tests add torch, transformers and the
+# linters (several GB), which `make run` must not make a new user download.
+RUN_STAMP := $(VENV)/.installed-run-$(SUM)
+TEST_STAMP := $(VENV)/.installed-test-$(SUM)
 # The playground's tests train and serve real checkpoints. torch goes in first and pinned: this
 # CPU build is what transformers then finds, so it never pulls a multi-GB CUDA torch.
 TORCH := torch==2.13.0
 
-.PHONY: run shell test test-vllm lint unit bench clean
+.PHONY: run shell test test-vllm lint unit bench clean venv
 
-$(STAMP): pyproject.toml
+venv:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "meowbot needs Python 3.11 or newer"'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { echo "python3 -m venv failed: apt-get install -y python3-venv"; exit 1; }
+
+$(RUN_STAMP): pyproject.toml
+	@$(MAKE) --no-print-directory venv
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	@rm -f $(VENV)/.installed-run-*
+	@touch $@
+
+# Everything the bot needs plus the test extras, so it stands for the run stamp too.
+$(TEST_STAMP): pyproject.toml
+	@$(MAKE) --no-print-directory venv
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q '$(TORCH)'
 	$(PY) -m pip install -q -e '.[test,playground-test]'
 	@rm -f $(VENV)/.installed-*
-	@touch $@
+	@touch $@ $(RUN_STAMP)
 
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(VENV)/bin/meowbot run
 
-shell: $(STAMP)
+shell: $(RUN_STAMP)
 	$(VENV)/bin/meowbot shell
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check bot handlers tests bench scripts
 	$(VENV)/bin/mypy
 
 # Starts redis-server (and the other services) on loopback, runs every test, stops them.
-test: $(STAMP) lint
+test: $(TEST_STAMP) lint
 	$(PY) scripts/testenv.py -- $(PY) -m pytest -q -p no:cacheprovider
 
 # Opt-in: the playground against vLLM's CPU build (about 5 minutes and 3.5 GB to install, in a
 # venv of its own so its torch never meets the CPU build the tests use).
 VLLM_VENV := .venv-vllm
-test-vllm: $(STAMP)
+test-vllm: $(TEST_STAMP)
 	@# Its torchvision/torchaudio wheels do not match the CPU torch on this disk; vLLM serves a
 	@# text model without them.
 	@test -x $(VLLM_VENV)/bin/vllm || { $(PYTHON) -m venv $(VLLM_VENV) && \
@@ -44,10 +59,10 @@ test-vllm: $(STAMP)
 	MEOWBOT_TEST_SERVICES=redis,checkpoints VLLM_PYTHON=$(CURDIR)/$(VLLM_VENV)/bin/python \
 		$(PY) scripts/testenv.py -- $(PY) -m pytest -q -p no:cacheprovider -m vllm tests/e2e/test_vllm.py
 
-unit: $(STAMP)
+unit: $(TEST_STAMP)
 	$(PY) -m pytest -q tests/unit
 
-bench: $(STAMP)
+bench: $(TEST_STAMP)
 	$(PY) scripts/testenv.py -- sh -c '$(PY) bench/ack.py && $(PY) bench/health.py && $(PY) bench/diagnosis.py && $(PY) bench/health_prometheus.py && $(PY) bench/storm.py && $(PY) bench/storm.py --replicas 3 && $(PY) bench/highlights.py && $(PY) bench/playground.py'
 
 clean:

@@ -26,8 +26,7 @@ def command_usage(cmd: SlashCommand) -> SlackMessage:
 
 def not_built(cmd: SlashCommand) -> SlackMessage:
     return error_message(
-        f"{cmd.name} is not built yet: it arrives with issue #{cmd.issue}. "
-        f"Try `{cmd.name} help` for what it will do."
+        f"{cmd.name} cannot answer here yet. Try `{cmd.name} help` for what it will do."
     )
 
 
