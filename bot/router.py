@@ -11,7 +11,13 @@ from collections.abc import Awaitable, Callable
 from bot.commands import BY_NAME, SlashCommand
 from bot.render.blocks import SlackMessage, usage
 from bot.render.blocks import error as error_message
-from bot.render.triage import render_faults, render_node, render_summary, render_user_error
+from bot.render.triage import (
+    faults_help_lines,
+    render_faults,
+    render_node,
+    render_summary,
+    render_user_error,
+)
 from bot.triage import service
 from bot.triage.service import NodeReport, Triage, UserError
 
@@ -20,8 +26,13 @@ HELP_WORDS = {"help", "-h", "--help", "?"}
 Capability = Callable[[Triage, str], Awaitable[SlackMessage]]
 
 
+# What a command's help adds to its usage lines: the lists a person cannot guess.
+HELP_MORE: dict[str, Callable[[], list[str]]] = {"/hw-faults": faults_help_lines}
+
+
 def command_usage(cmd: SlashCommand) -> SlackMessage:
-    return usage(cmd.name, list(cmd.usage), cmd.description)
+    more = HELP_MORE.get(cmd.name)
+    return usage(cmd.name, [*cmd.usage, *(more() if more else [])], cmd.description)
 
 
 def not_built(cmd: SlashCommand) -> SlackMessage:

@@ -115,7 +115,7 @@ def make_triage(settings: Settings) -> Triage:
     fleet = SimFleet(settings.sim_nodes or 512, seed=settings.seed)
     # The simulated fleet's own jobs, unless a real Slurm is named: /job-slow needs a scheduler.
     return Triage(
-        SimMetrics(fleet),
+        SimMetrics(fleet, live=True),
         SimInventory(fleet),
         scheduler or SimScheduler(fleet),
         cfg,

@@ -15,9 +15,11 @@ from datetime import datetime
 from bot.alerts.config import AlertsConfig
 from bot.alerts.models import Alert, AlertGroup, AlertStatus, GroupKey, Scope
 from bot.alerts.policy import ACK, DRAIN_AFTER_JOBS, DRAIN_NOW, RESUME, SILENCE, offered_actions
-from bot.models import Severity
+from bot.models import FaultKind, Severity
 from bot.render.blocks import Message, SlackMessage, button, confirm_dialog, select
 from bot.render.mrkdwn import code, escape, truncate, user_mention
+from bot.triage.kinds import words
+from bot.words import plural
 
 ALERT_ACK_ACTION = "meowbot_alert_ack"
 ALERT_SILENCE_ACTION = "meowbot_alert_silence"
@@ -66,7 +68,7 @@ def _when(at: datetime, now: datetime) -> str:
 def scope_phrase(group: AlertGroup) -> str:
     """ "on 32 nodes under leaf-07", "on node-001", "cluster-wide" (plain text, unescaped)."""
     nodes = group.nodes
-    count = f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}"
+    count = f"{len(nodes):,} {plural(len(nodes), 'node')}"
     value = group.key.scope_value
     match group.key.scope:
         case Scope.LEAF_SWITCH:
@@ -83,7 +85,17 @@ def scope_phrase(group: AlertGroup) -> str:
 
 def _headline(group: AlertGroup) -> str:
     prefix = f"{RESOLVED_EMOJI} RESOLVED: " if group.resolved else f"{EMOJI[group.severity]} "
-    return f"{prefix}{group.key.cause} {scope_phrase(group)}"
+    return f"{prefix}{cause_words(group.key.cause)} {scope_phrase(group)}"
+
+
+def cause_words(cause: str) -> str:
+    """`InfiniBand link down (ib_link_down)` for a fault kind of the checks; an Alertmanager
+    alert name as it is (its rule's author chose it)."""
+    try:
+        kind = FaultKind(cause)
+    except ValueError:
+        return cause
+    return f"{words(kind)} ({cause})"
 
 
 def _member_line(alert: Alert) -> str:
@@ -186,7 +198,7 @@ def render_storm(channel_groups: Sequence[AlertGroup], now: datetime) -> SlackMe
     order = sorted(tally, key=lambda k: (-worst[k].rank, -tally[k], k[0], k[1].value))
     lines = [
         f"{EMOJI[worst[k]]} {code(k[0])}: {tally[k]} group{'s' if tally[k] != 1 else ''} "
-        f"by {k[1].value.replace('_', ' ')}, {len(nodes[k])} nodes"
+        f"by {k[1].value.replace('_', ' ')}, {len(nodes[k]):,} {plural(len(nodes[k]), 'node')}"
         for k in order
     ]
     msg = Message(headline).header(headline)

@@ -12,6 +12,7 @@ from typing import Any
 from bot.playground.models import Catalog, Checkpoint, Mode, Output, OutputState, Prompt, Watch
 from bot.render.blocks import Block, Message, Modal, SlackMessage, button, option
 from bot.render.mrkdwn import code, code_block, escape, truncate
+from bot.words import count
 
 CANCEL_ACTION = "meowbot_playground_cancel"
 RERUN_ACTION = "meowbot_playground_rerun"
@@ -41,7 +42,7 @@ def checkpoint_title(c: Checkpoint) -> str:
 def stats_line(o: Output) -> str:
     bits = [STATE_WORDS[o.state]]
     if o.tokens:
-        bits.append(f"{o.tokens} tokens")
+        bits.append(count(o.tokens, "token"))
     if o.elapsed_s is not None and o.finished:
         bits.append(f"{o.elapsed_s:.2f} s")
     if o.first_token_s is not None:

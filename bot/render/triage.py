@@ -6,6 +6,8 @@ from bot.models import Fault, FaultKind, VerdictLevel
 from bot.render.blocks import Message, SlackMessage, button, confirm_dialog
 from bot.render.blocks import error as error_message
 from bot.render.mrkdwn import code, escape
+from bot.triage.checks import CHECKS
+from bot.triage.kinds import words
 from bot.triage.service import (
     FaultGroup,
     FaultsReport,
@@ -15,9 +17,10 @@ from bot.triage.service import (
     UserError,
     UserJobs,
 )
-from bot.triage.targets import compress
+from bot.triage.targets import KIND_ALIASES, MAX_WINDOW_S, compress
 from bot.triage.verdict import fault_level
 from bot.triage.window import in_the_last, span
+from bot.words import count, plural
 
 DRAIN_ACTION = "meowbot_drain_node"
 RESUME_ACTION = "meowbot_resume_node"
@@ -45,6 +48,12 @@ def _tag(f: Fault) -> str:
     verdict, the same in /node-health and /hw-faults (a pending row remap once read as a
     plain warning in one and a drain in the other)."""
     return f"({f.severity.value}, {fault_level(f).value})"
+
+
+def kind_label(kind: FaultKind) -> str:
+    """`*software thermal slowdown* (`throttle_sw_thermal`)`: the words a person reads, bold,
+    and beside them the code that filters, configs and alerts use."""
+    return f"*{escape(words(kind))}* ({code(kind.value)})"
 
 
 def _fault_line(f: Fault) -> str:
@@ -105,7 +114,7 @@ def render_node(
     if report.faults:
         lines = []
         for f in report.faults[:MAX_FAULT_LINES]:
-            lines.append(f"*{f.kind.value}* {_tag(f)} {_fault_line(f)}\n      {_evidence_line(f)}")
+            lines.append(f"{kind_label(f.kind)} {_tag(f)} {_fault_line(f)}\n      {_evidence_line(f)}")
         msg.lines(lines, max_items=MAX_FAULT_LINES, more_hint="see /hw-faults")
     missing = _not_run(report.not_run)
     if missing:
@@ -122,20 +131,20 @@ def render_node(
     if info is not None:
         fields.append(
             (
-                "*Topology*",
+                "Topology",
                 f"rack {escape(info.rack)}, leaf {escape(info.leaf_switch)}, spine {escape(info.spine)}",
             )
         )
         fields.append(
             (
-                "*Versions*",
+                "Versions",
                 f"driver {escape(info.driver_version)}, kernel {escape(info.kernel_version)}, firmware {escape(info.firmware_version)}",
             )
         )
         gpus = " ".join(f"{g.index}:numa{g.numa_node}/{g.nic}" for g in info.gpus)
         fields.append(
             (
-                "*GPUs*",
+                "GPUs",
                 f"{len(info.gpus)} of {info.expected_gpus} — {code(gpus) if gpus else 'none'}",
             )
         )
@@ -160,8 +169,8 @@ def render_node(
 
 def render_summary(s: FleetSummary) -> SlackMessage:
     counts = ", ".join(f"{ICON[lv]} {lv.value} {n}" for lv, n in s.counts.items())
-    msg = Message(f"{s.asked} nodes: {counts}")
-    msg.header(f"{s.asked} nodes")
+    msg = Message(f"{count(s.asked, 'node')}: {counts}")
+    msg.header(count(s.asked, "node"))
     msg.section(counts)
     unhealthy = [v for v in s.verdicts if v.level is not VerdictLevel.HEALTHY]
     if unhealthy:
@@ -188,29 +197,35 @@ def _group_line(g: FaultGroup) -> str:
     worst = max(g.faults, key=lambda f: (fault_level(f).rank, f.severity.rank))
     if g.leaf_switch is not None:
         return (
-            f":rotating_light: *suspected {escape(g.leaf_switch)} fault*: {g.kind.value} "
-            f"{_tag(worst)} on {len(g.nodes)} nodes at once ({code(compress(g.nodes))})"
+            f":rotating_light: *suspected {escape(g.leaf_switch)} fault*: "
+            f"{escape(words(g.kind))} ({code(g.kind.value)}) {_tag(worst)} on "
+            f"{count(len(g.nodes), 'node')} at once ({code(compress(g.nodes))})"
         )
-    return f"*{g.kind.value}* {_tag(worst)} {_fault_line(worst)}"
+    return f"{kind_label(g.kind)} {_tag(worst)} {_fault_line(worst)}"
 
 
 def render_faults(r: FaultsReport) -> SlackMessage:
     total = sum(r.counts.values())
     window = span(r.window_s)
-    msg = Message(f"{total} hardware faults on {r.scope} in the last {window}")
+    msg = Message(f"{count(total, 'hardware fault')} on {r.scope} in the last {window}")
     msg.header(f"Hardware faults: {r.scope}, last {window}")
     if not r.groups:
         msg.section(":white_check_mark: No faults found.")
     else:
-        counts = ", ".join(f"{k.value} {n}" for k, n in r.counts.items())
-        msg.section(f"*{total}* faults in *{len(r.groups)}* groups, worst first. By kind: {counts}")
+        counts = ", ".join(f"{escape(words(k))} {n:,}" for k, n in r.counts.items())
+        msg.section(
+            f"*{count(total, 'fault')}* in *{count(len(r.groups), 'group')}*, worst first. "
+            f"By kind: {counts}"
+        )
         msg.lines(
             [_group_line(g) for g in r.groups],
             max_items=MAX_GROUP_LINES,
             more_hint="narrow by node or kind",
         )
     if r.repeat_gpus:
-        repeats = ", ".join(f"{code(n)} GPU {g} ({c})" for n, g, c in r.repeat_gpus[:10])
+        repeats = ", ".join(
+            f"{code(n)} GPU {g} ({count(c, 'fault')})" for n, g, c in r.repeat_gpus[:10]
+        )
         msg.context(f":repeat: Repeat offenders: {repeats}")
     missing = _not_run(r.not_run)
     if missing:
@@ -225,6 +240,29 @@ def render_faults(r: FaultsReport) -> SlackMessage:
     return msg.build()
 
 
+def faults_help_lines() -> list[str]:
+    """What `/hw-faults help` adds to the usage: every option, every kind it can list (in words
+    and by code) and the words that stand for a family of kinds."""
+    kinds = [k for k in FaultKind if any(k in c.kinds for c in CHECKS)]
+    families: dict[frozenset[FaultKind], list[str]] = {}
+    for alias, members in KIND_ALIASES.items():
+        families.setdefault(members, []).append(alias)
+    family_lines = [
+        " / ".join(code(a) for a in aliases)
+        + ": "
+        + ", ".join(escape(words(k)) for k in FaultKind if k in members)
+        for members, aliases in families.items()
+    ]
+    return [
+        "*Options*: `--since 6h` (also `-s 6h`): the window, `1m` to "
+        f"`{MAX_WINDOW_S // 86400}d` (default 24 h); a node (`gpu-0042`) or a Slurm hostlist "
+        "(`gpu-[0001-0064]`) for those nodes only; a kind or a word below for those kinds "
+        "only. They combine: `/hw-faults gpu-[0001-0064] nvlink --since 6h`.",
+        "*Kinds*: " + "; ".join(f"{code(k.value)} {escape(words(k))}" for k in kinds),
+        "*Words that stand for kinds*:\n" + "\n".join(family_lines),
+    ]
+
+
 def render_user_error(e: UserError) -> SlackMessage:
     return error_message(e.sentence)
 
@@ -234,9 +272,9 @@ def glance_lines(g: FleetGlance | UserError) -> list[str]:
     if isinstance(g, UserError):
         return [f":warning: {escape(g.sentence)}"]
     verdicts = ", ".join(f"{ICON[lv]} {lv.value} {n}" for lv, n in g.per_verdict.items())
-    kinds = ", ".join(f"{k.value} {n}" for k, n in list(g.per_kind.items())[:12]) or "none"
+    kinds = ", ".join(f"{escape(words(k))} {n:,}" for k, n in list(g.per_kind.items())[:12]) or "none"
     lines = [
-        f"*{g.nodes}* nodes: {verdicts} (as /node-health judges them, counters "
+        f"*{g.nodes:,}* {plural(g.nodes, 'node')}: {verdicts} (as /node-health judges them, counters "
         f"{in_the_last(g.verdict_window_s)})",
         f"Faults {in_the_last(g.window_s)} by kind: {kinds}",
     ]
@@ -256,7 +294,7 @@ def jobs_lines(u: UserJobs) -> list[str]:
     if not u.jobs:
         return [f"No running jobs of `{escape(u.user or '')}`."]
     lines = [
-        f"{code(j.job_id)} {escape(j.name)}: {j.state.value} on {len(j.nodes)} nodes "
+        f"{code(j.job_id)} {escape(j.name)}: {j.state.value} on {count(len(j.nodes), 'node')} "
         f"({code(compress(list(j.nodes))) if j.nodes else 'none yet'}) since {j.start:%Y-%m-%d %H:%M} UTC"
         for j in u.jobs[:MAX_HOME_JOBS]
     ]

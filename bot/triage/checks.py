@@ -21,7 +21,8 @@ from bot import metric_names as m
 from bot.models import Action, Evidence, Fault, FaultKind, Severity
 from bot.triage.table import VERSION_LABELS, Column, MetricRequest, Reading, Table
 from bot.triage.window import IN_THE_WINDOW, named
-from bot.triage.xid import describe
+from bot.triage.xid import advice, describe
+from bot.words import count
 
 V, INC, CHG = Reading.VALUE, Reading.INCREASE, Reading.CHANGES
 
@@ -197,10 +198,10 @@ def _xid(table: Table, cfg: HealthConfig) -> Findings:
             return
         seen.add((col.node(i), gpu, code))
         info = describe(code)
-        again = f", {times} times in the window" if times and times > 1 else ""
+        again = f", {times:,} times in the window" if times and times > 1 else ""
         summary = (
             f"Xid {info.code}: {info.meaning}{again} "
-            f"(now {info.immediate}, if it recurs {info.investigatory})"
+            f"({advice(info.immediate, info.investigatory)})"
         )
         faults.append(_fault(table, col, i, FaultKind.XID, info.severity, info.action, summary))
 
@@ -279,6 +280,17 @@ def _gpu_count(table: Table, cfg: HealthConfig) -> Findings:
     return Findings(faults=faults)
 
 
+# The port states of the InfiniBand spec as `node_infiniband_state_id` exports them: "(state 1)"
+# means nothing to most readers.
+_IB_STATES = {0: "in no known state", 1: "down", 2: "initializing (no subnet manager yet)",
+              3: "armed", 5: "active, deferred"}  # fmt: skip
+
+
+def _ib_state(value: float) -> str:
+    state = int(value)
+    return _IB_STATES.get(state, f"in state {state}")
+
+
 def _ib_link_down(table: Table, cfg: HealthConfig) -> Findings:
     col = table.get(m.NODE_INFINIBAND_STATE_ID)
     if col is None:
@@ -289,7 +301,7 @@ def _ib_link_down(table: Table, cfg: HealthConfig) -> Findings:
         faults.append(
             _fault(
                 table, col, i, FaultKind.IB_LINK_DOWN, Severity.CRITICAL, Action.DRAIN,
-                f"InfiniBand port {port} is not ACTIVE (state {int(col.values[i])})", per_gpu=False,
+                f"InfiniBand port {port} is {_ib_state(col.values[i])}, not active", per_gpu=False,
             )
         )  # fmt: skip
     return Findings(faults=faults)
@@ -351,7 +363,7 @@ CHECKS: tuple[Check, ...] = (
     ),
     _threshold_check(
         "ecc_dbe", FaultKind.ECC_DBE, m.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, V, lambda v, c: v > 0,
-        Severity.CRITICAL, Action.DRAIN, lambda v, c: f"{int(v)} double-bit ECC errors: reset the GPU",
+        Severity.CRITICAL, Action.DRAIN, lambda v, c: f"{count(v, 'double-bit ECC error')}: reset the GPU",
         "double-bit (uncorrectable) ECC errors",
     ),
     _threshold_check(
@@ -382,17 +394,17 @@ CHECKS: tuple[Check, ...] = (
     _threshold_check(
         "nvlink_crc", FaultKind.NVLINK_CRC, m.DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, INC,
         lambda v, c: v > c.nvlink_crc_per_window, Severity.WARNING, Action.DRAIN,
-        lambda v, c: f"{v:.0f} NVLink CRC flit errors in the window", "NVLink CRC errors",
+        lambda v, c: f"{count(round(v), 'NVLink CRC flit error')} in the window", "NVLink CRC errors",
     ),
     _threshold_check(
         "nvlink_replay", FaultKind.NVLINK_REPLAY, m.DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL, INC,
         lambda v, c: v > c.nvlink_replay_per_window, Severity.WARNING, Action.DRAIN,
-        lambda v, c: f"{v:.0f} NVLink replays in the window", "NVLink replay errors",
+        lambda v, c: f"{count(round(v), 'NVLink replay')} in the window", "NVLink replay errors",
     ),
     _threshold_check(
         "pcie_replay", FaultKind.PCIE_REPLAY, m.DCGM_FI_DEV_PCIE_REPLAY_COUNTER, INC,
         lambda v, c: v > c.pcie_replay_per_window, Severity.WARNING, Action.WATCH,
-        lambda v, c: f"{v:.0f} PCIe replays in the window", "PCIe replays",
+        lambda v, c: f"{count(round(v), 'PCIe replay')} in the window", "PCIe replays",
     ),
     _threshold_check(
         "pcie_width", FaultKind.PCIE_DOWNTRAINED, m.DCGM_FI_DEV_PCIE_LINK_WIDTH, V,
@@ -412,24 +424,24 @@ CHECKS: tuple[Check, ...] = (
     _threshold_check(
         "ib_flapping", FaultKind.IB_FLAPPING, m.NODE_INFINIBAND_LINK_DOWNED_TOTAL, INC,
         lambda v, c: v >= c.ib_flaps_per_window, Severity.WARNING, Action.DRAIN,
-        lambda v, c: f"InfiniBand link went down {v:.0f} times in the window", "InfiniBand flapping",
+        lambda v, c: f"InfiniBand link went down {count(round(v), 'time')} in the window", "InfiniBand flapping",
         per_gpu=False,
     ),
     _threshold_check(
         "ib_symbol_errors", FaultKind.IB_SYMBOL_ERRORS, m.NODE_INFINIBAND_SYMBOL_ERROR_TOTAL, INC,
         lambda v, c: v > c.ib_symbol_errors_per_window, Severity.WARNING, Action.WATCH,
-        lambda v, c: f"{v:.0f} InfiniBand symbol errors in the window: check the cable",
+        lambda v, c: f"{count(round(v), 'InfiniBand symbol error')} in the window: check the cable",
         "InfiniBand symbol errors", per_gpu=False,
     ),
     _threshold_check(
         "nic_rx_errors", FaultKind.NIC_ERRORS, m.NODE_NETWORK_RECEIVE_ERRS_TOTAL, INC,
         lambda v, c: v > c.nic_errors_per_window, Severity.WARNING, Action.WATCH,
-        lambda v, c: f"{v:.0f} NIC receive errors in the window", "NIC receive errors", per_gpu=False,
+        lambda v, c: f"{count(round(v), 'NIC receive error')} in the window", "NIC receive errors", per_gpu=False,
     ),
     _threshold_check(
         "nic_tx_errors", FaultKind.NIC_ERRORS, m.NODE_NETWORK_TRANSMIT_ERRS_TOTAL, INC,
         lambda v, c: v > c.nic_errors_per_window, Severity.WARNING, Action.WATCH,
-        lambda v, c: f"{v:.0f} NIC transmit errors in the window", "NIC transmit errors", per_gpu=False,
+        lambda v, c: f"{count(round(v), 'NIC transmit error')} in the window", "NIC transmit errors", per_gpu=False,
     ),
     _threshold_check(
         "reboot", FaultKind.UNEXPECTED_REBOOT, m.NODE_BOOT_TIME_SECONDS, CHG,

@@ -61,7 +61,7 @@ _LABELS = {
 @dataclass(frozen=True)
 class SlowJobReport:
     diagnosis: Diagnosis
-    owner_note: str | None  # "a job of alice's", when the viewer is someone else
+    owner_note: str | None  # "alice's job", when the viewer is someone else
     pace: list[PacePoint]  # the last 48 h
     yesterday: list[PacePoint]  # the same 24 h earlier, moved forward a day to overlay
     lagging_label: str  # what `diagnosis.per_node` measures
@@ -98,9 +98,9 @@ async def find_job(triage: Triage, text: str, cfg: StragglerConfig) -> Job | Use
             "after a while)."
         )
     if job.state is not JobState.RUNNING:
-        ended = f" since {job.end:%Y-%m-%d %H:%M} UTC" if job.end else ""
+        ended = f" at {job.end:%Y-%m-%d %H:%M} UTC" if job.end else ""
         return UserError(
-            f"Job {job_id} ({job.name}) is {job.state.value}{ended}: /job-slow looks at "
+            f"Job {job_id} ({job.name}) {_STATE_WORDS[job.state]}{ended}: /job-slow looks at "
             "running jobs."
         )
     if len(job.nodes) > cfg.max_nodes:
@@ -109,6 +109,17 @@ async def find_job(triage: Triage, text: str, cfg: StragglerConfig) -> Job | Use
             "I read at once (`job_slow.max_nodes`)."
         )
     return job
+
+
+# "is failed since" is no English: each state as a sentence says it.
+_STATE_WORDS = {
+    JobState.PENDING: "is still pending",
+    JobState.RUNNING: "is running",
+    JobState.COMPLETED: "completed",
+    JobState.FAILED: "failed",
+    JobState.CANCELLED: "was cancelled",
+    JobState.TIMEOUT: "timed out",
+}
 
 
 def _window(points: Sequence[PacePoint], start: datetime, end: datetime) -> list[PacePoint]:
@@ -158,7 +169,7 @@ async def slow_job(
         minutes=_window(pace, at - timedelta(hours=2), at),
     )
     label = _LABELS[diagnosis.mode]
-    owner = None if viewer is None or viewer == job.user else f"a job of {job.user}'s"
+    owner = None if viewer is None or viewer == job.user else f"{job.user}'s job"
     return SlowJobReport(
         diagnosis=diagnosis,
         owner_note=owner,

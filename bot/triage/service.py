@@ -345,8 +345,11 @@ async def hw_faults(triage: Triage, text: str) -> FaultsReport | UserError:
         nodes = [n for n in nodes if n in known]
         if not nodes:
             name = unknown[0]
+            # The word may have been meant as a kind ("temprature"): say where the kinds are.
+            kinds_hint = " nor a fault kind of that name (`/hw-faults help` lists them)"
             return UserError(
-                f"I don't know a node `{name}`.{_nearest(name, triage.inventory.names())}"
+                f"I don't know a node `{name}`{kinds_hint if len(unknown) == 1 else ''}."
+                f"{_nearest(name, triage.inventory.names())}"
             )
     try:
         run = await _run(triage, nodes, window_s)

@@ -15,9 +15,17 @@ DURATION_RE = re.compile(r"^(\d{1,4})([smhd])$")
 MAX_WINDOW_S = 7 * 86400
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
-# Words people use for a family of fault kinds.
+_THERMAL = frozenset(
+    {FaultKind.THROTTLE_SW_THERMAL, FaultKind.THROTTLE_HW_THERMAL, FaultKind.HIGH_TEMPERATURE}
+)
+_ECC = frozenset({FaultKind.ECC_DBE, FaultKind.ROW_REMAP_FAILURE, FaultKind.ROW_REMAP_PENDING})
+_IB = frozenset({FaultKind.IB_LINK_DOWN, FaultKind.IB_FLAPPING, FaultKind.IB_SYMBOL_ERRORS})
+# Words people use for a fault kind or a family of them, in `/hw-faults <filter>`: someone
+# looking for hot GPUs types "temperature", not "high_temperature".
 KIND_ALIASES: dict[str, frozenset[FaultKind]] = {
-    "ecc": frozenset({FaultKind.ECC_DBE, FaultKind.ROW_REMAP_FAILURE, FaultKind.ROW_REMAP_PENDING}),
+    "ecc": _ECC,
+    "memory": _ECC,
+    "remap": frozenset({FaultKind.ROW_REMAP_FAILURE, FaultKind.ROW_REMAP_PENDING}),
     "throttle": frozenset(
         {
             FaultKind.THROTTLE_POWER,
@@ -27,14 +35,23 @@ KIND_ALIASES: dict[str, frozenset[FaultKind]] = {
             FaultKind.POWER_BRAKE,
         }
     ),
-    "thermal": frozenset(
-        {FaultKind.THROTTLE_SW_THERMAL, FaultKind.THROTTLE_HW_THERMAL, FaultKind.HIGH_TEMPERATURE}
-    ),
+    "power": frozenset({FaultKind.THROTTLE_POWER, FaultKind.POWER_BRAKE}),
+    "thermal": _THERMAL,
+    "temperature": _THERMAL,
+    "temp": _THERMAL,
+    "hot": _THERMAL,
     "nvlink": frozenset({FaultKind.NVLINK_CRC, FaultKind.NVLINK_REPLAY}),
     "pcie": frozenset({FaultKind.PCIE_REPLAY, FaultKind.PCIE_DOWNTRAINED}),
-    "ib": frozenset({FaultKind.IB_LINK_DOWN, FaultKind.IB_FLAPPING, FaultKind.IB_SYMBOL_ERRORS}),
-    "network": frozenset({FaultKind.NIC_ERRORS}),
+    "ib": _IB,
+    "infiniband": _IB,
+    "network": _IB | {FaultKind.NIC_ERRORS},
+    "nic": frozenset({FaultKind.NIC_ERRORS}),
+    "reboot": frozenset({FaultKind.UNEXPECTED_REBOOT}),
+    "missing": frozenset({FaultKind.GPU_MISSING}),
     "drift": frozenset({FaultKind.DRIVER_DRIFT, FaultKind.KERNEL_DRIFT, FaultKind.FIRMWARE_DRIFT}),
+    "driver": frozenset({FaultKind.DRIVER_DRIFT}),
+    "kernel": frozenset({FaultKind.KERNEL_DRIFT}),
+    "firmware": frozenset({FaultKind.FIRMWARE_DRIFT}),
 }
 
 
@@ -93,11 +110,13 @@ def compress(names: list[str]) -> str:
 
 
 def parse_kinds(word: str) -> frozenset[FaultKind] | None:
+    """The kinds a filter word names: an alias (`temp`), a kind's code in any case and with `-`
+    for `_` (`ib-link-down`); None when it names none (then it is read as a hostlist)."""
     word = word.lower().strip()
     if word in KIND_ALIASES:
         return KIND_ALIASES[word]
     try:
-        return frozenset({FaultKind(word)})
+        return frozenset({FaultKind(word.replace("-", "_"))})
     except ValueError:
         return None
 

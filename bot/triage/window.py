@@ -12,8 +12,11 @@ IN_THE_WINDOW = "in the window"
 
 
 def span(seconds: float) -> str:
-    """`24 h`, `1 h`, `90 min`, `45 s`: whole hours as hours, else minutes, else seconds."""
+    """`7 days`, `24 h`, `1 h`, `90 min`, `45 s`: whole days past a day as days (nobody says
+    "the last 168 h"), whole hours as hours, else minutes, else seconds."""
     s = round(seconds)
+    if s > 86400 and s % 86400 == 0:
+        return f"{s // 86400} days"
     if s >= 3600 and s % 3600 == 0:
         return f"{s // 3600} h"
     if s >= 60 and s % 60 == 0:

@@ -22,6 +22,28 @@ CHECK_MECHANICALS = "CHECK_MECHANICALS"
 IGNORE = "IGNORE"
 
 
+# The catalog's bucket names are for tools; an answer says what to do in words.
+BUCKET_WORDS: dict[str, str] = {
+    RESTART_APP: "restart the job",
+    RESET_GPU: "reset the GPU",
+    RESTART_BM: "reboot the node",
+    CONTACT_SUPPORT: "contact NVIDIA support (RMA)",
+    WORKFLOW_XID_48: "check the GPU's row remapping, then reset it",
+    WORKFLOW_NVLINK_ERR: "check the NVLink connections and reset the GPU",
+    WORKFLOW_NVLINK5_ERR: "check the NVLink 5 connections and reset the GPU",
+    UPDATE_SW: "update the driver and firmware",
+    CHECK_MECHANICALS: "check cooling, power and seating",
+}
+
+
+def advice(immediate: str, investigatory: str) -> str:
+    """`reset the GPU now; if it recurs, check the GPU's row remapping, then reset it`."""
+    now = BUCKET_WORDS.get(immediate, immediate.lower().replace("_", " "))
+    if investigatory == IGNORE or investigatory not in BUCKET_WORDS:
+        return f"{now} now"
+    return f"{now} now; if it recurs, {BUCKET_WORDS[investigatory]}"
+
+
 @dataclass(frozen=True)
 class XidInfo:
     code: int

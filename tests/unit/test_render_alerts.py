@@ -72,7 +72,9 @@ def test_group_header_says_cause_scope_and_count() -> None:
     msg = valid(render_group(leaf_group([member(i) for i in range(32)]), CFG, NOW))
     header = msg.blocks[0]
     assert header["type"] == "header"
-    assert header["text"]["text"] == ":large_orange_circle: ib_link_down on 32 nodes under leaf-07"
+    assert header["text"]["text"] == (
+        ":large_orange_circle: InfiniBand link down (ib_link_down) on 32 nodes under leaf-07"
+    )
     assert "…and 17 more" in text_of(msg)  # 15 member lines shown
     assert "2026-12-03 12:00 UTC (25 min ago)" in text_of(msg)
 
@@ -131,7 +133,9 @@ def test_claim_silence_and_resolved_members() -> None:
 def test_resolved_group_is_marked_and_has_no_buttons() -> None:
     group = leaf_group([member(i, status=AlertStatus.RESOLVED) for i in range(3)])
     msg = valid(render_group(group, CFG, NOW))
-    assert msg.blocks[0]["text"]["text"].startswith(":white_check_mark: RESOLVED: ib_link_down")
+    assert msg.blocks[0]["text"]["text"].startswith(
+        ":white_check_mark: RESOLVED: InfiniBand link down (ib_link_down)"
+    )
     assert elements(msg) == []
 
 

@@ -263,7 +263,7 @@ async def test_without_step_times_healthy_jobs_have_no_culprit(seed: int) -> Non
 
 async def test_another_users_job_is_readable_and_says_whose() -> None:
     fleet, job = _fleet()
-    assert (await _diagnose(fleet, job, viewer="bob")).owner_note == "a job of alice's"
+    assert (await _diagnose(fleet, job, viewer="bob")).owner_note == "alice's job"
     assert (await _diagnose(fleet, job, viewer="alice")).owner_note is None
 
 

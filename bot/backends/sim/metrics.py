@@ -33,9 +33,19 @@ PACE_BUDGET = 1_500_000
 class SimMetrics:
     name = "the simulated fleet"
 
-    def __init__(self, fleet: SimFleet) -> None:
+    def __init__(self, fleet: SimFleet, *, live: bool = False) -> None:
         self.fleet = fleet
+        # Live (the bot on the simulated fleet), a read is of the wall-clock minute, as a
+        # Prometheus read is of its time: else an answer at 22:43 says "Checked 22:00". Tests
+        # keep the fleet's own instant, so that what they inject is where they read.
+        self.live = live
         self.queries = 0  # reads of one metric, comparable with Prometheus' query count
+
+    def clock(self) -> datetime:
+        """When a read without `at` reads: the fleet's instant, or now when live."""
+        if not self.live:
+            return self.fleet.now
+        return max(self.fleet.now, datetime.now(UTC).replace(second=0, microsecond=0))
 
     async def read(
         self,
@@ -56,7 +66,7 @@ class SimMetrics:
         window_s: float,
         at: datetime | None = None,
     ) -> Table:
-        at = at or self.fleet.now
+        at = at or self.clock()
         known = set(self.fleet.nodes) if nodes is not None else None
         scope = [n for n in nodes if n in known] if nodes is not None and known else None
         if nodes is not None and not scope:
@@ -136,7 +146,7 @@ class SimMetrics:
         index = self._job_index(job_id)
         if index is None:
             return []
-        at = at or self.fleet.now
+        at = at or self.clock()
         spec = self.fleet.job_specs[index]
         # The fleet exports the three under their default names; the config may rename them.
         configured = (cfg.step_metric, cfg.compute_metric, cfg.wait_metric)

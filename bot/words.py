@@ -1,0 +1,39 @@
+"""Counts and numbers as people write them: "1 fault", "2 faults", "15,084 errors".
+
+Plain text in, plain text out, no Slack and no domain: the checks, the services and every
+renderer share it, so that no answer says "1 faults in 1 groups".
+"""
+
+from __future__ import annotations
+
+__all__ = ["count", "number", "plural"]
+
+
+
+def plural(n: float, singular: str, many: str | None = None) -> str:
+    """`singular` when `n` is exactly one, else its plural (`many`, or the usual English one)."""
+    if n == 1:
+        return singular
+    if many is not None:
+        return many
+    head, _, last = singular.rpartition(" ")
+    if last.endswith("y") and last[-2:-1] not in tuple("aeiou"):
+        word = last[:-1] + "ies"
+    else:
+        word = last + ("es" if last.endswith(("s", "x", "ch", "sh")) else "s")
+    return f"{head} {word}" if head else word
+
+
+def number(n: float) -> str:
+    """`15,084`, `3`, `2.5`: whole numbers with thousands separators, others with the digits
+    that matter and never an exponent (`1.53e+03` reads as a typo to most people)."""
+    if n == int(n) and abs(n) < 1e15:
+        return f"{int(n):,}"
+    if abs(n) >= 100:
+        return f"{n:,.0f}"
+    return f"{n:,.3g}" if abs(n) >= 0.001 else f"{n:.2g}"
+
+
+def count(n: float, singular: str, many: str | None = None) -> str:
+    """`1 fault`, `15,084 NVLink CRC flit errors`: the number and its noun, agreeing."""
+    return f"{number(n)} {plural(n, singular, many)}"
