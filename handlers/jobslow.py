@@ -18,7 +18,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.deps import Deps
 from bot.render.blocks import SlackMessage
 from bot.render.blocks import error as error_message
-from bot.render.charts import NodeValue, job_chart
+from bot.render.charts import DEFAULT_JITTER, DEFAULT_SPREAD, NodeValue, job_chart
 from bot.render.jobslow import (
     PICK_ACTION,
     render_answer,
@@ -37,8 +37,14 @@ log = logging.getLogger(__name__)
 COMMAND = "/job-slow"
 
 
-def chart_png(report: SlowJobReport) -> bytes:
+def chart_png(
+    report: SlowJobReport, jitter: float = DEFAULT_JITTER, spread: float = DEFAULT_SPREAD
+) -> bytes:
+    """The chart of the answer: with the baseline its text compares with, `jitter` (the share
+    within which a pace is called the same) drawn as a band around it, and `spread` (how far
+    from the median a node is still no straggler) around the nodes' median."""
     d = report.diagnosis
+    c = d.comparison
     return job_chart(
         title=f"job {d.job.job_id} {d.job.name}",
         pace=[(p.at, p.slowest) for p in report.pace],
@@ -48,6 +54,9 @@ def chart_png(report: SlowJobReport) -> bytes:
         per_node=[NodeValue(n, d.per_node[n]) for n in d.job.nodes if n in d.per_node],
         stragglers={s.node for s in d.stragglers},
         median=d.median_s or None,
+        baseline=(c.baseline, c.before_s) if c is not None else None,
+        jitter=jitter,
+        spread=spread,
     )
 
 
@@ -104,7 +113,7 @@ async def run(
     await post_message(client, channel, detail, thread_ts=ts)
     if not report.pace and len(report.diagnosis.per_node) < 2:
         return  # nothing over time and no nodes to compare: a chart would be blank
-    png = await asyncio.to_thread(chart_png, report)
+    png = await asyncio.to_thread(chart_png, report, cfg.slower_threshold, cfg.min_excess)
     try:
         await client.files_upload_v2(
             channel=channel,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import math
+import statistics
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,7 +29,14 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator, MultipleLocator
 
-__all__ = ["MAX_BYTES", "NodeValue", "highlights_chart", "job_chart"]
+__all__ = [
+    "DEFAULT_JITTER",
+    "DEFAULT_SPREAD",
+    "MAX_BYTES",
+    "NodeValue",
+    "highlights_chart",
+    "job_chart",
+]
 
 MAX_BYTES: Final = 1_000_000  # our budget per upload; the thread stays quick to load
 WIDTH_IN, HEIGHT_IN, DPI = 12.0, 8.0, 100  # 1200 x 800 px
@@ -43,6 +51,14 @@ YESTERDAY_COLOUR: Final = "#CC79A7"  # reddish purple, dashed
 NODE_COLOUR: Final = "#0072B2"  # blue
 STRAGGLER_COLOUR: Final = "#D55E00"  # vermillion, used for nothing else
 MEDIAN_COLOUR: Final = "#009E73"  # bluish green
+
+BAND_COLOUR: Final = "#CC79A7"  # the baseline's colour, light: the band of ordinary jitter
+# How far from the baseline a pace still counts as the same (the straggler config's
+# slower_threshold): the band drawn around the baseline, and half the least height of the axis.
+DEFAULT_JITTER: Final = 0.03
+# The same for the nodes of the lower panel: how far from their median a node is still not a
+# straggler (the straggler config's min_excess).
+DEFAULT_SPREAD: Final = 0.02
 
 MAX_ANNOTATIONS: Final = 10
 MAX_NODE_TICKS: Final = 32  # up to this many nodes, name each one on the x axis
@@ -64,8 +80,17 @@ def job_chart(
     per_node: Sequence[NodeValue],
     stragglers: Collection[str],
     median: float | None,
+    baseline: tuple[str, float] | None = None,
+    jitter: float = DEFAULT_JITTER,
+    spread: float = DEFAULT_SPREAD,
 ) -> bytes:
-    """Two stacked panels as PNG bytes, under MAX_BYTES; the same input gives the same bytes."""
+    """Two stacked panels as PNG bytes, under MAX_BYTES; the same input gives the same bytes.
+
+    `baseline` is what the answer's text compares the pace with ("24 h earlier", 1.27 s): drawn
+    as a level with the band of ordinary jitter (+-`jitter`) around it, whether or not its
+    series (`yesterday`) is there to draw. `spread` is the share around the nodes' median
+    within which a node is not a straggler, drawn as a band on the lower panel.
+    """
     fig = _figure(
         title=title,
         pace=pace,
@@ -75,6 +100,9 @@ def job_chart(
         per_node=per_node,
         stragglers=stragglers,
         median=median,
+        baseline=baseline,
+        jitter=jitter,
+        spread=spread,
     )
     return _png(fig)
 
@@ -89,6 +117,9 @@ def _figure(
     per_node: Sequence[NodeValue],
     stragglers: Collection[str],
     median: float | None,
+    baseline: tuple[str, float] | None = None,
+    jitter: float = DEFAULT_JITTER,
+    spread: float = DEFAULT_SPREAD,
 ) -> Figure:
     """The figure before rendering (the tests read its texts)."""
     fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN), facecolor=BACKGROUND, layout="constrained")
@@ -97,8 +128,8 @@ def _figure(
     top, bottom = fig.subplots(2, 1)
     for ax in (top, bottom):
         _style(ax)
-    _pace_panel(top, pace, yesterday, since)
-    _node_panel(bottom, metric_label, per_node, set(stragglers), median)
+    _pace_panel(top, pace, yesterday, since, baseline, jitter)
+    _node_panel(bottom, metric_label, per_node, set(stragglers), median, spread)
     fig.align_ylabels()
     return fig
 
@@ -141,12 +172,20 @@ def _pace_panel(
     pace: Sequence[tuple[datetime, float]],
     yesterday: Sequence[tuple[datetime, float]],
     since: datetime | None,
+    baseline: tuple[str, float] | None = None,
+    jitter: float = DEFAULT_JITTER,
 ) -> None:
     if not pace:
         _empty(ax, "no step-time series")
         return
     xs = [t.timestamp() for t, _ in pace]  # POSIX seconds: plain floats, UTC by definition
-    ax.plot(xs, [v for _, v in pace], color=PACE_COLOUR, linewidth=1.4, label="step time")
+    values = [v for _, v in pace]
+    ax.plot(xs, values, color=PACE_COLOUR, linewidth=1.4, label="step time")
+    first, last = min(xs), max(xs)
+    # One point alone would let matplotlib pad the axis by +-5 % of the epoch (years), and
+    # the hourly locator below would then make tens of thousands of ticks.
+    lo, hi = (first, last) if last > first else (first - 1800, first + 1800)
+    shown = [v for v in values if math.isfinite(v)]
     if yesterday:
         ax.plot(
             [t.timestamp() for t, _ in yesterday],
@@ -154,18 +193,30 @@ def _pace_panel(
             color=YESTERDAY_COLOUR,
             linewidth=1.2,
             linestyle="--",
-            label="24 h earlier",
+            label=baseline[0] if baseline else "24 h earlier",
         )
-    first, last = min(xs), max(xs)
+        shown += [v for _, v in yesterday if math.isfinite(v)]
+    if baseline is not None and math.isfinite(baseline[1]) and baseline[1] > 0:
+        # The level the text compares with, even where no series of it is drawn (a previous
+        # run's pace lies outside this time axis): else "8 % slower than job 41" has nothing
+        # to be slower than on the chart.
+        name, level = baseline
+        ax.axhspan(
+            level * (1 - jitter), level * (1 + jitter), color=BAND_COLOUR, alpha=0.18,
+            linewidth=0, label=f"ordinary jitter (\u00b1{jitter:.0%})",
+        )  # fmt: skip
+        ax.axhline(
+            level, color=YESTERDAY_COLOUR, linewidth=1.2, linestyle="-.",
+            label=f"baseline, {name}: {level:.3g} s",
+        )  # fmt: skip
+        shown.append(level)
     if since is not None:
         label = f"slow since {since.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
         if first <= since.timestamp() <= last:  # outside, a line would only stretch the axis
             ax.axvline(since.timestamp(), color=TEXT, linestyle=":", linewidth=1.2, label=label)
         else:
             ax.plot([], [], " ", label=label)  # the legend still says when it began
-    # One point alone would let matplotlib pad the axis by +-5 % of the epoch (years), and
-    # the hourly locator below would then make tens of thousands of ticks.
-    lo, hi = (first, last) if last > first else (first - 1800, first + 1800)
+    _honest_y(ax, shown, baseline[1] if baseline else None, jitter)
     ax.set_xlim(lo, hi)
     # Ticks on round UTC times (multiples of the step from the epoch), about 12 at most.
     minutes = (hi - lo) / 60
@@ -180,12 +231,28 @@ def _pace_panel(
     _legend(ax)
 
 
+def _honest_y(ax: Axes, values: Sequence[float], level: float | None, jitter: float) -> None:
+    """A y-axis at least twice the jitter band high on each side of the level (the baseline,
+    else the median): matplotlib fits the axis to the data, and 0.5 % of noise then fills the
+    panel as if the job had changed pace. Real changes still widen it to fit."""
+    if not values:
+        return
+    centre = level if level is not None else statistics.median(values)
+    if not (math.isfinite(centre) and centre > 0):
+        return
+    least = centre * 2 * max(jitter, 0.005)
+    low, high = min(min(values), centre - least), max(max(values), centre + least)
+    pad = (high - low) * 0.05
+    ax.set_ylim(max(0.0, low - pad), high + pad)
+
+
 def _node_panel(
     ax: Axes,
     metric_label: str,
     per_node: Sequence[NodeValue],
     stragglers: set[str],
     median: float | None,
+    spread: float = DEFAULT_SPREAD,
 ) -> None:
     ax.set_ylabel(metric_label, color=TEXT)
     if not per_node:
@@ -204,6 +271,11 @@ def _node_panel(
     )
     if median is not None and math.isfinite(median):
         ax.axhline(median, color=MEDIAN_COLOUR, linewidth=1.4, label=f"median {median:.4g}")
+        if median > 0:
+            ax.axhspan(
+                median * (1 - spread), median * (1 + spread), color=MEDIAN_COLOUR, alpha=0.12,
+                linewidth=0, label=f"ordinary spread (\u00b1{spread:.0%})",
+            )  # fmt: skip
     marked = [(i, p) for i, p in enumerate(per_node) if p.node in stragglers]
     if marked:
         ax.plot(
@@ -245,6 +317,14 @@ def _node_panel(
                 ha="right", va="bottom", color=TEXT, fontsize=9,
             )  # fmt: skip
     ax.margins(x=0.01, y=0.35)  # headroom for the rows of names
+    values = [p.value for p in per_node if math.isfinite(p.value)]
+    if median is not None and math.isfinite(median) and median > 0 and values:
+        # As on the pace panel: a few tenths of a percent between healthy nodes must not fill
+        # the panel; 35 % headroom over the least height keeps room for the names.
+        least = median * 2 * max(spread, 0.005)
+        low, high = min(min(values), median - least), max(max(values), median + least)
+        pad = (high - low) * 0.35
+        ax.set_ylim(low - pad, high + pad)
     if n <= MAX_NODE_TICKS:
         ax.set_xticks(range(n), [p.node for p in per_node], rotation=90, fontsize=7)
         ax.set_xlabel("node", color=TEXT)

@@ -213,3 +213,94 @@ def test_time_axis_has_a_dozen_ticks_or_so(over: dict[str, Any]) -> None:
     assert 2 <= len(visible) <= 14
     labels = [charts._hhmm(x) for x in visible]
     assert all(len(label.split("\n")[0]) == 5 and label[2] == ":" for label in labels)
+
+
+def flat(points: int, level: float, wobble: float) -> list[tuple[datetime, float]]:
+    """A pace within +-`wobble` of `level` (0.005 = the 0.5 % a healthy job jitters)."""
+    start = NOW - timedelta(minutes=points)
+    return [
+        (start + timedelta(minutes=i), level * (1 + wobble * math.sin(i / 3.0)))
+        for i in range(points)
+    ]
+
+
+PREVIOUS_RUN = {
+    "pace": flat(240, 2.093, 0.0025),
+    "yesterday": [],
+    "since": None,
+    "baseline": ("its previous run (job 4100013)", 2.09),
+    "per_node": [NodeValue(f"gpu-{i:04d}", 2.09 * (1 + 0.003 * math.sin(i))) for i in range(16)],
+    "stragglers": set(),
+    "median": 2.09,
+}
+
+
+def test_the_baseline_the_text_compares_with_is_drawn_without_its_series() -> None:
+    top = legend_of(0, **PREVIOUS_RUN)
+    assert "baseline, its previous run (job 4100013): 2.09 s" in top
+    assert "ordinary jitter (±3%)" in top
+    ax = charts._figure(**inputs(**PREVIOUS_RUN)).axes[0]
+    levels = [line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == "-."]
+    assert levels == [pytest.approx(2.09)]
+    # Without a comparison there is no baseline to draw, and none is invented.
+    without = legend_of(0, **{**PREVIOUS_RUN, "baseline": None})
+    assert not any(t.startswith("baseline") for t in without)
+
+
+def test_the_overlay_is_named_as_the_baseline_the_text_names() -> None:
+    top = legend_of(0, baseline=("24 h earlier", 0.9))
+    assert "24 h earlier" in top and "baseline, 24 h earlier: 0.9 s" in top
+
+
+@pytest.mark.parametrize("panel", [0, 1])
+def test_axes_do_not_magnify_half_a_percent_of_jitter(panel: int) -> None:
+    ax = charts._figure(**inputs(**PREVIOUS_RUN)).axes[panel]
+    low, high = ax.get_ylim()
+    # 0.5 % of wobble takes less than a tenth of the height: the jitter band (+-3 % on the
+    # pace, +-2 % on the nodes) and some room around it are on the axis.
+    assert (high - low) / 2.09 >= 0.08
+    assert low <= 2.09 * 0.97 and high >= 2.09 * 1.03
+
+
+def test_a_real_change_still_fits_the_axis() -> None:
+    pace = flat(240, 1.27, 0.002)
+    pace += [(t + timedelta(hours=4), v * 1.5) for t, v in pace]
+    ax = charts._figure(
+        **inputs(pace=pace, yesterday=[], since=pace[240][0], baseline=("24 h earlier", 1.27))
+    ).axes[0]
+    low, high = ax.get_ylim()
+    assert low <= 1.27 * 0.97 and high >= 1.27 * 1.5
+
+
+def test_the_previous_run_chart_renders_with_its_band(tmp_path: Any) -> None:
+    png = job_chart(**{**inputs(), **PREVIOUS_RUN})
+    (tmp_path / "previous-run.png").write_bytes(png)  # looked at by hand while writing this
+    img = decode(png)
+    assert img.shape == (800, 1200, 4)
+    band = mcolors.to_hex(
+        np.array(mcolors.to_rgb(charts.BAND_COLOUR)) * 0.18
+        + np.array(mcolors.to_rgb(charts.BACKGROUND)) * 0.82
+    )
+    assert count_close(img, band, tol=0.03) > 20_000  # a band across the panel, not a sliver
+
+
+def test_the_handler_gives_the_chart_the_baseline_of_the_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    from handlers import jobslow
+
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(jobslow, "job_chart", lambda **kw: seen.update(kw) or b"png")
+    comparison = SimpleNamespace(
+        baseline="its previous run (job 4100013)", before_s=2.09, since=None
+    )
+    job = SimpleNamespace(job_id="4100021", name="llm", nodes=("gpu-0001",))
+    diagnosis = SimpleNamespace(
+        job=job, comparison=comparison, per_node={}, stragglers=[], median_s=2.09
+    )
+    report = SimpleNamespace(diagnosis=diagnosis, pace=[], yesterday=[], lagging_label="s")
+    assert jobslow.chart_png(report, 0.04, 0.01) == b"png"  # type: ignore[arg-type]
+    assert seen["baseline"] == ("its previous run (job 4100013)", 2.09)
+    assert (seen["jitter"], seen["spread"]) == (0.04, 0.01)
