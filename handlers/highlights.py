@@ -9,6 +9,7 @@ the message (excerpt, thread, permalink) happens after the ack, once per message
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -155,7 +156,12 @@ async def run(
         await private(render_week(digest, names, emoji=emoji, zone=zone, title=title))
         return
     stats, names = await hl.stats(team, channel)
-    message = render_stats(stats, names, emoji=emoji, zone=zone)
+    now = hl.clock()
+    message = render_stats(stats, names, emoji=emoji, zone=zone, now=now)
+    if stats.total == 0:
+        # Nothing to show the channel: the sentence to the asker, and no blank chart.
+        await private(message)
+        return
     try:
         ts = await post_message(client, channel, message)
     except SlackApiError as exc:
@@ -163,7 +169,10 @@ async def run(
         await private(message)
         await private(error_message(f"I cannot post in this channel ({code}): no chart here."))
         return
-    png = await asyncio.to_thread(highlights_chart, stats.weeks, title="Highlights per week")
+    png = await asyncio.to_thread(
+        functools.partial(highlights_chart, stats.weeks, title="Highlights per week", now=now,
+                          zone=zone)
+    )  # fmt: skip
     try:
         await client.files_upload_v2(
             channel=channel, thread_ts=ts, content=png, filename="highlights-per-week.png",

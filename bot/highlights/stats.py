@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict
 
@@ -51,3 +51,15 @@ def build_stats(highlights: Sequence[Highlight], now: datetime, schedule: Digest
         top_channels=tuple(Counter(h.channel for h in highlights).most_common(TOP)),
         top_authors=tuple(Counter(h.author for h in highlights).most_common(TOP)),
     )
+
+
+def week_spans(weeks: Sequence[tuple[datetime, int]]) -> list[tuple[datetime, datetime, int]]:
+    """(start, end, count) of each digest week from the ends `build_stats` gives: a week runs
+    from the previous end (the first one, seven days before its own) to its end."""
+    spans = []
+    previous: datetime | None = None
+    for end, n in weeks:
+        start = previous if previous is not None else end - timedelta(days=7)
+        spans.append((start, end, n))
+        previous = end
+    return spans

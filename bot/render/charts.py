@@ -21,13 +21,15 @@ import math
 import statistics
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Final
 
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator, MultipleLocator
+
+from bot.highlights.stats import week_spans
 
 __all__ = [
     "DEFAULT_JITTER",
@@ -336,8 +338,30 @@ def _node_panel(
 HIGHLIGHT_COLOUR: Final = "#E69F00"  # Okabe-Ito orange
 
 
-def highlights_chart(weeks: Sequence[tuple[datetime, int]], *, title: str) -> bytes:
-    """Highlights per week as PNG bytes (bars at each week's end), under MAX_BYTES."""
+def highlights_chart(
+    weeks: Sequence[tuple[datetime, int]],
+    *,
+    title: str,
+    now: datetime | None = None,
+    zone: tzinfo = UTC,
+) -> bytes:
+    """Highlights per digest week as PNG bytes, under MAX_BYTES (see `_highlights_figure`)."""
+    return _png(_highlights_figure(weeks, title=title, now=now, zone=zone))
+
+
+def _highlights_figure(
+    weeks: Sequence[tuple[datetime, int]],
+    *,
+    title: str,
+    now: datetime | None = None,
+    zone: tzinfo = UTC,
+) -> Figure:
+    """The highlights chart before rendering (the tests read its bars).
+
+    Each bar covers the days of its week (from the previous digest to its own), so a bar
+    stands where its highlights happened and the ticks name the week's first day in `zone`, as
+    the text does; the week under way at `now` is hatched, named "so far" and stops at `now`
+    (drawn whole, it would stand on days that have not come)."""
     fig = Figure(figsize=(WIDTH_IN, 4.5), facecolor=BACKGROUND, layout="constrained")
     FigureCanvasAgg(fig)
     fig.suptitle(title, color=TEXT, fontsize=14)
@@ -345,17 +369,36 @@ def highlights_chart(weeks: Sequence[tuple[datetime, int]], *, title: str) -> by
     _style(ax)
     if not weeks:
         _empty(ax, "no highlights yet")
-    else:
-        xs = [end.timestamp() for end, _ in weeks]
-        ax.bar(xs, [n for _, n in weeks], width=6 * 86400, color=HIGHLIGHT_COLOUR, align="edge")
-        ax.set_xlim(xs[0] - 7 * 86400, xs[-1] + 7 * 86400)
-        span_days = (xs[-1] - xs[0]) / 86400
-        step = next((d for d in (7, 14, 28, 91, 182, 365) if span_days / d <= 12), 730)
-        ax.xaxis.set_major_locator(MultipleLocator(step * 86400))
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _p: _utc(x).strftime("%d %b\n%Y")))
-        ax.set_ylabel("highlights a week", color=TEXT)
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    return _png(fig)
+        return fig
+    spans = week_spans(weeks)
+    day = 86400.0
+    for start, end, n in spans:
+        ongoing = now is not None and end > now
+        left, right = start.timestamp(), end.timestamp()
+        if ongoing and now is not None:
+            right = max(left + 3600, now.timestamp())  # the days to come have no highlights yet
+        ax.bar(
+            left + 0.05 * (right - left), n, width=0.9 * (right - left), align="edge",
+            color=BACKGROUND if ongoing else HIGHLIGHT_COLOUR, edgecolor=HIGHLIGHT_COLOUR,
+            hatch="//" if ongoing else None, linewidth=1.2,
+            label=f"this week so far ({n})" if ongoing else None,
+        )  # fmt: skip
+    first, last = spans[0][0].timestamp(), spans[-1][1].timestamp()
+    ax.set_xlim(first - day, last + day)
+    # Ticks on week starts, every k-th week so that about 12 are named.
+    k = max(1, math.ceil(len(spans) / 12))
+    ticks = [start for start, _end, _n in spans][::k]
+    ax.set_xticks(
+        [t.timestamp() for t in ticks], [f"{t.astimezone(zone):%d %b\n%Y}" for t in ticks]
+    )
+    zone_name = getattr(zone, "key", None) or str(zone)
+    ax.set_xlabel(f"week from each digest to the next (dates in {zone_name})", color=TEXT)
+    ax.set_ylabel("highlights a week", color=TEXT)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    if now is not None and spans[-1][1] > now:
+        ax.axvline(now.timestamp(), color=TEXT, linestyle=":", linewidth=1.0, label="now")
+        _legend(ax)
+    return fig
 
 
 def _png(fig: Figure) -> bytes:

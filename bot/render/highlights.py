@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 from bot.highlights.digest import ChannelGroup, Digest
 from bot.highlights.models import Highlight
 from bot.highlights.service import Names
-from bot.highlights.stats import Stats
+from bot.highlights.stats import Stats, week_spans
 from bot.render.blocks import Message, SlackMessage
 from bot.render.mrkdwn import ZERO_WIDTH_SPACE, and_more, bold, channel_mention, escape, link
 
@@ -105,7 +105,9 @@ def render_week(
     return message.build()
 
 
-def render_stats(stats: Stats, names: Names, *, emoji: str, zone: ZoneInfo) -> SlackMessage:
+def render_stats(
+    stats: Stats, names: Names, *, emoji: str, zone: ZoneInfo, now: datetime | None = None
+) -> SlackMessage:
     message = Message(f"Highlights: {stats.total} in all").header(f":{emoji}: Highlight stats")
     if stats.total == 0 or stats.first_at is None:
         message.section(f"No highlights recorded yet. React with :{emoji}: to what inspires you.")
@@ -115,7 +117,9 @@ def render_stats(stats: Stats, names: Names, *, emoji: str, zone: ZoneInfo) -> S
     message.section(
         f"{bold(f'{stats.total:,}')} {noun} since {since:%Y-%m}, {stats.per_week:.1f} a week"
     )
-    recent = stats.weeks[-8:]
+    # Each week by its days, as the chart draws it: "04 Dec: 9" read as the week starting on
+    # 4 Dec, whose highlights had not happened yet.
+    recent = week_spans(stats.weeks)[-8:]
     message.fields(
         [
             (
@@ -128,7 +132,11 @@ def render_stats(stats: Stats, names: Names, *, emoji: str, zone: ZoneInfo) -> S
             ),
             (
                 "Last weeks",
-                "\n".join(f"{end.astimezone(zone):%d %b}: {n}" for end, n in reversed(recent)),
+                "\n".join(
+                    f"{start.astimezone(zone):%d %b} to {end.astimezone(zone):%d %b}: {n}"
+                    + (" so far" if now is not None and end > now else "")
+                    for start, end, n in reversed(recent)
+                ),
             ),
         ]
     )

@@ -289,6 +289,13 @@ async def test_highlights_command_stats_last_week_and_bad_input(
     start: Start, emulator: SlackEmulator
 ) -> None:
     r = await start()
+    # Before any highlight: the sentence to the asker alone, and no blank chart anywhere.
+    await r.slack.command("/highlights", "stats")
+    await emulator.wait_for_responses(1)
+    assert "No highlights recorded yet" in json.dumps(emulator.responses[0][1])
+    assert posts(emulator, "C0GENERAL") == [] and not emulator.uploads
+    emulator.responses.clear()
+    emulator.responses_at.clear()
     emulator.add_message("C0GENERAL", ts=ts(60), text="great talk", user="U0USER")
     await tag(r, "C0GENERAL", ts(60), "U0ADMIN", "U0CARL")
     await enriched(r, "C0GENERAL", ts(60))

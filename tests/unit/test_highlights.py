@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -216,3 +217,32 @@ def test_settings_names_and_one_sentence_errors(tmp_path: Any) -> None:
     cfg_file.write_text("highlights:\n  threshold: 2\n  private_opt_in: [C0TEAM]\n")
     cfg = highlights_config(load_settings(MEOWBOT_CONFIG=str(cfg_file)))
     assert cfg.threshold == 2 and cfg.digest_targets() == ["C0TEAM"]
+
+
+def test_the_chart_draws_each_week_on_its_own_days_and_this_week_so_far(tmp_path: Any) -> None:
+    from bot.render import charts
+
+    now = datetime(2026, 12, 9, 10, tzinfo=UTC)  # a Wednesday, in the week ending 11 Dec
+    on_1_dec = datetime(2026, 12, 1, 12, tzinfo=UTC).timestamp()
+    hs = [hl("CA", on_1_dec + i, 1) for i in range(9)]
+    hs += [hl("CA", datetime(2026, 12, 7, 12, tzinfo=UTC).timestamp() + i, 1) for i in range(3)]
+    stats = build_stats(hs, now, DigestSchedule.parse("fri 16:00 UTC"))
+    fig = charts._highlights_figure(stats.weeks, title="Highlights per week", now=now)
+    bars = [(p.get_x(), p.get_x() + p.get_width(), p.get_height()) for p in fig.axes[0].patches]
+    nine = next(b for b in bars if b[2] == 9)
+    # The 9 highlights of 1 Dec stand over 1 Dec, not five days to its right.
+    assert nine[0] < on_1_dec < nine[1]
+    assert nine[0] >= datetime(2026, 11, 27, 16, tzinfo=UTC).timestamp()
+    so_far = bars[-1]
+    assert so_far[2] == 3 and so_far[1] <= now.timestamp()  # nothing drawn in the future
+    legend = fig.axes[0].get_legend()
+    assert legend is not None
+    assert "this week so far (3)" in [t.get_text() for t in legend.get_texts()]
+    ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert ticks[-2:] == ["27 Nov\n2026", "04 Dec\n2026"]  # weeks named by their first day
+    png = charts.highlights_chart(stats.weeks, title="Highlights per week", now=now)
+    (tmp_path / "highlights.png").write_bytes(png)  # looked at by hand while writing this
+    assert png.startswith(b"\x89PNG") and len(png) < MAX_BYTES
+    msg = render_stats(stats, Names(), emoji="meow_party", zone=ZoneInfo("UTC"), now=now)
+    text = json.dumps(msg.blocks)
+    assert "04 Dec to 11 Dec: 3 so far" in text and "27 Nov to 04 Dec: 9" in text
