@@ -62,6 +62,9 @@ DEFAULT_JITTER: Final = 0.03
 # straggler (the straggler config's min_excess).
 DEFAULT_SPREAD: Final = 0.02
 
+UNEXPLAINED_COLOUR: Final = "#E69F00"  # Okabe-Ito orange: a change the answer does not name
+MAX_SHIFTS: Final = 5
+
 MAX_ANNOTATIONS: Final = 10
 MAX_NODE_TICKS: Final = 32  # up to this many nodes, name each one on the x axis
 
@@ -212,6 +215,17 @@ def _pace_panel(
             label=f"baseline, {name}: {level:.3g} s",
         )  # fmt: skip
         shown.append(level)
+    said = since.timestamp() if since is not None else None
+    unexplained = [
+        x for x in level_shifts(xs, values, jitter)
+        if said is None or abs(x - said) > max(3600.0, (last - first) / 48)
+    ]  # fmt: skip
+    for k, x in enumerate(unexplained[:MAX_SHIFTS]):
+        # A jump the answer does not speak of must not pass for part of the one it does.
+        ax.axvline(
+            x, color=UNEXPLAINED_COLOUR, linestyle="--", linewidth=1.2,
+            label=f"changed at {_utc(x):%H:%M} UTC, not explained" if k == 0 else None,
+        )  # fmt: skip
     if since is not None:
         label = f"slow since {since.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
         if first <= since.timestamp() <= last:  # outside, a line would only stretch the axis
@@ -231,6 +245,46 @@ def _pace_panel(
     )
     ax.set_ylabel("step time (s)", color=TEXT)
     _legend(ax)
+
+
+def level_shifts(xs: Sequence[float], values: Sequence[float], jitter: float) -> list[float]:
+    """Where the pace steps to a new level and stays: the median of a window after a point and
+    of one before it differ by more than `jitter` (a share), and nine in ten points of each
+    window lie on their own side of the midway level (an oscillation, half on each side, is
+    no step). Windows are a 24th of the series (at least 5 points), the one after twice that;
+    the step is placed on the first of three points in a row past the midway level."""
+    n = len(values)
+    width = max(5, n // 24)
+    stride = max(1, width // 4)
+    shifts: list[float] = []
+    i = width
+    while i + width <= n:
+        before = [v for v in values[i - width : i] if math.isfinite(v)]
+        # Two windows after (or to the end): a level held for one window and left again is a
+        # swing, not a step.
+        after = [v for v in values[i : i + 2 * width] if math.isfinite(v)]
+        if len(before) < 3 or len(after) < 3:
+            i += stride
+            continue
+        old, new = statistics.median(before), statistics.median(after)
+        if old > 0 and abs(new / old - 1) > jitter:
+            mid = (old + new) / 2
+            up = new > old
+            kept_after = sum((v > mid) == up for v in after) / len(after)
+            kept_before = sum((v > mid) != up for v in before) / len(before)
+            if kept_after >= 0.9 and kept_before >= 0.9:
+                # The first of three points in a row on the new side: one stray point of
+                # the old level's jitter does not place the step.
+                at = next(
+                    (k for k in range(i - width, i + width - 2)
+                     if all((values[k + d] > mid) == up for d in range(3))),
+                    i,
+                )  # fmt: skip
+                shifts.append(xs[at])
+                i = max(at + width, i + stride)  # the new level is the next one's "before"
+                continue
+        i += stride
+    return shifts
 
 
 def _honest_y(ax: Axes, values: Sequence[float], level: float | None, jitter: float) -> None:
