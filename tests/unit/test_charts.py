@@ -326,9 +326,10 @@ def test_level_shifts_find_each_jump_and_no_jitter() -> None:
     jitter = flat(2880, 2.09, 0.005)
     xs, values = [t.timestamp() for t, _ in jitter], [v for _, v in jitter]
     assert charts.level_shifts(xs, values, 0.03) == []
-    swing = series(2880, NOW, 1.0)[:1440]  # +-20 % waves: they come back, no step
+    # +-20 % waves of a 4-hour period, then a step of 1 s: the waves come back, the step stays.
+    swing = series(2880, NOW, 1.0)
     xs, values = [t.timestamp() for t, _ in swing], [v for _, v in swing]
-    assert charts.level_shifts(xs, values, 0.03) == []
+    assert charts.level_shifts(xs, values, 0.03) == [swing[2880 // 2 + 1][0].timestamp()]
 
 
 def test_a_change_the_text_does_not_name_is_marked_unexplained(tmp_path: Any) -> None:
