@@ -6,6 +6,8 @@ renderer share it, so that no answer says "1 faults in 1 groups".
 
 from __future__ import annotations
 
+import math
+
 __all__ = ["count", "number", "plural"]
 
 
@@ -24,14 +26,19 @@ def plural(n: float, singular: str, many: str | None = None) -> str:
     return f"{head} {word}" if head else word
 
 
-def number(n: float) -> str:
-    """`15,084`, `3`, `2.5`: whole numbers with thousands separators, others with the digits
-    that matter and never an exponent (`1.53e+03` reads as a typo to most people)."""
-    if n == int(n) and abs(n) < 1e15:
-        return f"{int(n):,}"
+def number(n: float, *, separators: bool = True) -> str:
+    """`15,084`, `3`, `2.5`, `0.00012`: whole numbers with thousands separators, others with
+    three significant digits, never an exponent (`1.53e+03` reads as a typo to most people).
+    Without `separators`, for a metric's reading shown as a query would print it."""
+    if not math.isfinite(n):
+        return str(n)
+    comma = "," if separators else ""
+    if n == int(n):
+        return f"{int(n):{comma}}"
     if abs(n) >= 100:
-        return f"{n:,.0f}"
-    return f"{n:,.3g}" if abs(n) >= 0.001 else f"{n:.2g}"
+        return f"{n:{comma}.0f}"
+    digits = max(0, 2 - math.floor(math.log10(abs(n))))  # three significant digits
+    return f"{n:.{digits}f}".rstrip("0").rstrip(".")
 
 
 def count(n: float, singular: str, many: str | None = None) -> str:

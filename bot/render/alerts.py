@@ -19,6 +19,7 @@ from bot.models import FaultKind, Severity
 from bot.render.blocks import Message, SlackMessage, button, confirm_dialog, select
 from bot.render.mrkdwn import code, escape, truncate, user_mention
 from bot.triage.kinds import words
+from bot.words import count as plural_count
 from bot.words import plural
 
 ALERT_ACK_ACTION = "meowbot_alert_ack"
@@ -136,8 +137,8 @@ def render_group(group: AlertGroup, cfg: AlertsConfig, now: datetime) -> SlackMe
         firing_nodes = sorted({a.node for a in group.firing if a.node})
         if len(firing_nodes) > MAX_NODE_BUTTONS:
             msg.context(
-                f"Drain or resume the other {len(firing_nodes) - MAX_NODE_BUTTONS} nodes "
-                "with /node-health."
+                f"Drain or resume the other "
+                f"{plural_count(len(firing_nodes) - MAX_NODE_BUTTONS, 'node')} with /node-health."
             )
     return msg.build()
 

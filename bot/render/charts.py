@@ -30,6 +30,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator, MultipleLocator
 
 from bot.highlights.stats import week_spans
+from bot.words import number
 
 __all__ = [
     "DEFAULT_JITTER",
@@ -212,7 +213,7 @@ def _pace_panel(
         )  # fmt: skip
         ax.axhline(
             level, color=YESTERDAY_COLOUR, linewidth=1.2, linestyle="-.",
-            label=f"baseline, {name}: {level:.3g} s",
+            label=f"baseline, {name}: {number(level)} s",
         )  # fmt: skip
         shown.append(level)
     said = since.timestamp() if since is not None else None
@@ -326,7 +327,7 @@ def _node_panel(
         label=f"node ({n})",
     )
     if median is not None and math.isfinite(median):
-        ax.axhline(median, color=MEDIAN_COLOUR, linewidth=1.4, label=f"median {median:.4g}")
+        ax.axhline(median, color=MEDIAN_COLOUR, linewidth=1.4, label=f"median {number(median)}")
         if median > 0:
             ax.axhspan(
                 median * (1 - spread), median * (1 + spread), color=MEDIAN_COLOUR, alpha=0.12,

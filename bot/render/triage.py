@@ -20,7 +20,7 @@ from bot.triage.service import (
 from bot.triage.targets import KIND_ALIASES, MAX_WINDOW_S, compress
 from bot.triage.verdict import fault_level
 from bot.triage.window import in_the_last, span
-from bot.words import count, plural
+from bot.words import count, number, plural
 
 DRAIN_ACTION = "meowbot_drain_node"
 RESUME_ACTION = "meowbot_resume_node"
@@ -70,7 +70,7 @@ def _evidence_line(f: Fault) -> str:
             if k in {"gpu", "device", "xid", "port", "release"}
         )
         note = f" ({escape(ev.note)})" if ev.note else ""
-        parts.append(f"{code(f'{ev.series}{{{labels}}} = {ev.value:g}')}{note}")
+        parts.append(f"{code(f'{ev.series}{{{labels}}} = {number(ev.value, separators=False)}')}{note}")
     return " · ".join(parts)
 
 

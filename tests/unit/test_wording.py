@@ -166,3 +166,11 @@ async def test_an_ended_job_is_said_in_english(state: JobState, said: str) -> No
     found = await jobs.find_job(triage, "42", StragglerConfig())
     assert isinstance(found, UserError)
     assert said in found.sentence and " is failed" not in found.sentence
+
+
+def test_evidence_and_small_numbers_have_no_exponent() -> None:
+    assert number(1.7e9, separators=False) == "1700000000"
+    assert number(0.00012) == "0.00012" and number(2.0935) == "2.09"
+    assert number(1530.4) == "1,530" and number(float("nan")) == "nan"
+    for x in (1e-5, 3.3e-4, 12345678.9, 1.53e3, 0.5):
+        assert "e" not in number(x) and "e" not in number(x, separators=False)
