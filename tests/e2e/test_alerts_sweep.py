@@ -104,7 +104,7 @@ async def test_a_sweep_turns_a_leaf_switch_outage_into_one_message(
     }
     # 32 nodes down under one switch: one message, not 32; and one message for each group.
     [msg] = messages_about(emulator, f"under {leaf}")
-    assert f"{FaultKind.IB_LINK_DOWN.value} on {len(nodes)} nodes under {leaf}" in header(msg)
+    assert f"({FaultKind.IB_LINK_DOWN.value}) on {len(nodes)} nodes under {leaf}" in header(msg)
     assert validate_blocks(msg["blocks"]) == []
     assert done.changes[Change.NEW_GROUP] == len(groups) >= 2  # the seed's own fault too
     assert len(top_level(emulator)) == len(groups) == len(emulator.calls_to("chat.postMessage"))
@@ -157,7 +157,9 @@ async def test_a_fault_that_clears_resolves_and_its_message_is_updated_in_place(
     assert done.changes[Change.GROUP_RESOLVED] == 1
     await settle(r)
     final = emulator.message(CHANNEL, ts)
-    assert header(final).startswith(f"{RESOLVED_EMOJI} RESOLVED: {FaultKind.IB_LINK_DOWN.value}")
+    assert header(final).startswith(
+        f"{RESOLVED_EMOJI} RESOLVED: InfiniBand link down ({FaultKind.IB_LINK_DOWN.value})"
+    )
     assert f"*0* firing, *{len(nodes)}* resolved" in json.dumps(final["blocks"])
     assert not any(b["type"] == "actions" for b in final["blocks"])  # nothing left to drain
     assert len(messages_about(emulator, f"under {leaf}")) == 1
@@ -297,8 +299,8 @@ async def test_checks_that_could_not_run_never_resolve_their_alerts(
     fleet.inject(FaultKind.XID, xid_node, gpu=5)
     assert await sweeper.sweep_once() is not None
     await settle(r)
-    [ecc_msg] = messages_about(emulator, f"{FaultKind.ECC_DBE.value} on {ecc_node}")
-    [xid_msg] = messages_about(emulator, f"{FaultKind.XID.value} on {xid_node}")
+    [ecc_msg] = messages_about(emulator, f"({FaultKind.ECC_DBE.value}) on {ecc_node}")
+    [xid_msg] = messages_about(emulator, f"({FaultKind.XID.value}) on {xid_node}")
 
     # dcgm-exporter restarts with its default counter set (no ECC counters), and meanwhile
     # both GPUs are mended: the same fleet, seen through an exporter that no longer has ECC.
