@@ -25,6 +25,7 @@ from bot.triage.checks import (
     requests_for,
     run_checks,
 )
+from bot.triage.kinds import words
 from bot.triage.stragglers import PacePoint, RankTime, StragglerConfig
 from bot.triage.table import MetricRequest, Table
 from bot.triage.targets import BadInput, expand_nodes, parse_duration, parse_kinds
@@ -360,7 +361,7 @@ async def hw_faults(triage: Triage, text: str) -> FaultsReport | UserError:
         faults = [f for f in faults if f.kind in kinds]
     scope = "the fleet" if nodes is None else f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}"
     if kinds is not None:
-        scope += " (" + ", ".join(sorted(k.value for k in kinds)) + ")"
+        scope += " (" + ", ".join(sorted(words(k) for k in kinds)) + ")"
     per_gpu = Counter((f.node, f.gpu) for f in faults if f.gpu is not None)
     return FaultsReport(
         groups=group_faults(faults, triage.inventory),
