@@ -7,9 +7,10 @@ from collections.abc import Sequence
 from bot.models import Job
 from bot.render.blocks import Message, SlackMessage, button
 from bot.render.mrkdwn import code, escape
-from bot.render.triage import DRAIN_ACTION
+from bot.render.triage import DRAIN_ACTION, kind_label
 from bot.triage.checks import CHECKS
 from bot.triage.jobs import SlowJobReport
+from bot.triage.kinds import words
 from bot.triage.service import UserJobs
 from bot.triage.stragglers import PROXIES_MODE, Diagnosis, Straggler
 from bot.triage.targets import compress
@@ -78,7 +79,7 @@ def _measure(s: Straggler, d: Diagnosis) -> str:
 
 def _straggler_line(s: Straggler, d: Diagnosis) -> str:
     if s.cause is not None:
-        why = f"*{s.cause.kind.value}*: {escape(s.cause.evidence)}"
+        why = f"{kind_label(s.cause.kind)}: {escape(s.cause.evidence)}"
     else:
         why = "no fault found on the node"
     return f"{code(s.node)} {_measure(s, d)} — {why}"
@@ -119,7 +120,7 @@ def verdict_line(d: Diagnosis) -> str:
     if d.stragglers:
         # Each node with its own cause: two stragglers rarely share one.
         names = ", ".join(
-            f"{code(s.node)} ({s.cause.kind.value if s.cause else 'no fault found'})"
+            f"{code(s.node)} ({escape(words(s.cause.kind)) if s.cause else 'no fault found'})"
             for s in d.stragglers[:3]
         )
         more = f" and {len(d.stragglers) - 3} more" if len(d.stragglers) > 3 else ""
@@ -145,15 +146,16 @@ def verdict_line(d: Diagnosis) -> str:
         return line
     if d.job_cause is not None:
         return (
-            f"*No node holds it back* ({d.job_cause.kind.value}): {escape(d.job_cause.evidence)}."
+            f"*No node holds it back* ({escape(words(d.job_cause.kind))}): "
+            f"{escape(d.job_cause.evidence)}."
         )
     if d.suspects:
         suspect = d.suspects[0]
         more = f" and {len(d.suspects) - 1} more" if len(d.suspects) > 1 else ""
         return (
             f"*No node measured lagging*; suspected: {code(suspect.node)} "
-            f"*{suspect.cause.kind.value}* ({escape(suspect.cause.evidence)}){more}. Its ranks' "
-            "compute times would confirm it; `/node-health` has the node's whole story."
+            f"{kind_label(suspect.cause.kind)} ({escape(suspect.cause.evidence)}){more}. "
+            "Its ranks' compute times would confirm it; `/node-health` has the node's whole story."
         )
     if n == 1:
         return (
@@ -187,7 +189,7 @@ def render_answer(r: SlowJobReport, *, can_act: bool = True) -> SlackMessage:
         more = f" and {len(d.suspects) - 3} more" if len(d.suspects) > 3 else ""
         msg.context(
             "Suspected, not measured lagging: "
-            + "; ".join(f"{code(x.node)} {x.cause.kind.value}" for x in shown)
+            + "; ".join(f"{code(x.node)} {escape(words(x.cause.kind))}" for x in shown)
             + more
         )
     if d.missing:
@@ -223,12 +225,12 @@ def render_detail(r: SlowJobReport) -> SlackMessage:
         lines = [_straggler_line(s, d) for s in d.stragglers]
         msg.lines(lines, max_items=MAX_STRAGGLER_LINES, more_hint="the chart marks them all")
     if d.job_cause is not None:
-        msg.section(f"*{d.job_cause.kind.value}*: {escape(d.job_cause.evidence)}")
+        msg.section(f"{kind_label(d.job_cause.kind)}: {escape(d.job_cause.evidence)}")
     if d.stall is not None and (d.job_cause is None or d.stragglers):
         msg.context(f"Also: {d.stall.minutes} stalls of every rank in the last 2 h.")
     if d.suspects:
         lines = [
-            f"{code(x.node)} *{x.cause.kind.value}*: {escape(x.cause.evidence)} (no "
+            f"{code(x.node)} {kind_label(x.cause.kind)}: {escape(x.cause.evidence)} (no "
             "measurement shows it lagging)"
             for x in d.suspects
         ]

@@ -14,6 +14,7 @@ from bot.backends.sim.scheduler import SimScheduler
 from bot.models import FaultKind, Job, JobState
 from bot.triage.checks import HealthConfig
 from bot.triage.jobs import SlowJobReport, find_job, parse_job_id, slow_job
+from bot.triage.kinds import words
 from bot.triage.service import Triage, UserError
 from bot.triage.stragglers import StragglerConfig, outliers, spread
 
@@ -333,9 +334,11 @@ async def test_job_slow_agrees_with_its_thread_and_with_node_health() -> None:
         answer = " ".join(str(b) for b in render_answer(report).blocks)
         thread = " ".join(str(b) for b in render_detail(report).blocks)
         for s in d.stragglers[:3]:
-            said = s.cause.kind.value if s.cause else "no fault found"
+            # The cause in words in the answer; in the thread, the words and the code beside.
+            said = words(s.cause.kind) if s.cause else "no fault found"
             assert f"`{s.node}` ({said})" in answer
             assert f"`{s.node}`" in thread and said in thread
+            assert s.cause is None or f"(`{s.cause.kind.value}`)" in thread
             health = await node_health(triage, s.node)
             assert isinstance(health, NodeReport)
             kinds = {f.kind for f in health.faults}
