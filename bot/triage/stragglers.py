@@ -428,7 +428,7 @@ def explain(node: str, ev: NodeEvidence, cfg: StragglerConfig) -> Cause | None:
         if med > 0 and clocks[node] < med * (1 - cfg.sm_clock_drop):
             return Cause(
                 FaultKind.LOW_SM_CLOCK,
-                f"SM clock {clocks[node]:.0f} MHz against the job's {med:.0f} MHz, with no "
+                f"SM clock {clocks[node]:,.0f} MHz against the job's {med:,.0f} MHz, with no "
                 "throttle reason set: check application clocks and power limits",
                 Action.DRAIN,
             )
