@@ -77,3 +77,8 @@ def test_demo_checkpoints_default_folder_is_ignored() -> None:
         ["git", "-C", str(ROOT), "check-ignore", "-q", "--no-index", probe], check=False
     )
     assert done.returncode == 0, f"{args.out}/ is not in .gitignore"
+
+
+def test_benchmarks_give_figures_not_the_story_of_earlier_versions() -> None:
+    for phrase in ("a first version", "An earlier run found", "once made a", "Before the bench"):
+        assert phrase not in README
