@@ -164,3 +164,12 @@ def test_modal_is_valid_and_its_submission_parses() -> None:
     state["prompt"] = {"prompt": {"value": "  "}}
     errors = parse_submission({"state": {"values": state}}, max_tokens_cap=1024)
     assert isinstance(errors, dict) and set(errors) == {"max_tokens", "prompt"}
+
+
+def test_one_token_is_one_token() -> None:
+    from bot.render.playground import stats_line
+
+    done = _outputs()[0]
+    assert "1 token" in stats_line(done.model_copy(update={"tokens": 1}))
+    assert "1 tokens" not in stats_line(done.model_copy(update={"tokens": 1}))
+    assert "1,200 tokens" in stats_line(done.model_copy(update={"tokens": 1200}))

@@ -174,3 +174,14 @@ def test_evidence_and_small_numbers_have_no_exponent() -> None:
     assert number(1530.4) == "1,530" and number(float("nan")) == "nan"
     for x in (1e-5, 3.3e-4, 12345678.9, 1.53e3, 0.5):
         assert "e" not in number(x) and "e" not in number(x, separators=False)
+
+
+def test_app_home_jobs_say_one_node() -> None:
+    from bot.models import Job
+    from bot.render.triage import jobs_lines
+    from bot.triage.service import UserJobs
+
+    job = Job(job_id="42", name="llm", user="ana", state=JobState.RUNNING, nodes=("gpu-0001",),
+              start=NOW, partition="gpu", gpus_per_node=8)  # fmt: skip
+    (line,) = jobs_lines(UserJobs("ana", [job], None))
+    assert "on 1 node " in line and "1 nodes" not in line
