@@ -89,6 +89,15 @@ def _headline(group: AlertGroup) -> str:
     return f"{prefix}{cause_words(group.key.cause)} {scope_phrase(group)}"
 
 
+def _cause_label(cause: str) -> str:
+    """`InfiniBand link down (`ib_link_down`)` in mrkdwn; an alert name as code alone."""
+    try:
+        kind = FaultKind(cause)
+    except ValueError:
+        return code(cause)
+    return f"{escape(words(kind))} ({code(cause)})"
+
+
 def cause_words(cause: str) -> str:
     """`InfiniBand link down (ib_link_down)` for a fault kind of the checks; an Alertmanager
     alert name as it is (its rule's author chose it)."""
@@ -198,7 +207,7 @@ def render_storm(channel_groups: Sequence[AlertGroup], now: datetime) -> SlackMe
         nodes.setdefault(key, set()).update(a.node for a in g.firing if a.node)
     order = sorted(tally, key=lambda k: (-worst[k].rank, -tally[k], k[0], k[1].value))
     lines = [
-        f"{EMOJI[worst[k]]} {code(k[0])}: {tally[k]} group{'s' if tally[k] != 1 else ''} "
+        f"{EMOJI[worst[k]]} {_cause_label(k[0])}: {tally[k]} group{'s' if tally[k] != 1 else ''} "
         f"by {k[1].value.replace('_', ' ')}, {len(nodes[k]):,} {plural(len(nodes[k]), 'node')}"
         for k in order
     ]

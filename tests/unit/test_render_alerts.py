@@ -191,3 +191,15 @@ def test_audit_and_repeat_lines() -> None:
         == f"@{WORD_JOINER}ana silenced for 4 h: until 16:00 UTC"
     )
     assert repeat_line(member(7)) == ":repeat: `n007` again: port down"
+
+
+def test_storm_summary_and_headers_name_fault_kinds_in_words() -> None:
+    from bot.render.alerts import cause_words
+
+    key = GroupKey(cause="ecc_dbe", scope=Scope.NODE, scope_value="n1")
+    a = member(1).model_copy(update={"cause": "ecc_dbe"})
+    text = text_of(valid(render_storm([AlertGroup(key=key, alerts=(a,), opened_at=T0,
+                                                  channel="C")], NOW)))  # fmt: skip
+    assert "double-bit ECC error (`ecc_dbe`): 1 group by node, 1 node" in text
+    # An Alertmanager rule's own name is its author's words: kept as it is.
+    assert cause_words("GpuFellOffTheBus") == "GpuFellOffTheBus"
