@@ -23,6 +23,11 @@ class Reading(StrEnum):
     VALUE = "value"
     INCREASE = "increase"
     CHANGES = "changes"  # how often a gauge changed in the window (boot time moving)
+    # How many events a counter counted in the window, where the counter starts with its
+    # exporter and a series appears only with its first event (DCGM_EXP_XID_ERRORS_TOTAL
+    # starts at 1): a series born in the window counts whole, where increase() would read a
+    # lone first sample as no growth and miss the first Xid, often the only one.
+    EVENTS = "events"
 
 
 @dataclass(frozen=True)
