@@ -234,6 +234,22 @@ def _xid(table: Table, cfg: HealthConfig) -> Findings:
             code = totals.labels(i).get(m.LABEL_XID, "")
             if code.isdigit():
                 add(totals, i, int(code), round(totals.values[i]), "Xids in the window")
+        # Counted since the exporter started but none in the window: history, said as such
+        # (what it did to the GPU, a lost GPU or a double-bit error, has checks of its own).
+        for i, grown in enumerate(totals.values):
+            code = totals.labels(i).get(m.LABEL_XID, "")
+            gpu = _gpu(totals.labels(i))
+            if grown == 0 and code.isdigit() and (totals.node(i), gpu, int(code)) not in seen:
+                seen.add((totals.node(i), gpu, int(code)))
+                info = describe(int(code))
+                summary = (
+                    f"Xid {info.code}: {info.meaning}, before the window (counted since the "
+                    "exporter started); none in the window"
+                )
+                faults.append(
+                    _fault(table, totals, i, FaultKind.XID, Severity.INFO, Action.NONE, summary,
+                           note="no Xid of this code in the window")
+                )  # fmt: skip
     if counts is not None:
         for i in _above(counts.values, 0.0):
             code = counts.labels(i).get(m.LABEL_XID, "")

@@ -305,11 +305,12 @@ class SimFleet:
     @cached_property
     def power_cap_noise(self) -> dict[int, float]:
         """GPU -> share of the time it touches its power cap: GPU Boost runs up to the cap,
-        so a third of busy GPUs spend 0.1-2 % of their time held there. Ordinary, never a
-        fault, and what DCGM's power watch warns about all the same (DCGM issue #285)."""
+        so a third of busy GPUs spend 0.1-1.5 % of their time held there (under a minute an
+        hour). Ordinary, never a fault, and what DCGM's power watch warns about all the same
+        (DCGM issue #285)."""
         rng = self._rng("power-cap-share")
         return {
-            i: round(rng.uniform(0.001, 0.02), 4)
+            i: round(rng.uniform(0.001, 0.015), 4)
             for i in self._sparse_noise("power-cap", self._n_gpus, 0.33)
         }
 
