@@ -293,6 +293,11 @@ def _throttle(table: Table, cfg: HealthConfig) -> Findings:
     if col is None and not held:
         return Findings(missing=[m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS])
     window_ns = max(table.window_s, 1.0) * 1e9
+
+    def share_of(ns: float) -> float:
+        # At most the whole window: the sample a window's start finds may be a little older.
+        return min(ns / window_ns, 1.0)
+
     faults = []
     reported: set[tuple[str, int | None, int]] = set()
     mask = sum(bit for bit, *_ in THROTTLE_BITS)
@@ -309,7 +314,7 @@ def _throttle(table: Table, cfg: HealthConfig) -> Findings:
             if bit in held and where[0] in held[bit][1]:
                 # The counter says how long: a burst at the instant read is not a fault.
                 counter = held[bit][0].get(where)
-                share = counter[0].values[counter[1]] / window_ns if counter else 0.0
+                share = share_of(counter[0].values[counter[1]]) if counter else 0.0
                 if share < cfg.throttled_share:
                     continue
                 summary += f", {share:.0%} of the window"
@@ -321,7 +326,7 @@ def _throttle(table: Table, cfg: HealthConfig) -> Findings:
             continue
         severity, action = next((s, a) for b, _, _, s, a in THROTTLE_BITS if b == bit)
         for where, (grown, i) in held[bit][0].items():
-            share = grown.values[i] / window_ns
+            share = share_of(grown.values[i])
             if (*where, bit) in reported or share < cfg.throttled_share:
                 continue
             if (
