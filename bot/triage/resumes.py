@@ -79,12 +79,17 @@ def _values(table: Table) -> dict[tuple[str, str, str, str], float]:
 def history(fault: Fault, resumed: datetime) -> Fault:
     """The finding said as what it is: before the resume, not a reason to drain again."""
     when = resumed.strftime("%Y-%m-%d %H:%M UTC")
+    gauge = bool(fault.evidence) and fault.evidence[0].series == m.DCGM_FI_DEV_XID_ERRORS
+    why = (
+        "the last-Xid gauge stays set after a GPU reset"
+        if gauge
+        else "no Xid of this code counted since"
+    )
     return fault.model_copy(
         update={
             "severity": Severity.INFO,
             "action": Action.NONE,
-            "summary": f"{fault.summary}; before meowbot resumed the node at {when}, and "
-            "nothing new since (the last-Xid gauge stays set after a GPU reset)",
+            "summary": f"{fault.summary}; before meowbot resumed the node at {when} ({why})",
         }
     )
 
