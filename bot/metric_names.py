@@ -135,6 +135,19 @@ CLOCK_EVENT_SYNC_BOOST: Final = 0x10
 CLOCK_EVENT_SW_THERMAL: Final = 0x20
 CLOCK_EVENT_HW_THERMAL: Final = 0x40
 CLOCK_EVENT_HW_POWER_BRAKE: Final = 0x80
+# The `clock_event` label of DCGM_EXP_CLOCK_EVENTS_* for each bit (dcgm-exporter's
+# clock_events_collector.go, clockEventToString, after dcgmi's names).
+CLOCK_EVENT_NAMES: Final[dict[int, str]] = {
+    CLOCK_EVENT_GPU_IDLE: "gpu_idle",
+    CLOCK_EVENT_APPLICATIONS_CLOCKS_SETTING: "clocks_setting",
+    CLOCK_EVENT_SW_POWER_CAP: "power_cap",
+    CLOCK_EVENT_HW_SLOWDOWN: "hw_slowdown",
+    CLOCK_EVENT_SYNC_BOOST: "sync_boost",
+    CLOCK_EVENT_SW_THERMAL: "sw_thermal",
+    CLOCK_EVENT_HW_THERMAL: "hw_thermal",
+    CLOCK_EVENT_HW_POWER_BRAKE: "hw_power_brake",
+    0x100: "display_clocks",
+}
 
 # DCGM_EXP_GPU_HEALTH_STATUS values: go-dcgm's DCGM_HEALTH_RESULT_PASS, _WARN, _FAIL.
 HEALTH_PASS: Final = 0

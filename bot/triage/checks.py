@@ -276,6 +276,15 @@ VIOLATION_REQUESTS = tuple(
 )
 # One row a node that exports each counter: where it is absent the bitmask is all there is.
 VIOLATION_NODES = tuple(MetricRequest(metric, V, per_node=True) for metric, *_ in VIOLATIONS)
+# Newer exporters count each time a reason came on (DCGM_EXP_CLOCK_EVENTS_TOTAL, edge-counted):
+# a hardware reason that came on in the window is a fault even when it is off at the read,
+# which the bitmask alone misses. The power cap and software thermal ones come on all day on
+# busy GPUs; the violation counters say how long, which is what matters for those.
+CLOCK_EVENTS_REQUEST = MetricRequest(m.DCGM_EXP_CLOCK_EVENTS_TOTAL, EVENTS, "> 0")
+HARDWARE_CLOCK_EVENTS = {
+    m.CLOCK_EVENT_NAMES[bit]: bit
+    for bit in (m.CLOCK_EVENT_HW_SLOWDOWN, m.CLOCK_EVENT_HW_THERMAL, m.CLOCK_EVENT_HW_POWER_BRAKE)
+}
 
 
 def _throttle(table: Table, cfg: HealthConfig) -> Findings:
@@ -290,7 +299,8 @@ def _throttle(table: Table, cfg: HealthConfig) -> Findings:
         rows = {(grown.node(i), _gpu(grown.labels(i))): (grown, i) for i in _above(grown.values, 0)}
         covered = {nodes.node(i) for i in range(len(nodes)) if nodes.values[i] == nodes.values[i]}
         held[bit] = (rows, covered)
-    if col is None and not held:
+    events = table.get(CLOCK_EVENTS_REQUEST.key)
+    if col is None and not held and events is None:
         return Findings(missing=[m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS])
     window_ns = max(table.window_s, 1.0) * 1e9
 
@@ -345,6 +355,21 @@ def _throttle(table: Table, cfg: HealthConfig) -> Findings:
                 _fault(table, grown, i, kind, severity, action, summary,
                        note=f"{grown.values[i] / 1e9:.0f} s held back in the window")
             )  # fmt: skip
+    # A hardware reason that came on in the window and is off at the read.
+    for i in _above(events.values, 0.0) if events is not None else ():
+        assert events is not None
+        bit = HARDWARE_CLOCK_EVENTS.get(events.labels(i).get(m.LABEL_CLOCK_EVENT, ""), 0)
+        where = (events.node(i), _gpu(events.labels(i)))
+        if not bit or (*where, bit) in reported:
+            continue
+        reported.add((*where, bit))
+        _, kind, meaning, severity, action = next(t for t in THROTTLE_BITS if t[0] == bit)
+        times = round(events.values[i])
+        summary = (
+            f"clocks held back: {meaning} came on {times} time{'s' if times > 1 else ''} in "
+            "the window (not at the instant read)"
+        )
+        faults.append(_fault(table, events, i, kind, severity, action, summary))
     return Findings(faults=faults)
 
 
@@ -508,7 +533,7 @@ CHECKS: tuple[Check, ...] = (
         "throttle", "clock-event (throttle) reasons",
         # Above 1: bit 0x1 alone is an idle GPU.
         (MetricRequest(m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS, V, "> 1"), MetricRequest(m.DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, V, "> 1"),
-         *VIOLATION_REQUESTS, *VIOLATION_NODES),
+         *VIOLATION_REQUESTS, *VIOLATION_NODES, CLOCK_EVENTS_REQUEST),
         _throttle,
         (FaultKind.THROTTLE_POWER, FaultKind.THROTTLE_HW_SLOWDOWN, FaultKind.THROTTLE_SW_THERMAL,
          FaultKind.THROTTLE_HW_THERMAL, FaultKind.POWER_BRAKE),

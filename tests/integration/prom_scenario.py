@@ -107,6 +107,12 @@ EXPORTER_PLAN: tuple[Planned, ...] = (
     Planned(K.THROTTLE_SW_THERMAL, "gpu-0004", 1, ago_s=50 * 60, ended_ago_s=10 * 60,
             drains=False),
     Planned(K.THROTTLE_POWER, "gpu-0124", 0),
+    # Hardware slowdown for ten minutes, over 20 minutes before the read: the clock-event
+    # counter saw it come on; the bitmask at the read does not (on gpu-0006 there is no such
+    # counter: not seen).
+    Planned(K.THROTTLE_HW_SLOWDOWN, "gpu-0126", 2, ago_s=30 * 60, ended_ago_s=20 * 60),
+    Planned(K.THROTTLE_HW_SLOWDOWN, "gpu-0006", 5, ago_s=30 * 60, ended_ago_s=20 * 60,
+            drains=False),
     Planned(K.DCGM_HEALTH, "gpu-0125", 5),
 )  # fmt: skip
 """Not in any job (their nodes are the fleet's last clean ones, or already faulty): /job-slow's

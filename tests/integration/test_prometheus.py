@@ -300,6 +300,12 @@ def test_violation_counters_show_a_throttle_the_bitmask_missed(whole: FleetRead)
     # Held at the power cap all along, with the counter: bit and share in one finding.
     (power,) = _on(whole.run, "gpu-0124", FaultKind.THROTTLE_POWER)
     assert power.gpu == 0 and "100% of the window" in power.summary
+    # A hardware slowdown that came and went: the newer exporter counted it coming on.
+    (slowdown,) = _on(whole.run, "gpu-0126", FaultKind.THROTTLE_HW_SLOWDOWN)
+    assert (slowdown.gpu, slowdown.action) == (2, Action.DRAIN)
+    assert slowdown.evidence[0].series == m.DCGM_EXP_CLOCK_EVENTS_TOTAL
+    assert _planned("gpu-0006", FaultKind.THROTTLE_HW_SLOWDOWN).drains is False
+    assert _on(whole.run, "gpu-0006", FaultKind.THROTTLE_HW_SLOWDOWN) == []
     # The counters come from the newer exporter's racks only, one row a node.
     for request in VIOLATION_NODES:
         col = whole.table.columns[request.key]

@@ -217,6 +217,35 @@ def test_a_gpu_held_back_all_hour_is_one_fault_with_its_share() -> None:
     assert FaultKind.THROTTLE_HW_THERMAL in on_8 and FaultKind.THROTTLE_SW_THERMAL not in on_8
 
 
+def test_a_hardware_slowdown_that_came_and_went_shows_in_the_clock_event_counter() -> None:
+    """On at 11:30 for ten minutes: off at the read, so the bitmask says nothing; the newer
+    exporter's edge-counted DCGM_EXP_CLOCK_EVENTS_TOTAL says it came on in the window."""
+    for host_label, found in ((NEWER, True), (OLDER, False)):
+        fleet = _fleet(host_label)
+        since = NOW - timedelta(minutes=30)
+        fleet.inject(
+            FaultKind.THROTTLE_HW_SLOWDOWN,
+            "gpu-0012",
+            2,
+            since,
+            until=since + timedelta(minutes=10),
+        )
+        run = _run(fleet)
+        faults = [f for f in run.faults if f.kind is FaultKind.THROTTLE_HW_SLOWDOWN]
+        assert bool(faults) is found, host_label
+        if found:
+            (fault,) = faults
+            assert (fault.node, fault.gpu, fault.action) == ("gpu-0012", 2, Action.DRAIN)
+            assert fault.evidence[0].series == m.DCGM_EXP_CLOCK_EVENTS_TOTAL
+            assert "came on 1 time in the window" in fault.summary
+        # GPUs coming on their power cap every ten minutes are counted too, and no fault.
+        assert {f.node for f in run.faults} <= {"gpu-0012"}
+    assert any(
+        m.CLOCK_EVENT_NAMES[m.CLOCK_EVENT_SW_POWER_CAP] in events
+        for events in _fleet(NEWER).snapshot(NOW).clock_event_counts().values()
+    )
+
+
 # --- DCGM's own health watches --------------------------------------------------------------------
 
 

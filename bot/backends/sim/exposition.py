@@ -15,7 +15,7 @@ from typing import Literal, NamedTuple
 from bot import metric_names as m
 
 Labels = tuple[tuple[str, str], ...]
-Entity = Literal["gpu", "xid", "health", "nic", "netdev", "node", "uname", "numa", "step"]
+Entity = Literal["gpu", "xid", "health", "clock", "nic", "netdev", "node", "uname", "numa", "step"]
 
 
 class Sample(NamedTuple):
@@ -40,9 +40,9 @@ class Sample(NamedTuple):
 class Family:
     name: str
     entity: Entity
-    """What one series is about: a GPU, an Xid code of a GPU, a DCGM health watch of a GPU, an
-    IB port, a network interface, a node, the node's uname, a NUMA domain, or one rank of a
-    training job."""
+    """What one series is about: a GPU, an Xid code of a GPU, a DCGM health watch of a GPU, a
+    clock-event reason of a GPU, an IB port, a network interface, a node, the node's uname, a
+    NUMA domain, or one rank of a training job."""
     help: str
 
     @property
@@ -69,6 +69,11 @@ FAMILIES: tuple[Family, ...] = (
         "Number of remapped rows for uncorrectable errors.",
     ),
     Family(m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS, "gpu", "Current clock event reasons (bitmask)."),
+    Family(
+        m.DCGM_EXP_CLOCK_EVENTS_TOTAL,
+        "clock",
+        "Total clock events observed since exporter start (edge-counted).",
+    ),
     Family(
         m.DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, "gpu", "Current clock throttle reasons (bitmask)."
     ),

@@ -64,13 +64,14 @@ RANDOM_NODE_KINDS: tuple[FaultKind, ...] = tuple(
     k for k in NODE_KINDS if k is not FaultKind.DCGM_HEALTH
 )
 # Families only the newer dcgm-exporter exports (its rack under host_label="mixed", every node
-# under "hostname", none under "Hostname"): the cumulative Xid counter and DCGM's health
-# watches are newer collectors, and that rack's counters CSV also enables the violation
-# counters (commented out in dcgm-exporter's default-counters.csv). So one fleet shows each
-# family present on some nodes and absent on the others, as a fleet mid-upgrade does.
+# under "hostname", none under "Hostname"): the cumulative Xid and clock-event counters and
+# DCGM's health watches are newer collectors, and that rack's counters CSV also enables the
+# violation counters (commented out in dcgm-exporter's default-counters.csv). So one fleet
+# shows each family present on some nodes and absent on the others, as one mid-upgrade does.
 NEWER_EXPORTER_FAMILIES: frozenset[str] = frozenset(
     {
         m.DCGM_EXP_XID_ERRORS_TOTAL,
+        m.DCGM_EXP_CLOCK_EVENTS_TOTAL,
         m.DCGM_EXP_GPU_HEALTH_STATUS,
         m.DCGM_FI_DEV_THERMAL_VIOLATION,
         m.DCGM_FI_DEV_POWER_VIOLATION,
@@ -547,7 +548,7 @@ class SimFleet:
         estimate = sum(
             scope.size(scope.mult[f.entity])
             for f in families
-            if f.entity not in ("xid", "health", "step")
+            if f.entity not in ("xid", "health", "clock", "step")
         )
         if any(f.entity == "step" for f in families):
             estimate += self._ranks_in(scope, times[0], times[-1])

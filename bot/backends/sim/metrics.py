@@ -64,7 +64,7 @@ class SimMetrics:
         for request in requests:
             self.queries += 1
             family = FAMILY_BY_NAME.get(request.name)
-            if family is not None and family.entity in ("xid", "health"):
+            if family is not None and family.entity in ("xid", "health", "clock"):
                 # Sparse (a row per GPU and code seen, or per GPU and health watch): read as
                 # rows, as Prometheus would.
                 sparse = _sparse_column(self.fleet, request, now, at, window_s, scope)

@@ -38,6 +38,15 @@ _CH_TEMP, _CH_POWER, _CH_CLOCK, _CH_UTIL, _CH_NVLINK, _CH_LOAD, _CH_STEP = range
 
 IB_RX_IDLE_BYTES_PER_S = 2.0e4
 STICKY_GAUGES = frozenset({m.DCGM_FI_DEV_XID_ERRORS})
+POWER_CAP_BURST_EVERY_S = 600.0  # how often a GPU that touches its power cap comes on it
+# The clock-event reason each throttle kind turns on (its bit of the bitmask).
+CLOCK_EVENT_OF: dict[FaultKind, int] = {
+    FaultKind.THROTTLE_POWER: m.CLOCK_EVENT_SW_POWER_CAP,
+    FaultKind.THROTTLE_HW_SLOWDOWN: m.CLOCK_EVENT_HW_SLOWDOWN,
+    FaultKind.THROTTLE_SW_THERMAL: m.CLOCK_EVENT_SW_THERMAL,
+    FaultKind.THROTTLE_HW_THERMAL: m.CLOCK_EVENT_HW_THERMAL,
+    FaultKind.POWER_BRAKE: m.CLOCK_EVENT_HW_POWER_BRAKE,
+}
 
 # DCGM's health watches as dcgm-exporter lists them (gpu_health_collector.go, gpuHealthChecks),
 # in its order: one DCGM_EXP_GPU_HEALTH_STATUS series per GPU and watch.
@@ -75,7 +84,7 @@ class Placed:
 
     def position(self, entity: Entity, ports: int) -> Sequence[int]:
         """Which entity of the node the fault sits on (several for an all-ports IB fault)."""
-        if entity in ("gpu", "xid", "health"):
+        if entity in ("gpu", "xid", "health", "clock"):
             # A fault of the whole node (CPU contention) is on every GPU of it.
             return range(ports) if self.gpu < 0 else (self.gpu,)
         if entity == "nic":
@@ -113,6 +122,7 @@ class Scope:
             "gpu": hw.gpus_per_node,
             "xid": hw.gpus_per_node,
             "health": hw.gpus_per_node,
+            "clock": hw.gpus_per_node,
             "nic": hw.nics_per_node,
             "netdev": len(hw.netdevs),
             "node": 1,
@@ -520,7 +530,7 @@ class FleetSnapshot:
         if col is not None:
             return col
         family = FAMILY_BY_NAME[metric]
-        if family.entity in ("xid", "health", "step"):
+        if family.entity in ("xid", "health", "clock", "step"):
             raise KeyError(f"{metric} is sparse: use xid_counts(), health_rows(), step_times()")
         col = self._baseline(metric)
         mult = self.scope.mult[family.entity]
@@ -571,6 +581,42 @@ class FleetSnapshot:
             codes = out.setdefault(pos, {})
             code = int(fault.number("xid"))
             codes[code] = codes.get(code, 0.0) + fault.number("count")
+        return out
+
+    def clock_event_counts(self) -> dict[int, dict[str, float]]:
+        """GPU position -> {reason: times it came on} for ``DCGM_EXP_CLOCK_EVENTS_TOTAL``, since
+        the exporter started (the fleet's origin), edge-counted as dcgm-exporter does: a fault
+        that holds the clocks back comes on once; GPUs that touch the power cap, every ten
+        minutes of job time. A series exists once its reason came on (sparse)."""
+        f = self.fleet
+        metric = m.DCGM_EXP_CLOCK_EVENTS_TOTAL
+        out: dict[int, dict[str, float]] = {}
+        if metric not in f.exported:
+            return out
+        g = self.gpus_per_node
+        missing = self.missing_gpus()
+        busy_s = self.busy_seconds()
+        power_cap = m.CLOCK_EVENT_NAMES[m.CLOCK_EVENT_SW_POWER_CAP]
+        for pos, n in enumerate(self.scope.nodes):
+            if not f.exports(metric, n):
+                continue
+            bursts = float(int(busy_s[pos] // POWER_CAP_BURST_EVERY_S))
+            for gpu in range(g):
+                if n * g + gpu in f.power_cap_noise and bursts > 0:
+                    out.setdefault(pos * g + gpu, {})[power_cap] = bursts
+        for placed in self.scope.faults:
+            fault = placed.fault
+            bit = CLOCK_EVENT_OF.get(fault.kind)
+            if bit is None or placed.node < 0 or fault.since_s > self.t_s:
+                continue
+            if not f.exports(metric, placed.node):
+                continue
+            pos = self.scope.pos_of[placed.node] * g + placed.gpu
+            if pos in missing:
+                continue
+            events = out.setdefault(pos, {})
+            name = m.CLOCK_EVENT_NAMES[bit]
+            events[name] = events.get(name, 0.0) + 1.0
         return out
 
     def health_rows(self) -> Iterator[tuple[int, str, float, str]]:
@@ -743,7 +789,7 @@ class FleetSnapshot:
         """The labels of the series at column position ``pos`` of ``metric``, as exported
         (for a check's evidence)."""
         family = FAMILY_BY_NAME[metric]
-        if family.entity in ("gpu", "xid", "health"):
+        if family.entity in ("gpu", "xid", "health", "clock"):
             return dict(self._gpu_labels(pos))
         if family.entity == "step":
             raise KeyError(f"{metric} has no column: use step_times()")
@@ -760,6 +806,12 @@ class FleetSnapshot:
                 labels = self._gpu_labels(pos)
                 for code in sorted(codes):
                     yield (*labels, (m.LABEL_XID, str(code))), codes[code]
+            return
+        if entity == "clock":
+            for pos, events in sorted(self.clock_event_counts().items()):
+                labels = self._gpu_labels(pos)
+                for name in sorted(events):
+                    yield (*labels, (m.LABEL_CLOCK_EVENT, name)), events[name]
             return
         if entity == "health":
             for pos, watch, result, reason in self.health_rows():
