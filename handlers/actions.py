@@ -58,11 +58,15 @@ def register(reg: Registry, deps: Deps) -> None:
         return await node_actions.drain(deps.triage.scheduler, node, cause, user_name)
 
     async def resume(value: str, user_name: str) -> node_actions.Done:
-        return await node_actions.resume(deps.triage.scheduler, value, user_name)
+        triage = deps.triage
+        return await node_actions.resume(triage.scheduler, value, user_name, memory=triage.resumes)
 
     async def resume_forced(value: str, user_name: str) -> node_actions.Done:
         # The person pressed "Resume anyway" through its confirmation dialog.
-        return await node_actions.resume(deps.triage.scheduler, value, user_name, force=True)
+        triage = deps.triage
+        return await node_actions.resume(
+            triage.scheduler, value, user_name, force=True, memory=triage.resumes
+        )
 
     async def on_link(ack: Any) -> None:
         # Slack opens the URL itself; the click is still delivered and must be acked.

@@ -176,8 +176,9 @@ def register(reg: Registry, deps: Deps) -> None:
                 return
             value = _value(body)
             key, node = split_value(value)
-            out = await acts.resume(alerting.store, alerting.triage.scheduler, key.id, node,
-                                    _actor(body), force=force)  # fmt: skip
+            triage = alerting.triage
+            out = await acts.resume(alerting.store, triage.scheduler, key.id, node, _actor(body),
+                                    force=force, memory=triage.resumes)  # fmt: skip
             await thread(client, alerting, out)
             if out.can_force:
                 # Someone else's reason: the person may confirm over it ("Resume anyway").

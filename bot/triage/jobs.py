@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from bot.backends.errors import BackendError
 from bot.models import FaultKind, Job, JobState
 from bot.triage.checks import CHECKS_BY_NAME, enabled_checks, requests_for, run_checks
+from bot.triage.resumes import apply_resume_memory
 from bot.triage.service import Triage, UserError
 from bot.triage.stragglers import (
     COMPUTE,
@@ -140,9 +141,13 @@ async def slow_job(
             metrics.read(evidence_requests(cfg), nodes=job.nodes, window_s=cfg.average_s, at=at),
         )
         comparison, yesterday = await _compare(triage, job, pace, cfg, at)
+        # The same findings as /node-health of the node: an old Xid of a node meowbot resumed
+        # is history here too.
+        run = await apply_resume_memory(
+            metrics, triage.resumes, run_checks(health_table, health, checks), health.window_s
+        )
     except BackendError as exc:
         return UserError(f"I could not read job {job.job_id}'s metrics: {exc.user_text()}")
-    run = run_checks(health_table, health, checks)
     keys = {
         kind: (CHECKS_BY_NAME[name].needs[0].key, DRIFT[kind][1])
         for kind, name in _VERSION_KEYS.items()

@@ -13,6 +13,7 @@ import aiohttp
 import pytest
 
 from bot.app import SLACK_EVENTS_PATH, create_bot
+from bot.backends.resume_store import RedisResumes
 from bot.models import FaultKind
 from bot.render.triage import DRAIN_ACTION, RESUME_ACTION, RESUME_ANYWAY_ACTION
 from bot.shell.slack_emulator import SlackEmulator, validate_blocks
@@ -125,6 +126,10 @@ async def test_admin_drains_and_resumes_through_slurm(slurm_slack: Slack) -> Non
             break
         await asyncio.sleep(0.1)
     assert "meowbot" not in scontrol_reason(node)
+    # Remembered in Redis, for every replica: the Xid it was drained for is history now.
+    memory = slurm_slack.bot.deps.triage.resumes
+    assert isinstance(memory, RedisResumes)
+    assert list(await memory.resumes([node, "gpu-0011"])) == [node]
 
 
 def scontrol(*args: str, check: bool = True) -> None:
