@@ -237,7 +237,7 @@ def test_a_hardware_slowdown_that_came_and_went_shows_in_the_clock_event_counter
             (fault,) = faults
             assert (fault.node, fault.gpu, fault.action) == ("gpu-0012", 2, Action.DRAIN)
             assert fault.evidence[0].series == m.DCGM_EXP_CLOCK_EVENTS_TOTAL
-            assert "came on 1 time in the window" in fault.summary
+            assert "came on 1 time in the last hour" in fault.summary
         # GPUs coming on their power cap every ten minutes are counted too, and no fault.
         assert {f.node for f in run.faults} <= {"gpu-0012"}
     assert any(
