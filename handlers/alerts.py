@@ -65,9 +65,7 @@ def register(reg: Registry, deps: Deps) -> None:
     ) -> bool:
         if await deps.authz.allowed(_actor(body).user_id, client):
             return True
-        await tell(
-            respond, f":no_entry: Only people in MEOWBOT_ADMINS may {verb}; nothing was changed."
-        )
+        await tell(respond, deps.authz.refusal(verb))
         return False
 
     def alerting_or_none() -> Alerting | None:
@@ -125,9 +123,14 @@ def register(reg: Registry, deps: Deps) -> None:
             await ack(response_action="errors",
                       errors={"duration": "Hours between 0.1 and 336, e.g. 2 or 0.5."})  # fmt: skip
             return
+        if not await deps.authz.allowed(_actor(body).user_id, client):
+            # Said in the form: a modal closed without a word reads as a silence that worked.
+            refused = deps.authz.refusal("silence alerts", plain=True)
+            await ack(response_action="errors", errors={"duration": refused})
+            return
         await ack()
         alerting = alerting_or_none()
-        if alerting is None or not await deps.authz.allowed(_actor(body).user_id, client):
+        if alerting is None:
             return
         await silence(alerting, client, None, body, view.get("private_metadata", ""), hours * 3600)
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from bot.models import Job
 from bot.render.blocks import Message, SlackMessage, button
 from bot.render.mrkdwn import code, escape
-from bot.render.triage import DRAIN_ACTION
+from bot.render.triage import drain_button
 from bot.triage.checks import CHECKS
 from bot.triage.jobs import SlowJobReport
 from bot.triage.service import UserJobs
@@ -176,8 +176,7 @@ def render_answer(r: SlowJobReport, *, can_act: bool = True) -> SlackMessage:
     buttons = []
     if can_act:
         for s in d.stragglers[:MAX_DRAIN_BUTTONS]:
-            value = f"{s.node}|{drain_reason(job, s)}"
-            buttons.append(button(f"Drain {s.node}", DRAIN_ACTION, value, style="danger"))
+            buttons.append(drain_button(s.node, drain_reason(job, s), f"Drain {s.node}"))
     if buttons:
         msg.actions(*buttons)
     if d.stragglers:
