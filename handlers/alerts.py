@@ -4,6 +4,7 @@ confirm a drain past the blast-radius limit, resume. Runbook is a link: only ack
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -98,17 +99,16 @@ def register(reg: Registry, deps: Deps) -> None:
             duration_s = float(extra)
         except ValueError:
             return await tell(respond, "That silence carries no duration; nothing was changed.")
-        await silence(alerting, client, respond, body, gid, duration_s)
+        await silence(alerting, client, lambda text: tell(respond, text), body, gid, duration_s)
 
     async def silence(
-        alerting: Alerting, client: AsyncWebClient, respond: Any, body: dict[str, Any],
-        gid: str, duration_s: float,
+        alerting: Alerting, client: AsyncWebClient, say: Callable[[str], Awaitable[None]],
+        body: dict[str, Any], gid: str, duration_s: float,
     ) -> None:  # fmt: skip
         out = await acts.silence(alerting.store, alerting.silencer, gid, _actor(body),
                                  duration_s, datetime.now(UTC))  # fmt: skip
         await thread(client, alerting, out)
-        if respond is not None:
-            await tell(respond, out.sentence)
+        await say(out.sentence)
 
     async def on_silence_modal(
         ack: Any, body: dict[str, Any], view: dict[str, Any], client: AsyncWebClient
@@ -132,7 +132,17 @@ def register(reg: Registry, deps: Deps) -> None:
         alerting = alerting_or_none()
         if alerting is None:
             return
-        await silence(alerting, client, None, body, view.get("private_metadata", ""), hours * 3600)
+        gid = str(view.get("private_metadata", ""))
+        group = await alerting.store.group(gid)
+        user_id = _actor(body).user_id
+
+        async def say(text: str) -> None:
+            # A form has no response_url: the outcome (a refusal too: an Alertmanager alert
+            # with no Alertmanager to silence it in) is said beside the alert, to the person.
+            if group is not None and group.channel:
+                await client.chat_postEphemeral(channel=group.channel, user=user_id, text=text)
+
+        await silence(alerting, client, say, body, gid, hours * 3600)
 
     async def on_drain(
         ack: Any, body: dict[str, Any], respond: Any, client: AsyncWebClient
