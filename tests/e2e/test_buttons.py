@@ -522,3 +522,27 @@ async def test_node_health_drain_reads_right_before_and_after(admin_slack: Slack
     resume = the_button(answer)
     assert resume["action_id"] == RESUME_ACTION and "confirm" not in resume
     assert "Proposed" not in text and "fit to run work" in text
+
+
+async def test_job_slow_offers_no_drain_of_a_straggler_drained_already(admin_slack: Slack) -> None:
+    slack, emu = admin_slack, admin_slack.emulator
+    fleet = slack.bot.deps.triage.inventory.fleet  # type: ignore[attr-defined]
+    sched = slack.bot.deps.triage.scheduler
+    assert sched is not None
+    job = fleet.add_job([f"gpu-{i:04d}" for i in range(481, 497)], user="ana")
+    fleet.inject_straggler(job.job_id, FaultKind.THROTTLE_HW_THERMAL, node="gpu-0484")
+    fleet.inject_straggler(job.job_id, FaultKind.THROTTLE_HW_THERMAL, node="gpu-0490")
+    await sched.drain("gpu-0484", "meowbot: slows job by @ana")
+    assert (await slack.command("/job-slow", job.job_id))[0] == 200
+    update = await emu.wait_for_call("chat.update", timeout=30)
+    blocks = update.args["blocks"]
+    drains = [
+        el["value"].partition("|")[0]
+        for b in blocks
+        if b["type"] == "actions"
+        for el in b["elements"]
+        if el["action_id"].startswith(DRAIN_ACTION)
+    ]
+    assert drains == ["gpu-0490"], blocks  # both hold the job back; one is drained already
+    text = json.dumps(blocks)
+    assert "gpu-0484" in text and "out of scheduling already" in text, text
