@@ -130,6 +130,9 @@ class Crawl:
             out.append(Surface("message", channel, blocks or [], ts=ts))
         for i, (_url, body) in enumerate(emu.responses):
             out.append(Surface("ephemeral", str(i), body.get("blocks") or []))
+        for e in emu.ephemerals:  # chat.postEphemeral: answers to a form, which has no reply url
+            if e.get("via") == "chat.postEphemeral":
+                out.append(Surface("message", e["channel"], e.get("blocks") or [], ts=e["ts"]))
         for view in list(emu.views.values()):
             kind = "home" if view.get("type") == "home" else "view"
             out.append(Surface(kind, view["id"], view.get("blocks") or [], view=view))
