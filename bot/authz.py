@@ -39,9 +39,11 @@ class Authorizer:
         named += [f"<!subteam^{g}>" for g in sorted(self.group_ids)]
         named += [escape(f"@{h}") for h in sorted(self.handles)]
         if not named:
+            # Nobody to ask: the one who can mend it is whoever runs the bot, so say where.
             return (
-                f":no_entry: Nobody may {verb} from Slack here yet: no cluster admins are named "
-                "for meowbot (whoever runs it names them). Nothing was changed."
+                f":no_entry: Nobody may {verb} from Slack here yet: meowbot has no cluster "
+                "admins set up (whoever runs it names them; its README's Drain and Resume says "
+                "how). Nothing was changed."
             )
         shown = named[:MAX_NAMED]
         more = len(named) - len(shown)
