@@ -59,6 +59,10 @@ def register(reg: Registry, deps: Deps) -> None:
                 )
             except SlackApiError as exc:  # the audit stream has it anyway
                 log.warning("audit reply failed", extra={"error": exc.response.get("error")})
+        if group is not None:
+            # Re-rendered even when only the scheduler changed (a drain, a resume): its
+            # buttons follow the nodes' state.
+            await alerting.store.mark_dirty(group.key.id)
         alerting.wake.set()  # the group's message shows the change
 
     async def may_act(
