@@ -25,9 +25,8 @@ def command_usage(cmd: SlashCommand) -> SlackMessage:
 
 
 def not_built(cmd: SlashCommand) -> SlackMessage:
-    # Reached only by a command the handlers' table does not run either: say what it does.
     return error_message(
-        f"I cannot answer {cmd.name} here. Try `{cmd.name} help` for what it does."
+        f"{cmd.name} cannot answer here yet. Try `{cmd.name} help` for what it will do."
     )
 
 
