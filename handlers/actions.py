@@ -35,11 +35,8 @@ def register(reg: Registry, deps: Deps) -> None:
             await ack()
             user = body.get("user", {})
             if not await deps.authz.allowed(str(user.get("id", "")), client):
-                sentence = (
-                    f":no_entry: Only people in MEOWBOT_ADMINS may {verb} nodes; "
-                    "nothing was changed."
-                )
-                await respond(response_type="ephemeral", replace_original=False, text=sentence)
+                await respond(response_type="ephemeral", replace_original=False,
+                              text=deps.authz.refusal(f"{verb} nodes"))  # fmt: skip
                 return
             value = str(body["actions"][0].get("value", ""))
             name = str(user.get("username") or user.get("name") or user.get("id"))

@@ -68,6 +68,7 @@ class SlowJobReport:
     lagging_label: str  # what `diagnosis.per_node` measures
     not_run: dict[str, list[str]]
     at: datetime
+    out_of_service: frozenset[str] = frozenset()  # stragglers drained or down already
 
 
 def parse_job_id(text: str) -> str | UserError:
@@ -172,7 +173,20 @@ async def slow_job(
         lagging_label=label,
         not_run=run.not_run,
         at=at,
+        out_of_service=await _out_of_service(triage, [s.node for s in diagnosis.stragglers]),
     )
+
+
+async def _out_of_service(triage: Triage, nodes: list[str]) -> frozenset[str]:
+    """The nodes already drained or down: the answer offers them no Drain (whose press only
+    said "already draining") and says the job runs on them until it restarts."""
+    if triage.scheduler is None or not nodes:
+        return frozenset()
+    try:
+        states = await triage.scheduler.nodes(nodes)
+    except BackendError:
+        return frozenset()  # unknown: Drain stays on offer, and a press reads the state anyway
+    return frozenset(n for n, state in states.items() if state.out_of_service)
 
 
 async def _compare(
