@@ -38,6 +38,7 @@ from bot.backends.highlight_store import RedisHighlightStore
 from bot.backends.openai_compat import CheckpointServers
 from bot.backends.playground_store import MemoryPlaygroundStore, RedisPlaygroundStore
 from bot.backends.prometheus import PrometheusMetrics
+from bot.backends.resume_store import MemoryResumes, RedisResumes
 from bot.backends.slack_directory import SlackDigestPoster, SlackDirectory
 from bot.backends.slack_poster import SlackPoster
 from bot.backends.state import MemoryStore, RedisStore
@@ -241,6 +242,10 @@ async def create_bot(settings: Settings, *, store: StateStore | None = None) -> 
         triage=make_triage(settings),
         authz=Authorizer(settings.admin_list),
         users=UserMap(user_mapping(settings)),
+    )
+    # Resumes are remembered where state is shared: an Xid that predates one is history.
+    deps.triage.resumes = (
+        RedisResumes(deps.store.redis) if isinstance(deps.store, RedisStore) else MemoryResumes()
     )
     deps.alerting = make_alerting(settings, deps.store, client, deps.triage)
     deps.playground = make_playground(settings, deps.store)

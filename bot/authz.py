@@ -11,7 +11,10 @@ import time
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.render.mrkdwn import escape, user_mention
+
 CACHE_TTL_S = 300.0
+MAX_NAMED = 5  # a refusal names this many admins at most: enough to find one awake
 
 
 class Authorizer:
@@ -24,6 +27,33 @@ class Authorizer:
     @property
     def configured(self) -> bool:
         return bool(self.users or self.group_ids or self.handles)
+
+    def refusal(self, verb: str, *, plain: bool = False) -> str:
+        """What a person who may not `verb` is told: who may, as mentions they can write to.
+        Not the setting's name: the person refused is rarely the one who configures the bot.
+        `plain` is for plain-text places (a modal's field error), where mentions show raw."""
+        if plain:
+            return f"Only the cluster admins may {verb}; nothing was changed."
+        named = [user_mention(u) for u in sorted(self.users)]
+        # `<!subteam^S…>` shows as the group's @handle; ephemeral answers notify nobody.
+        named += [f"<!subteam^{g}>" for g in sorted(self.group_ids)]
+        named += [escape(f"@{h}") for h in sorted(self.handles)]
+        if not named:
+            # Nobody to ask: the one who can mend it is whoever runs the bot, so say where.
+            return (
+                f":no_entry: Nobody may {verb} from Slack here yet: meowbot has no cluster "
+                "admins set up (whoever runs it names them; its README's Drain and Resume says "
+                "how). Nothing was changed."
+            )
+        shown = named[:MAX_NAMED]
+        more = len(named) - len(shown)
+        if more:
+            who = ", ".join(shown) + f" or one of {more} more"
+        elif len(shown) > 1:
+            who = ", ".join(shown[:-1]) + " or " + shown[-1]
+        else:
+            who = shown[0]
+        return f":no_entry: Only the cluster admins may {verb} (ask {who}); nothing was changed."
 
     async def allowed(self, user_id: str, client: AsyncWebClient) -> bool:
         if user_id in self.users:

@@ -11,7 +11,16 @@ from typing import Final
 
 # --- dcgm-exporter: GPU faults ------------------------------------------------------------------
 DCGM_FI_DEV_XID_ERRORS: Final = "DCGM_FI_DEV_XID_ERRORS"  # gauge: the last Xid seen (0 = none)
-DCGM_EXP_XID_ERRORS_COUNT: Final = "DCGM_EXP_XID_ERRORS_COUNT"  # count per Xid code, label `xid`
+# dcgm-exporter declares this one a gauge: the Xids of each code in its own sliding window
+# (label `window_size_in_ms`, flag --xid-count-window-size), not since it started
+# (internal/pkg/collector/expcollector.go). Read as a counter here, its growth over the window
+# is the Xids still inside the exporter's window at the read.
+DCGM_EXP_XID_ERRORS_COUNT: Final = "DCGM_EXP_XID_ERRORS_COUNT"  # per Xid code, label `xid`
+# The newer exporters' real counter (internal/pkg/collector/xid_total_collector.go): Xids of
+# each code since the exporter started, label `xid`. A series appears with its code's first
+# Xid, at 1, so a series born in the window counts whole (Reading.EVENTS), and a GPU reset
+# does not hide a new Xid of the same code as it does on the last-value gauge above.
+DCGM_EXP_XID_ERRORS_TOTAL: Final = "DCGM_EXP_XID_ERRORS_TOTAL"
 DCGM_FI_DEV_ECC_DBE_VOL_TOTAL: Final = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"  # double-bit ECC since reset
 DCGM_FI_DEV_ECC_SBE_VOL_TOTAL: Final = "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL"  # single-bit, corrected
 DCGM_FI_DEV_ROW_REMAP_FAILURE: Final = "DCGM_FI_DEV_ROW_REMAP_FAILURE"  # 1 = remap failed: RMA
@@ -23,6 +32,22 @@ DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS: Final = (
 # --- dcgm-exporter: clocks, throttling, temperature, power --------------------------------------
 DCGM_FI_DEV_CLOCKS_EVENT_REASONS: Final = "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"  # bitmask, new name
 DCGM_FI_DEV_CLOCK_THROTTLE_REASONS: Final = "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"  # same, old name
+# Time spent throttled, counters in nanoseconds (dcgm-exporter's counters CSV said "us" until
+# its #589 fixed the comment to "ns", as DCGM's dcgm_fields.h defines them): the share of a
+# window a GPU was held back, where the bitmask above is only the reasons at one instant.
+DCGM_FI_DEV_THERMAL_VIOLATION: Final = "DCGM_FI_DEV_THERMAL_VIOLATION"
+DCGM_FI_DEV_POWER_VIOLATION: Final = "DCGM_FI_DEV_POWER_VIOLATION"
+# The newer exporters' clock events by reason, label `clock_event` (gpu_idle, power_cap,
+# hw_slowdown, sw_thermal, hw_thermal, hw_power_brake, ...): _COUNT is a gauge of the samples
+# with the reason in its sliding window (clock_events_collector.go), _TOTAL a counter of the
+# times a reason came on since the exporter started (clock_events_total_collector.go: edge
+# counted, so a throttle that lasts counts once).
+DCGM_EXP_CLOCK_EVENTS_COUNT: Final = "DCGM_EXP_CLOCK_EVENTS_COUNT"
+DCGM_EXP_CLOCK_EVENTS_TOTAL: Final = "DCGM_EXP_CLOCK_EVENTS_TOTAL"
+# DCGM's own health watches, one series per GPU and watch (gpu_health_collector.go): labels
+# `health_watch` (PCIE, NVLINK, PMU, MCU, MEM, SM, INFOROM, THERMAL, POWER, DRIVER, ALL) and
+# `health_error_code` (DCGM_FR_...); the value is DCGM's result, 0 pass, 10 warn, 20 fail.
+DCGM_EXP_GPU_HEALTH_STATUS: Final = "DCGM_EXP_GPU_HEALTH_STATUS"
 DCGM_FI_DEV_GPU_TEMP: Final = "DCGM_FI_DEV_GPU_TEMP"  # degrees C
 DCGM_FI_DEV_SM_CLOCK: Final = "DCGM_FI_DEV_SM_CLOCK"  # MHz
 DCGM_FI_DEV_POWER_USAGE: Final = "DCGM_FI_DEV_POWER_USAGE"  # W
@@ -81,7 +106,10 @@ LABEL_DRIVER_VERSION: Final = "DCGM_FI_DRIVER_VERSION"  # a dcgm-exporter "label
 # Firmware: dcgm-exporter can attach string fields as labels (type "label" in its counters CSV);
 # the VBIOS version is attached this way to every DCGM series of the GPU, beside the driver.
 LABEL_VBIOS_VERSION: Final = "DCGM_FI_DEV_VBIOS_VERSION"
-LABEL_XID: Final = "xid"  # Xid code on DCGM_EXP_XID_ERRORS_COUNT
+LABEL_XID: Final = "xid"  # Xid code on DCGM_EXP_XID_ERRORS_COUNT and _TOTAL
+LABEL_CLOCK_EVENT: Final = "clock_event"  # reason on DCGM_EXP_CLOCK_EVENTS_COUNT and _TOTAL
+LABEL_HEALTH_WATCH: Final = "health_watch"  # on DCGM_EXP_GPU_HEALTH_STATUS: "MEM", "PCIE", ...
+LABEL_HEALTH_ERROR_CODE: Final = "health_error_code"  # on it too: "DCGM_FR_OK", "DCGM_FR_..."
 LABEL_INSTANCE: Final = "instance"  # "gpu-0001:9100" (node_exporter), "gpu-0001:9400" (DCGM)
 LABEL_JOB: Final = "job"  # Prometheus scrape job, not a Slurm job
 LABEL_IB_DEVICE: Final = "device"  # on node_infiniband_*: HCA, "mlx5_0"
@@ -112,6 +140,25 @@ CLOCK_EVENT_SYNC_BOOST: Final = 0x10
 CLOCK_EVENT_SW_THERMAL: Final = 0x20
 CLOCK_EVENT_HW_THERMAL: Final = 0x40
 CLOCK_EVENT_HW_POWER_BRAKE: Final = 0x80
+# The `clock_event` label of DCGM_EXP_CLOCK_EVENTS_* for each bit (dcgm-exporter's
+# clock_events_collector.go, clockEventToString, after dcgmi's names).
+CLOCK_EVENT_NAMES: Final[dict[int, str]] = {
+    CLOCK_EVENT_GPU_IDLE: "gpu_idle",
+    CLOCK_EVENT_APPLICATIONS_CLOCKS_SETTING: "clocks_setting",
+    CLOCK_EVENT_SW_POWER_CAP: "power_cap",
+    CLOCK_EVENT_HW_SLOWDOWN: "hw_slowdown",
+    CLOCK_EVENT_SYNC_BOOST: "sync_boost",
+    CLOCK_EVENT_SW_THERMAL: "sw_thermal",
+    CLOCK_EVENT_HW_THERMAL: "hw_thermal",
+    CLOCK_EVENT_HW_POWER_BRAKE: "hw_power_brake",
+    0x100: "display_clocks",
+}
+
+# DCGM_EXP_GPU_HEALTH_STATUS values: go-dcgm's DCGM_HEALTH_RESULT_PASS, _WARN, _FAIL.
+HEALTH_PASS: Final = 0
+HEALTH_WARN: Final = 10
+HEALTH_FAIL: Final = 20
+HEALTH_OK_CODE: Final = "DCGM_FR_OK"
 
 IB_STATE_DOWN: Final = 1
 IB_STATE_ACTIVE: Final = 4
@@ -123,6 +170,10 @@ IB_PHYSICAL_STATE_LINK_UP: Final = 5
 COUNTERS: Final[frozenset[str]] = frozenset(
     {
         DCGM_EXP_XID_ERRORS_COUNT,
+        DCGM_EXP_XID_ERRORS_TOTAL,
+        DCGM_EXP_CLOCK_EVENTS_TOTAL,
+        DCGM_FI_DEV_THERMAL_VIOLATION,
+        DCGM_FI_DEV_POWER_VIOLATION,
         DCGM_FI_DEV_ECC_DBE_VOL_TOTAL,
         DCGM_FI_DEV_ECC_SBE_VOL_TOTAL,
         DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL,

@@ -135,6 +135,9 @@ class FaultKind(StrEnum):
     DRIVER_DRIFT = "driver_drift"
     KERNEL_DRIFT = "kernel_drift"
     FIRMWARE_DRIFT = "firmware_drift"
+    # What DCGM's own health watches report failing (newer dcgm-exporters): the only evidence
+    # of what no other family shows (a corrupt InfoROM, a PMU or MCU fault, the driver).
+    DCGM_HEALTH = "dcgm_health"
     # Straggler causes that live on one node but are not hardware faults as such.
     LOW_SM_CLOCK = "low_sm_clock"
     CPU_CONTENTION = "cpu_contention"

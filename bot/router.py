@@ -1,7 +1,7 @@
 """Turns a slash command's text into an answer: the one way through the code for each command.
 
-The slash command, the palette modal and the shell all come through `answer`. Capabilities
-plug in by name; a command whose capability is not built yet says so plainly.
+The slash command, the palette modal and the shell all come through `answer` (by way of
+handlers/commands.py, whose table runs the long-running commands itself).
 """
 
 from __future__ import annotations

@@ -35,11 +35,8 @@ def register(reg: Registry, deps: Deps) -> None:
             await ack()
             user = body.get("user", {})
             if not await deps.authz.allowed(str(user.get("id", "")), client):
-                sentence = (
-                    f":no_entry: Only people in MEOWBOT_ADMINS may {verb} nodes; "
-                    "nothing was changed."
-                )
-                await respond(response_type="ephemeral", replace_original=False, text=sentence)
+                await respond(response_type="ephemeral", replace_original=False,
+                              text=deps.authz.refusal(f"{verb} nodes"))  # fmt: skip
                 return
             value = str(body["actions"][0].get("value", ""))
             name = str(user.get("username") or user.get("name") or user.get("id"))
@@ -58,11 +55,15 @@ def register(reg: Registry, deps: Deps) -> None:
         return await node_actions.drain(deps.triage.scheduler, node, cause, user_name)
 
     async def resume(value: str, user_name: str) -> node_actions.Done:
-        return await node_actions.resume(deps.triage.scheduler, value, user_name)
+        triage = deps.triage
+        return await node_actions.resume(triage.scheduler, value, user_name, memory=triage.resumes)
 
     async def resume_forced(value: str, user_name: str) -> node_actions.Done:
         # The person pressed "Resume anyway" through its confirmation dialog.
-        return await node_actions.resume(deps.triage.scheduler, value, user_name, force=True)
+        triage = deps.triage
+        return await node_actions.resume(
+            triage.scheduler, value, user_name, force=True, memory=triage.resumes
+        )
 
     async def on_link(ack: Any) -> None:
         # Slack opens the URL itself; the click is still delivered and must be acked.

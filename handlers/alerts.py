@@ -4,6 +4,7 @@ confirm a drain past the blast-radius limit, resume. Runbook is a link: only ack
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -58,6 +59,10 @@ def register(reg: Registry, deps: Deps) -> None:
                 )
             except SlackApiError as exc:  # the audit stream has it anyway
                 log.warning("audit reply failed", extra={"error": exc.response.get("error")})
+        if group is not None:
+            # Re-rendered even when only the scheduler changed (a drain, a resume): its
+            # buttons follow the nodes' state.
+            await alerting.store.mark_dirty(group.key.id)
         alerting.wake.set()  # the group's message shows the change
 
     async def may_act(
@@ -65,9 +70,7 @@ def register(reg: Registry, deps: Deps) -> None:
     ) -> bool:
         if await deps.authz.allowed(_actor(body).user_id, client):
             return True
-        await tell(
-            respond, f":no_entry: Only people in MEOWBOT_ADMINS may {verb}; nothing was changed."
-        )
+        await tell(respond, deps.authz.refusal(verb))
         return False
 
     def alerting_or_none() -> Alerting | None:
@@ -100,17 +103,16 @@ def register(reg: Registry, deps: Deps) -> None:
             duration_s = float(extra)
         except ValueError:
             return await tell(respond, "That silence carries no duration; nothing was changed.")
-        await silence(alerting, client, respond, body, gid, duration_s)
+        await silence(alerting, client, lambda text: tell(respond, text), body, gid, duration_s)
 
     async def silence(
-        alerting: Alerting, client: AsyncWebClient, respond: Any, body: dict[str, Any],
-        gid: str, duration_s: float,
+        alerting: Alerting, client: AsyncWebClient, say: Callable[[str], Awaitable[None]],
+        body: dict[str, Any], gid: str, duration_s: float,
     ) -> None:  # fmt: skip
         out = await acts.silence(alerting.store, alerting.silencer, gid, _actor(body),
                                  duration_s, datetime.now(UTC))  # fmt: skip
         await thread(client, alerting, out)
-        if respond is not None:
-            await tell(respond, out.sentence)
+        await say(out.sentence)
 
     async def on_silence_modal(
         ack: Any, body: dict[str, Any], view: dict[str, Any], client: AsyncWebClient
@@ -125,11 +127,26 @@ def register(reg: Registry, deps: Deps) -> None:
             await ack(response_action="errors",
                       errors={"duration": "Hours between 0.1 and 336, e.g. 2 or 0.5."})  # fmt: skip
             return
+        if not await deps.authz.allowed(_actor(body).user_id, client):
+            # Said in the form: a modal closed without a word reads as a silence that worked.
+            refused = deps.authz.refusal("silence alerts", plain=True)
+            await ack(response_action="errors", errors={"duration": refused})
+            return
         await ack()
         alerting = alerting_or_none()
-        if alerting is None or not await deps.authz.allowed(_actor(body).user_id, client):
+        if alerting is None:
             return
-        await silence(alerting, client, None, body, view.get("private_metadata", ""), hours * 3600)
+        gid = str(view.get("private_metadata", ""))
+        group = await alerting.store.group(gid)
+        user_id = _actor(body).user_id
+
+        async def say(text: str) -> None:
+            # A form has no response_url: the outcome (a refusal too: an Alertmanager alert
+            # with no Alertmanager to silence it in) is said beside the alert, to the person.
+            if group is not None and group.channel:
+                await client.chat_postEphemeral(channel=group.channel, user=user_id, text=text)
+
+        await silence(alerting, client, say, body, gid, hours * 3600)
 
     async def on_drain(
         ack: Any, body: dict[str, Any], respond: Any, client: AsyncWebClient
@@ -176,8 +193,9 @@ def register(reg: Registry, deps: Deps) -> None:
                 return
             value = _value(body)
             key, node = split_value(value)
-            out = await acts.resume(alerting.store, alerting.triage.scheduler, key.id, node,
-                                    _actor(body), force=force)  # fmt: skip
+            triage = alerting.triage
+            out = await acts.resume(alerting.store, triage.scheduler, key.id, node, _actor(body),
+                                    force=force, memory=triage.resumes)  # fmt: skip
             await thread(client, alerting, out)
             if out.can_force:
                 # Someone else's reason: the person may confirm over it ("Resume anyway").

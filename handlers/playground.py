@@ -10,7 +10,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -50,6 +50,10 @@ NOT_CONFIGURED = (
 )
 FULL_TEXT_CHARS = 39_000
 
+OpenView = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+"""Shows a modal to the person who asked; returns the view as Slack keeps it (its `id`, and
+its `hash` when known), for `views.update` to fill in."""
+
 
 async def run_command(
     deps: Deps,
@@ -58,7 +62,7 @@ async def run_command(
     text: str,
     user_id: str,
     channel: str,
-    trigger_id: str,
+    open_view: OpenView,
     private: Private,
 ) -> None:
     pg = deps.playground
@@ -67,7 +71,7 @@ async def run_command(
         return
     words = text.split(maxsplit=1)
     if not words:
-        await open_modal(pg, client, trigger_id=trigger_id, channel=channel)
+        await open_modal(pg, client, open_view=open_view, channel=channel)
         return
     verb = words[0].lower()
     if verb == "watches":
@@ -106,12 +110,11 @@ async def run_command(
                 thread_ts=None, private=private, down=catalog.down)  # fmt: skip
 
 
-async def open_modal(pg: Playground, client: AsyncWebClient, *, trigger_id: str,
+async def open_modal(pg: Playground, client: AsyncWebClient, *, open_view: OpenView,
                      channel: str) -> None:  # fmt: skip
     meta = json.dumps({"channel": channel})
-    # views.open must use the trigger within 3 s: open first, discover after.
-    opened = await client.views_open(trigger_id=trigger_id, view=render_modal(None, metadata=meta))
-    view = opened["view"]
+    # A form must open within 3 s of the click (the trigger's life): open first, discover after.
+    view = await open_view(render_modal(None, metadata=meta))
     catalog = await pg.catalog()
     await client.views_update(
         view_id=view["id"], hash=view.get("hash"),

@@ -18,6 +18,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 
 from bot.inflight import InFlight
+from bot.render.blocks import action_id_pattern
 
 Listener = Callable[..., Awaitable[Any]]
 Next = Callable[[], Awaitable[Any]]
@@ -82,8 +83,11 @@ class Registry:
         self.app.command(pattern)(self._tracked(listener))
 
     def action(self, action_id: str, listener: Listener) -> None:
+        """Registers `action_id` and its de-duplicated forms (`drain#2`, `drain#3`): the renderer
+        suffixes an id that repeats in one message, and a listener for the exact id left every
+        button but the first of its kind answering 404."""
         self.registered.actions.add(action_id)
-        self.app.action(action_id)(self._tracked(listener))
+        self.app.action(action_id_pattern(action_id))(self._tracked(listener))
 
     def event(
         self, event_type: str, listener: Listener, *, before_ack: BeforeAckFn | None = None

@@ -1,4 +1,4 @@
-"""Modal submissions."""
+"""Modal submissions: the App Home palette runs its command through the slash commands' table."""
 
 from __future__ import annotations
 
@@ -6,11 +6,10 @@ from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import router
 from bot.deps import Deps
 from bot.render.blocks import SlackMessage
 from bot.render.palette import PALETTE_CALLBACK, parse_palette
-from handlers import highlights, jobslow
+from handlers import commands
 from handlers.registry import Registry
 from handlers.reply import post_message
 
@@ -24,30 +23,32 @@ def register(reg: Registry, deps: Deps) -> None:
             # Field errors keep the modal open with the problem shown beside the input.
             await ack(response_action="errors", errors=parsed)
             return
-        await ack()
         name, text = parsed
-        deps.telemetry.commands.labels(command=name).inc()
         # A modal has no channel: the answer goes to the person's DM with the bot.
         user_id = str(body["user"]["id"])
-        if name == jobslow.COMMAND and not router.is_help(text):
+        acked = False
 
-            async def private(message: SlackMessage) -> None:
-                await post_message(client, user_id, message)
+        async def private(message: SlackMessage) -> None:
+            await post_message(client, user_id, message)
 
-            await jobslow.run(
-                deps, client, text=text, user_id=user_id, channel=user_id, private=private
-            )
-            return
-        if name == highlights.COMMAND and not router.is_help(text):
+        async def open_view(new_view: dict[str, Any]) -> dict[str, Any]:
+            # The palette turns into the command's form: a submission's answer may replace its
+            # modal, and a second modal could not open while this one closes.
+            nonlocal acked
+            await ack(response_action="update", view=new_view)
+            acked = True
+            return {"id": view.get("id")}  # an updated view keeps its id; its hash is new
 
-            async def to_dm(message: SlackMessage) -> None:
-                await post_message(client, user_id, message)
-
-            team = str((body.get("team") or {}).get("id") or body["user"].get("team_id") or "")
-            # The answer goes to the DM, so it is filtered for the DM: public highlights only.
-            await highlights.run(deps, client, text=text, user_id=user_id, channel=user_id,
-                                 team=team, private=to_dm)  # fmt: skip
-            return
-        await post_message(client, user_id, await router.answer(name, text, deps.triage))
+        if not commands.opens_a_view(deps, name, text):
+            await ack()
+            acked = True
+        team = str((body.get("team") or {}).get("id") or body["user"].get("team_id") or "")
+        asker = commands.Asker(user_id=user_id, channel=user_id, team=team, private=private,
+                               open_view=open_view)  # fmt: skip
+        try:
+            await commands.dispatch(deps, client, name, text, asker)
+        finally:
+            if not acked:  # the form was not needed after all (no playground configured)
+                await ack()
 
     reg.view(PALETTE_CALLBACK, on_palette)

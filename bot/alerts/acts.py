@@ -21,6 +21,7 @@ from bot.backends.errors import BackendError
 from bot.render.alerts import audit_line
 from bot.scheduler import Scheduler
 from bot.triage import actions as node_actions
+from bot.triage.resumes import ResumeMemory
 
 CONFIRM_TTL_S = 15 * 60
 NODE_LABELS = ("Hostname", "hostname", "node", "instance")
@@ -198,13 +199,15 @@ async def resume(
     actor: Actor,
     *,
     force: bool = False,
+    memory: ResumeMemory | None = None,
 ) -> Outcome:
     """Resumes a node of the group; `force` is the person's confirmation for a node that
-    someone else took out (an operator's reason), which is otherwise refused."""
+    someone else took out (an operator's reason), which is otherwise refused. `memory` keeps
+    the resume, so the Xids the node was taken out for do not drain it again."""
     group = await store.group(gid)
     if group is None or node not in group.nodes:
         return Outcome(f"`{node}` is not part of that alert; nothing was changed.")
-    done = await node_actions.resume(scheduler, node, actor.user_name, force=force)
+    done = await node_actions.resume(scheduler, node, actor.user_name, force=force, memory=memory)
     if not done.changed:
         return Outcome(done.sentence, can_force=done.can_force)
     await _audit(store, actor, "resume_confirmed" if force else "resume", gid, node)

@@ -221,7 +221,7 @@ class Alerting:
                     await self.poster.post(channel, SlackMessage(step.text, []), thread_ts=group.ts)
                 await self.store.update(gid, _drop_replies(group.replies), fence=fence)
                 return 1
-            message = render_group(group, self.cfg, self.clock())
+            message = render_group(group, self.cfg, self.clock(), await self._out_of_service(group))
             ts = group.ts
             if ts is None:
                 ts = await self.poster.post(channel, message)
@@ -241,6 +241,20 @@ class Alerting:
             # Left queued: a later pass tries again (slack_sdk already waited out 429s).
             log.warning("slack refused an alert message", extra={"error": exc.error})
             return 1
+
+    async def _out_of_service(self, group: AlertGroup) -> frozenset[str] | None:
+        """The group's firing nodes out of scheduling now, or None when the scheduler cannot
+        say: the message then offers Drain to a node in service and Resume to a drained one,
+        where it offered both and a drained node's Drain only answered "already draining"."""
+        scheduler = self.triage.scheduler
+        nodes = sorted({a.node for a in group.firing if a.node})
+        if scheduler is None or not nodes:
+            return None
+        try:
+            states = await scheduler.nodes(nodes)
+        except BackendError:
+            return None
+        return frozenset(n for n, state in states.items() if state.out_of_service)
 
     async def notifier(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

@@ -96,6 +96,12 @@ def _grown(part: str, reading: Reading, window_s: int) -> str:
     which is cheap. `or` keeps the first answer a series gets. A counter reset inside the
     window (a reboot, which its own check flags) is not added up.
     """
+    if reading is Reading.EVENTS:
+        # Two instants a series, and a series the window's start did not have counts whole:
+        # such a counter starts with its exporter, so all it holds came in the window. Both
+        # branches are functions, so no row keeps the metric's name (a recorded row has none).
+        start = f"{part} offset {window_s}s"
+        return f"clamp_min({part} - {start}, 0) or clamp_min({part} unless {start}, 0)"
     terms = []
     for offset in _offsets(window_s):
         if reading is Reading.INCREASE:

@@ -118,8 +118,14 @@ def _member_line(alert: Alert) -> str:
     return f"{where}: {summary}" if summary else where
 
 
-def render_group(group: AlertGroup, cfg: AlertsConfig, now: datetime) -> SlackMessage:
-    """The group's message: what, where, since when, who is on it, and the actions it offers."""
+def render_group(
+    group: AlertGroup,
+    cfg: AlertsConfig,
+    now: datetime,
+    out_of_service: frozenset[str] | None = None,
+) -> SlackMessage:
+    """The group's message: what, where, since when, who is on it, and the actions it offers.
+    `out_of_service`: the nodes the scheduler has out of scheduling now (None: it cannot say)."""
     headline = _headline(group)
     msg = Message(headline).header(headline)
     members = sorted(group.alerts, key=lambda a: (a.status is AlertStatus.RESOLVED, a.node or ""))
@@ -140,7 +146,7 @@ def render_group(group: AlertGroup, cfg: AlertsConfig, now: datetime) -> SlackMe
         context.append(f":mute: Silenced until {group.silenced_until:%Y-%m-%d %H:%M} UTC")
     msg.context(*context)
     if not group.resolved:
-        buttons = _buttons(group, cfg)
+        buttons = _buttons(group, cfg, out_of_service)
         if buttons:
             msg.actions(*buttons)
         firing_nodes = sorted({a.node for a in group.firing if a.node})
@@ -152,7 +158,9 @@ def render_group(group: AlertGroup, cfg: AlertsConfig, now: datetime) -> SlackMe
     return msg.build()
 
 
-def _buttons(group: AlertGroup, cfg: AlertsConfig) -> list[dict[str, object]]:
+def _buttons(
+    group: AlertGroup, cfg: AlertsConfig, out_of_service: frozenset[str] | None
+) -> list[dict[str, object]]:
     gid = group.key.id
     offered = offered_actions(group)
     elements: list[dict[str, object]] = []
@@ -164,7 +172,10 @@ def _buttons(group: AlertGroup, cfg: AlertsConfig) -> list[dict[str, object]]:
         elements.append(select("Silence…", ALERT_SILENCE_ACTION, options))
     nodes = sorted({a.node for a in group.firing if a.node})[:MAX_NODE_BUTTONS]
     for node in nodes:
-        if DRAIN_NOW in offered:
+        # A node out of scheduling already offers Resume, one in service Drain; both only
+        # when the scheduler could not say which it is.
+        out = out_of_service is not None and node in out_of_service
+        if not out and DRAIN_NOW in offered:
             elements.append(
                 button(
                     f"Drain {node}",
@@ -179,9 +190,9 @@ def _buttons(group: AlertGroup, cfg: AlertsConfig) -> list[dict[str, object]]:
                     ),
                 )
             )
-        elif DRAIN_AFTER_JOBS in offered:
+        elif not out and DRAIN_AFTER_JOBS in offered:
             elements.append(button(f"Drain {node} after jobs", ALERT_DRAIN_ACTION, f"{gid}|{node}"))
-        if RESUME in offered:
+        if RESUME in offered and (out or out_of_service is None):
             elements.append(button(f"Resume {node}", ALERT_RESUME_ACTION, f"{gid}|{node}"))
     runbook = cfg.runbook(group.key.cause)
     if runbook:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from bot.models import Job
 from bot.render.blocks import Message, SlackMessage, button
 from bot.render.mrkdwn import code, escape
-from bot.render.triage import DRAIN_ACTION, kind_label
+from bot.render.triage import drain_button, kind_label
 from bot.triage.checks import CHECKS
 from bot.triage.jobs import SlowJobReport
 from bot.triage.kinds import words
@@ -178,10 +178,17 @@ def render_answer(r: SlowJobReport, *, can_act: bool = True) -> SlackMessage:
     buttons = []
     if can_act:
         for s in d.stragglers[:MAX_DRAIN_BUTTONS]:
-            value = f"{s.node}|{drain_reason(job, s)}"
-            buttons.append(button(f"Drain {s.node}", DRAIN_ACTION, value, style="danger"))
+            if s.node not in r.out_of_service:
+                buttons.append(drain_button(s.node, drain_reason(job, s), f"Drain {s.node}"))
     if buttons:
         msg.actions(*buttons)
+    drained = [s.node for s in d.stragglers if s.node in r.out_of_service]
+    if drained:
+        one = len(drained) == 1
+        msg.context(
+            f"{', '.join(code(n) for n in drained)} {'is' if one else 'are'} out of scheduling "
+            f"already: the job keeps this pace until it restarts without {'it' if one else 'them'}."
+        )
     if d.stragglers:
         msg.context("Details in the thread. " + _node_health_hint(d.stragglers[:3]))
     if d.suspects:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bot.models import Fault, FaultKind, VerdictLevel
-from bot.render.blocks import Message, SlackMessage, button, confirm_dialog
+from bot.render.blocks import Block, Message, SlackMessage, button, confirm_dialog
 from bot.render.blocks import error as error_message
 from bot.render.mrkdwn import code, escape
 from bot.triage.checks import CHECKS
@@ -108,9 +108,17 @@ def render_node(
     report: NodeReport, *, can_act: bool = True, dashboard_url: str | None = None
 ) -> SlackMessage:
     v = report.verdict
+    # Out of scheduling already (drained or down): the answer offers Resume, and a reason is
+    # Slurm's, not a proposal; else a node drained a minute ago still read "take it out".
+    out = report.scheduler is not None and report.scheduler.out_of_service
+    failing = v.level.rank >= VerdictLevel.DRAIN.rank
+    advice = ADVICE[v.level]
+    if out and failing:
+        rma = v.level is VerdictLevel.RMA
+        advice = "out of scheduling already" + ("; open an RMA" if rma else "")
     msg = Message(f"{report.node}: {v.level.value}")
     msg.header(f"{report.node}: {v.level.value.upper()}")
-    msg.section(f"{ICON[v.level]} *{v.level.value}*: {ADVICE[v.level]}.")
+    msg.section(f"{ICON[v.level]} *{v.level.value}*: {advice}.")
     if report.faults:
         lines = []
         for f in report.faults[:MAX_FAULT_LINES]:
@@ -148,16 +156,16 @@ def render_node(
                 f"{len(info.gpus)} of {info.expected_gpus} — {code(gpus) if gpus else 'none'}",
             )
         )
-    if v.drain_reason:
-        fields.append(("Drain reason", code(v.drain_reason)))
+    if v.drain_reason and not out:
+        # Beside "Slurm idle", a bare "Drain reason" read as if the node were drained.
+        fields.append(("Proposed drain reason", code(v.drain_reason)))
     if fields:
         msg.fields([(label, value) for label, value in fields])
     buttons = []
-    if can_act and v.level.rank >= VerdictLevel.DRAIN.rank:
-        value = f"{report.node}|{v.drain_reason or ''}"
-        buttons.append(button("Drain node", DRAIN_ACTION, value, style="danger"))
-    elif can_act and report.scheduler is not None and report.scheduler.out_of_service:
-        buttons.append(button("Resume node", RESUME_ACTION, report.node, style="primary"))
+    if can_act and out:
+        buttons.append(resume_button(report.node, still_failing=failing))
+    elif can_act and failing:
+        buttons.append(drain_button(report.node, v.drain_reason or ""))
     if dashboard_url:
         url = dashboard_url.replace("{node}", report.node)
         buttons.append(button("Open dashboard", DASHBOARD_ACTION, url=url))
@@ -165,6 +173,39 @@ def render_node(
         msg.actions(*buttons)
     msg.context(f"Checked {report.at:%Y-%m-%d %H:%M} UTC, counters {in_the_last(report.window_s)}")
     return msg.build()
+
+
+def drain_button(node: str, reason: str, label: str = "Drain node") -> Block:
+    """Drain with an "are you sure?", as the alerts' Drain: one stray click takes a node out
+    of scheduling. The value carries the reason the dialog names."""
+    shown = f" with reason {code(reason)}" if reason else ""
+    return button(
+        label,
+        DRAIN_ACTION,
+        f"{node}|{reason}",
+        style="danger",
+        confirm=confirm_dialog(
+            f"Drain {node}?",
+            f"This takes {code(node)} out of scheduling{shown}: its running jobs finish, "
+            "no new ones start.",
+            confirm="Drain",
+            style="danger",
+        ),
+    )
+
+
+def resume_button(node: str, *, still_failing: bool) -> Block:
+    """Resume; confirmed first while the node still fails its checks, since a resume then
+    puts work back on a node that would break it."""
+    dialog = None
+    if still_failing:
+        dialog = confirm_dialog(
+            f"Resume {node}?",
+            f"{code(node)} still fails its checks. Resuming puts it back into scheduling now.",
+            confirm="Resume",
+            style="danger",
+        )
+    return button("Resume node", RESUME_ACTION, node, style="primary", confirm=dialog)
 
 
 def render_summary(s: FleetSummary) -> SlackMessage:

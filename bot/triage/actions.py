@@ -8,9 +8,11 @@ refused resume says so (`Done.can_force`) and the caller offers a confirmed "Res
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from bot.backends.errors import BackendError
 from bot.scheduler import Scheduler
+from bot.triage.resumes import ResumeMemory
 from bot.triage.targets import NODE_RE
 
 MAX_REASON = 120
@@ -64,9 +66,15 @@ async def drain(
 
 
 async def resume(
-    scheduler: Scheduler | None, node: str, user_name: str, *, force: bool = False
+    scheduler: Scheduler | None,
+    node: str,
+    user_name: str,
+    *,
+    force: bool = False,
+    memory: ResumeMemory | None = None,
 ) -> Done:
-    """Returns `node` to service; a reason meowbot did not set needs `force` (a confirmation)."""
+    """Returns `node` to service; a reason meowbot did not set needs `force` (a confirmation).
+    The resume is remembered (`memory`): the Xids it was taken out for are history then."""
     if scheduler is None:
         return Done("No scheduler is configured (set SLURM_REST_URL), so I cannot resume anything.")
     if not NODE_RE.fullmatch(node):
@@ -86,4 +94,6 @@ async def resume(
         await scheduler.resume(node)
     except BackendError as exc:
         return Done(f"I could not resume `{node}`: {exc.user_text()}")
+    if memory is not None:
+        await memory.record_resume(node, datetime.now(UTC))
     return Done(f"Resumed `{node}` in {scheduler.name} (by @{user_name}).", changed=True)

@@ -24,7 +24,7 @@ from bot.triage.window import IN_THE_WINDOW, named
 from bot.triage.xid import advice, describe
 from bot.words import count
 
-V, INC, CHG = Reading.VALUE, Reading.INCREASE, Reading.CHANGES
+V, INC, CHG, EVENTS = Reading.VALUE, Reading.INCREASE, Reading.CHANGES, Reading.EVENTS
 
 # The clock-event (throttle) bits of DCGM_FI_DEV_CLOCKS_EVENT_REASONS, and what each means.
 THROTTLE_BITS: tuple[tuple[int, FaultKind, str, Severity, Action], ...] = (
@@ -66,6 +66,12 @@ class HealthConfig(BaseModel):
     ib_flaps_per_window: float = 3.0
     ib_symbol_errors_per_window: float = 100.0
     nic_errors_per_window: float = 100.0
+    # A GPU held back (power cap, thermal slowdown) for this share of the window, by the
+    # violation counters, is a throttle fault; less is GPU Boost at work, not a fault.
+    throttled_share: float = 0.1
+    # Violation time below this (ns) is never a fault in any window: the backend may leave
+    # such GPUs out (a minute; GPU Boost touches the power cap for seconds at a time).
+    min_throttled_ns: float = 60e9
     # Drift is judged against the fleet majority only where a majority exists.
     drift_min_nodes: int = 5
     # A link per node in /node-health, e.g. "https://grafana/d/gpu?var-node={node}".
@@ -182,17 +188,35 @@ def _threshold_check(
 # --- the checks ------------------------------------------------------------------------------
 
 
+XID_TOTAL_REQUEST = MetricRequest(m.DCGM_EXP_XID_ERRORS_TOTAL, EVENTS)
+"""Unfiltered: its rows (a GPU and code seen since the exporter started) also say which nodes
+run the newer exporter, and so whose last-Xid gauge is not to be believed on its own."""
+
+
 def _xid(table: Table, cfg: HealthConfig) -> Findings:
-    """Xids per code from DCGM_EXP_XID_ERRORS_COUNT where enabled (how many in the window: a
-    repeat shows), and the last Xid of DCGM_FI_DEV_XID_ERRORS for GPUs it does not cover."""
+    """Xids per code, from the best evidence each node has.
+
+    DCGM_EXP_XID_ERRORS_TOTAL (newer exporters) counts every Xid since the exporter started:
+    the Xids of the window are its growth, and a node with any row of it is judged on it
+    alone. There the last-Xid gauge DCGM_FI_DEV_XID_ERRORS is not read: it stays set after the
+    GPU is reset (dcgm-exporter #500), so a reset, drained and resumed node would be drained
+    again for the same old Xid, and a new Xid of the same code would not move it. Elsewhere
+    DCGM_EXP_XID_ERRORS_COUNT where enabled (how many in the window: a repeat shows), and the
+    gauge for GPUs it does not cover (the service forgets gauge values that predate a resume
+    meowbot made: bot/triage/resumes.py).
+    """
+    totals = table.get(XID_TOTAL_REQUEST.key)
     counts = table.get(m.DCGM_EXP_XID_ERRORS_COUNT)
     last = table.get(m.DCGM_FI_DEV_XID_ERRORS)
-    if counts is None and last is None:
+    if totals is None and counts is None and last is None:
         return Findings(missing=[m.DCGM_FI_DEV_XID_ERRORS])
     faults: list[Fault] = []
     seen: set[tuple[str, int | None, int]] = set()
+    # Nodes whose exporter counts Xids since it started: their other Xid series say nothing
+    # the totals do not, and the gauge may say what is no longer true.
+    counted = {totals.node(i) for i in range(len(totals))} if totals is not None else set()
 
-    def add(col: Column, i: int, code: int, times: int | None) -> None:
+    def add(col: Column, i: int, code: int, times: int | None, note: str = "") -> None:
         gpu = _gpu(col.labels(i))
         if code <= 0 or (col.node(i), gpu, code) in seen:
             return
@@ -203,32 +227,181 @@ def _xid(table: Table, cfg: HealthConfig) -> Findings:
             f"Xid {info.code}: {info.meaning}{again} "
             f"({advice(info.immediate, info.investigatory)})"
         )
-        faults.append(_fault(table, col, i, FaultKind.XID, info.severity, info.action, summary))
+        faults.append(
+            _fault(table, col, i, FaultKind.XID, info.severity, info.action, summary, note=note)
+        )
 
+    if totals is not None:
+        for i in _above(totals.values, 0.0):
+            code = totals.labels(i).get(m.LABEL_XID, "")
+            if code.isdigit():
+                add(totals, i, int(code), round(totals.values[i]), "Xids in the window")
+        # Counted since the exporter started but none in the window: history, said as such
+        # (what it did to the GPU, a lost GPU or a double-bit error, has checks of its own).
+        for i, grown in enumerate(totals.values):
+            code = totals.labels(i).get(m.LABEL_XID, "")
+            gpu = _gpu(totals.labels(i))
+            if grown == 0 and code.isdigit() and (totals.node(i), gpu, int(code)) not in seen:
+                seen.add((totals.node(i), gpu, int(code)))
+                info = describe(int(code))
+                summary = (
+                    f"Xid {info.code}: {info.meaning}, before the window (counted since the "
+                    "exporter started); none in the window"
+                )
+                faults.append(
+                    _fault(table, totals, i, FaultKind.XID, Severity.INFO, Action.NONE, summary,
+                           note="no Xid of this code in the window")
+                )  # fmt: skip
     if counts is not None:
         for i in _above(counts.values, 0.0):
             code = counts.labels(i).get(m.LABEL_XID, "")
-            if code.isdigit():
+            if code.isdigit() and counts.node(i) not in counted:
                 add(counts, i, int(code), round(counts.values[i]))
     if last is not None:
         for i in _above(last.values, 0.0):
-            add(last, i, int(last.values[i]), None)
+            if last.node(i) not in counted:
+                add(last, i, int(last.values[i]), None, "the last Xid (a gauge that stays set)")
     return Findings(faults=faults)
+
+
+# The violation counters (ns held back) of the reasons that are ordinary in short bursts: the
+# instant bitmask cannot tell a burst from a GPU held back all hour, these can. The hardware
+# reasons (slowdown, HW thermal, power brake) are faults however short, read off the bitmask.
+VIOLATIONS: tuple[tuple[str, int, FaultKind, str], ...] = (
+    (m.DCGM_FI_DEV_POWER_VIOLATION, m.CLOCK_EVENT_SW_POWER_CAP, FaultKind.THROTTLE_POWER,
+     "at the power cap"),
+    (m.DCGM_FI_DEV_THERMAL_VIOLATION, m.CLOCK_EVENT_SW_THERMAL, FaultKind.THROTTLE_SW_THERMAL,
+     "in thermal slowdown"),
+)  # fmt: skip
+VIOLATION_REQUESTS = tuple(
+    MetricRequest(metric, INC, "> {min_throttled_ns}") for metric, *_ in VIOLATIONS
+)
+# One row a node that exports each counter: where it is absent the bitmask is all there is.
+VIOLATION_NODES = tuple(MetricRequest(metric, V, per_node=True) for metric, *_ in VIOLATIONS)
+# Newer exporters count each time a reason came on (DCGM_EXP_CLOCK_EVENTS_TOTAL, edge-counted):
+# a hardware reason that came on in the window is a fault even when it is off at the read,
+# which the bitmask alone misses. The power cap and software thermal ones come on all day on
+# busy GPUs; the violation counters say how long, which is what matters for those.
+CLOCK_EVENTS_REQUEST = MetricRequest(m.DCGM_EXP_CLOCK_EVENTS_TOTAL, EVENTS, "> 0")
+HARDWARE_CLOCK_EVENTS = {
+    m.CLOCK_EVENT_NAMES[bit]: bit
+    for bit in (m.CLOCK_EVENT_HW_SLOWDOWN, m.CLOCK_EVENT_HW_THERMAL, m.CLOCK_EVENT_HW_POWER_BRAKE)
+}
 
 
 def _throttle(table: Table, cfg: HealthConfig) -> Findings:
     col = table.get(m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS, m.DCGM_FI_DEV_CLOCK_THROTTLE_REASONS)
-    if col is None:
+    held: dict[int, tuple[dict[tuple[str, int | None], tuple[Column, int]], set[str]]] = {}
+    for (_metric, bit, *_), grown_req, nodes_req in zip(
+        VIOLATIONS, VIOLATION_REQUESTS, VIOLATION_NODES, strict=True
+    ):
+        grown, nodes = table.get(grown_req.key), table.get(nodes_req.key)
+        if grown is None or nodes is None:
+            continue
+        rows = {(grown.node(i), _gpu(grown.labels(i))): (grown, i) for i in _above(grown.values, 0)}
+        covered = {nodes.node(i) for i in range(len(nodes)) if nodes.values[i] == nodes.values[i]}
+        held[bit] = (rows, covered)
+    events = table.get(CLOCK_EVENTS_REQUEST.key)
+    if col is None and not held and events is None:
         return Findings(missing=[m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS])
+    window_ns = max(table.window_s, 1.0) * 1e9
+
+    def share_of(ns: float) -> float:
+        # At most the whole window: the sample a window's start finds may be a little older.
+        return min(ns / window_ns, 1.0)
+
     faults = []
+    reported: set[tuple[str, int | None, int]] = set()
     mask = sum(bit for bit, *_ in THROTTLE_BITS)
     # Idle GPUs report bit 0x1 (GPU idle): a value of 0 or 1 is never a throttle.
-    for i in [i for i in _above(col.values, 1.0) if int(col.values[i]) & mask]:
+    rows_now = [i for i in _above(col.values, 1.0) if int(col.values[i]) & mask] if col else []
+    for i in rows_now:
+        assert col is not None
         bits = int(col.values[i])
+        where = (col.node(i), _gpu(col.labels(i)))
         for bit, kind, meaning, severity, action in THROTTLE_BITS:
-            if bits & bit:
-                summary = f"clocks held back: {meaning} (bit {bit:#x} of {bits:#x})"
-                faults.append(_fault(table, col, i, kind, severity, action, summary))
+            if not bits & bit:
+                continue
+            summary = f"clocks held back: {meaning} (bit {bit:#x} of {bits:#x})"
+            if bit in held and where[0] in held[bit][1]:
+                # The counter says how long: a burst at the instant read is not a fault.
+                counter = held[bit][0].get(where)
+                share = share_of(counter[0].values[counter[1]]) if counter else 0.0
+                if share < cfg.throttled_share:
+                    continue
+                summary += f", {share:.0%} of the window"
+            reported.add((*where, bit))
+            faults.append(_fault(table, col, i, kind, severity, action, summary))
+    # Held back much of the window but not at the instant read: the bitmask missed it.
+    for metric, bit, kind, meaning in VIOLATIONS:
+        if bit not in held:
+            continue
+        severity, action = next((s, a) for b, _, _, s, a in THROTTLE_BITS if b == bit)
+        for where, (grown, i) in held[bit][0].items():
+            share = share_of(grown.values[i])
+            if (*where, bit) in reported or share < cfg.throttled_share:
+                continue
+            if (
+                bit == m.CLOCK_EVENT_SW_THERMAL
+                and col is not None
+                and any(
+                    col.node(j) == where[0]
+                    and _gpu(col.labels(j)) == where[1]
+                    and int(col.values[j]) & m.CLOCK_EVENT_HW_THERMAL
+                    for j in rows_now
+                )
+            ):
+                continue  # the hardware thermal slowdown is the finding; this counts it too
+            summary = f"clocks held back {meaning} {share:.0%} of the window ({metric})"
+            faults.append(
+                _fault(table, grown, i, kind, severity, action, summary,
+                       note=f"{grown.values[i] / 1e9:.0f} s held back in the window")
+            )  # fmt: skip
+    # A hardware reason that came on in the window and is off at the read.
+    for i in _above(events.values, 0.0) if events is not None else ():
+        assert events is not None
+        bit = HARDWARE_CLOCK_EVENTS.get(events.labels(i).get(m.LABEL_CLOCK_EVENT, ""), 0)
+        where = (events.node(i), _gpu(events.labels(i)))
+        if not bit or (*where, bit) in reported:
+            continue
+        reported.add((*where, bit))
+        _, kind, meaning, severity, action = next(t for t in THROTTLE_BITS if t[0] == bit)
+        times = round(events.values[i])
+        summary = (
+            f"clocks held back: {meaning} came on {times} time{'s' if times > 1 else ''} in "
+            "the window (not at the instant read)"
+        )
+        faults.append(_fault(table, events, i, kind, severity, action, summary))
+    return Findings(faults=faults)
+
+
+# DCGM's power and thermal watches warn on any violation time at all (DCGM issue #285), which
+# every busy GPU has: their warnings are left to the violation counters and the bitmask above.
+HEALTH_NOISY_WATCHES = frozenset({"POWER", "THERMAL"})
+
+
+def _dcgm_health(table: Table, cfg: HealthConfig) -> Findings:
+    """What DCGM's own health watches report (DCGM_EXP_GPU_HEALTH_STATUS, newer exporters):
+    a failing watch drains, a warning is watched. It is the only evidence of what no other
+    family shows (a corrupt InfoROM, PMU or MCU errors, the driver), and it stands beside the
+    other checks' findings where both see the same fault (a double-bit ECC error)."""
+    col = table.get(m.DCGM_EXP_GPU_HEALTH_STATUS)
+    if col is None:
+        return Findings(missing=[m.DCGM_EXP_GPU_HEALTH_STATUS])
+    faults = []
+    for i in _above(col.values, float(m.HEALTH_PASS)):
+        labels = col.labels(i)
+        watch = labels.get(m.LABEL_HEALTH_WATCH, "?")
+        code = labels.get(m.LABEL_HEALTH_ERROR_CODE, "?")
+        failed = col.values[i] >= m.HEALTH_FAIL
+        if watch in HEALTH_NOISY_WATCHES and not failed:
+            continue
+        severity, action = (
+            (Severity.CRITICAL, Action.DRAIN) if failed else (Severity.WARNING, Action.WATCH)
+        )
+        verdict = "fails" if failed else "warns"
+        summary = f"DCGM's {watch} health watch {verdict} ({code})"
+        faults.append(_fault(table, col, i, FaultKind.DCGM_HEALTH, severity, action, summary))
     return Findings(faults=faults)
 
 
@@ -358,7 +531,8 @@ def _drift(kind: FaultKind, what: str, metric: str, label: str) -> Check:
 CHECKS: tuple[Check, ...] = (
     Check(
         "xid", "GPU Xid errors, by NVIDIA's catalog",
-        (MetricRequest(m.DCGM_FI_DEV_XID_ERRORS, V, "> 0"), MetricRequest(m.DCGM_EXP_XID_ERRORS_COUNT, INC, "> 0")),
+        (MetricRequest(m.DCGM_FI_DEV_XID_ERRORS, V, "> 0"), MetricRequest(m.DCGM_EXP_XID_ERRORS_COUNT, INC, "> 0"),
+         XID_TOTAL_REQUEST),
         _xid, (FaultKind.XID,),
     ),
     _threshold_check(
@@ -380,7 +554,8 @@ CHECKS: tuple[Check, ...] = (
     Check(
         "throttle", "clock-event (throttle) reasons",
         # Above 1: bit 0x1 alone is an idle GPU.
-        (MetricRequest(m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS, V, "> 1"), MetricRequest(m.DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, V, "> 1")),
+        (MetricRequest(m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS, V, "> 1"), MetricRequest(m.DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, V, "> 1"),
+         *VIOLATION_REQUESTS, *VIOLATION_NODES, CLOCK_EVENTS_REQUEST),
         _throttle,
         (FaultKind.THROTTLE_POWER, FaultKind.THROTTLE_HW_SLOWDOWN, FaultKind.THROTTLE_SW_THERMAL,
          FaultKind.THROTTLE_HW_THERMAL, FaultKind.POWER_BRAKE),
@@ -450,6 +625,10 @@ CHECKS: tuple[Check, ...] = (
         per_gpu=False,
     ),
     Check("gpu_count", "GPUs visible against the expected count", (GPU_COUNT_REQUEST,), _gpu_count, (FaultKind.GPU_MISSING,)),
+    Check(
+        "dcgm_health", "DCGM's own health watches",
+        (MetricRequest(m.DCGM_EXP_GPU_HEALTH_STATUS, V, "> 0"),), _dcgm_health, (FaultKind.DCGM_HEALTH,),
+    ),
     _drift(FaultKind.DRIVER_DRIFT, "driver", m.DCGM_FI_DEV_GPU_TEMP, m.LABEL_DRIVER_VERSION),
     _drift(FaultKind.KERNEL_DRIFT, "kernel", m.NODE_UNAME_INFO, "release"),
     _drift(FaultKind.FIRMWARE_DRIFT, "firmware (VBIOS)", m.DCGM_FI_DEV_GPU_TEMP, m.LABEL_VBIOS_VERSION),

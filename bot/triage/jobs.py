@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from bot.backends.errors import BackendError
 from bot.models import FaultKind, Job, JobState
 from bot.triage.checks import CHECKS_BY_NAME, enabled_checks, requests_for, run_checks
+from bot.triage.resumes import apply_resume_memory
 from bot.triage.service import Triage, UserError
 from bot.triage.stragglers import (
     COMPUTE,
@@ -67,6 +68,7 @@ class SlowJobReport:
     lagging_label: str  # what `diagnosis.per_node` measures
     not_run: dict[str, list[str]]
     at: datetime
+    out_of_service: frozenset[str] = frozenset()  # stragglers drained or down already
 
 
 def parse_job_id(text: str) -> str | UserError:
@@ -151,9 +153,13 @@ async def slow_job(
             metrics.read(evidence_requests(cfg), nodes=job.nodes, window_s=cfg.average_s, at=at),
         )
         comparison, yesterday = await _compare(triage, job, pace, cfg, at)
+        # The same findings as /node-health of the node: an old Xid of a node meowbot resumed
+        # is history here too.
+        run = await apply_resume_memory(
+            metrics, triage.resumes, run_checks(health_table, health, checks), health.window_s
+        )
     except BackendError as exc:
         return UserError(f"I could not read job {job.job_id}'s metrics: {exc.user_text()}")
-    run = run_checks(health_table, health, checks)
     keys = {
         kind: (CHECKS_BY_NAME[name].needs[0].key, DRIFT[kind][1])
         for kind, name in _VERSION_KEYS.items()
@@ -178,7 +184,20 @@ async def slow_job(
         lagging_label=label,
         not_run=run.not_run,
         at=at,
+        out_of_service=await _out_of_service(triage, [s.node for s in diagnosis.stragglers]),
     )
+
+
+async def _out_of_service(triage: Triage, nodes: list[str]) -> frozenset[str]:
+    """The nodes already drained or down: the answer offers them no Drain (whose press only
+    said "already draining") and says the job runs on them until it restarts."""
+    if triage.scheduler is None or not nodes:
+        return frozenset()
+    try:
+        states = await triage.scheduler.nodes(nodes)
+    except BackendError:
+        return frozenset()  # unknown: Drain stays on offer, and a press reads the state anyway
+    return frozenset(n for n, state in states.items() if state.out_of_service)
 
 
 async def _compare(

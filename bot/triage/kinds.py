@@ -33,6 +33,7 @@ WORDS: dict[FaultKind, str] = {
     FaultKind.DRIVER_DRIFT: "driver differs from the fleet",
     FaultKind.KERNEL_DRIFT: "kernel differs from the fleet",
     FaultKind.FIRMWARE_DRIFT: "firmware differs from the fleet",
+    FaultKind.DCGM_HEALTH: "DCGM health watch failing",
     FaultKind.LOW_SM_CLOCK: "low SM clock",
     FaultKind.CPU_CONTENTION: "CPU contention",
     FaultKind.NUMA_MISPLACEMENT: "NUMA misplacement",

@@ -26,6 +26,7 @@ from bot.triage.checks import (
     run_checks,
 )
 from bot.triage.kinds import words
+from bot.triage.resumes import ResumeMemory, apply_resume_memory
 from bot.triage.stragglers import PacePoint, RankTime, StragglerConfig
 from bot.triage.table import MetricRequest, Table
 from bot.triage.targets import BadInput, expand_nodes, parse_duration, parse_kinds
@@ -101,6 +102,8 @@ class Triage:
     scheduler: Scheduler | None = None
     config: HealthConfig = field(default_factory=HealthConfig)
     stragglers: StragglerConfig = field(default_factory=StragglerConfig)
+    # The nodes meowbot resumed: an Xid from before a resume does not drain a node again.
+    resumes: ResumeMemory | None = None
 
 
 @dataclass(frozen=True)
@@ -160,7 +163,8 @@ async def _run(triage: Triage, nodes: Sequence[str] | None, window_s: float) -> 
     cfg = triage.config
     checks = enabled_checks(cfg)
     table = await triage.metrics.read(requests_for(checks, cfg), nodes=nodes, window_s=window_s)
-    return run_checks(table, cfg, checks)
+    run = run_checks(table, cfg, checks)
+    return await apply_resume_memory(triage.metrics, triage.resumes, run, window_s)
 
 
 @dataclass(frozen=True)

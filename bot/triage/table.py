@@ -26,6 +26,11 @@ class Reading(StrEnum):
     # A gauge's median over the window: a busy GPU's clock or utilisation read between two
     # steps dips for an instant, and one such sample must not make a healthy node lag.
     MEDIAN = "median"
+    # How many events a counter counted in the window, where the counter starts with its
+    # exporter and a series appears only with its first event (DCGM_EXP_XID_ERRORS_TOTAL
+    # starts at 1): a series born in the window counts whole, where increase() would read a
+    # lone first sample as no growth and miss the first Xid, often the only one.
+    EVENTS = "events"
 
 
 @dataclass(frozen=True)

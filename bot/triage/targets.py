@@ -52,6 +52,8 @@ KIND_ALIASES: dict[str, frozenset[FaultKind]] = {
     "driver": frozenset({FaultKind.DRIVER_DRIFT}),
     "kernel": frozenset({FaultKind.KERNEL_DRIFT}),
     "firmware": frozenset({FaultKind.FIRMWARE_DRIFT}),
+    "health": frozenset({FaultKind.DCGM_HEALTH}),
+    "dcgm": frozenset({FaultKind.DCGM_HEALTH}),
 }
 
 

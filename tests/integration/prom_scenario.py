@@ -44,6 +44,12 @@ class Planned:
     ago_s: int = 2 * 3600
     """How long before ``now`` the fault began."""
     detail: dict[str, DetailValue] = field(default_factory=dict)
+    ended_ago_s: int | None = None
+    """How long before ``now`` it ended (an Xid's GPU reset), or None: it goes on."""
+    drains: bool = True
+    """Whether the checks must find it, read through Prometheus, as a fault to act on: False
+    for what only a newer exporter's family shows, on a node without it, and for an Xid the
+    totals put before the window."""
 
 
 # Nodes gpu-0049..gpu-0064 (and gpu-0113..gpu-0128) carry `hostname`, the others `Hostname`
@@ -85,6 +91,34 @@ PLAN: tuple[Planned, ...] = (
     Planned(K.IB_SYMBOL_ERRORS, "gpu-0135", detail={"nic": "mlx5_4", "per_min": 200.0}),
     Planned(K.CPU_CONTENTION, "gpu-0140", detail={"load": 120.0, "psi_per_s": 0.6}),
 )
+EXPORTER_PLAN: tuple[Planned, ...] = (
+    # What newer exporters offer (their families on gpu-0049..64 and gpu-0113..128 only), and
+    # what a last-value gauge hides. An Xid whose GPU was reset 35 minutes ago: the newer
+    # exporter's totals (a series born in the window) and the older one's gauge show it.
+    Planned(K.XID, "gpu-0121", 1, ago_s=40 * 60, ended_ago_s=35 * 60, detail={"xid": 79}),
+    Planned(K.XID, "gpu-0021", 3, ago_s=40 * 60, ended_ago_s=35 * 60, detail={"xid": 79}),
+    # Reset two hours ago: the gauge still says 79 (dcgm-exporter #500), the totals say no Xid
+    # in the window.
+    Planned(K.XID, "gpu-0122", 4, ago_s=150 * 60, ended_ago_s=140 * 60, detail={"xid": 79},
+            drains=False),
+    # Thermal slowdown for 40 minutes that ended 10 minutes ago: the violation counter says so,
+    # the bitmask at the read does not (on gpu-0004 there is no counter: not seen).
+    Planned(K.THROTTLE_SW_THERMAL, "gpu-0123", 6, ago_s=50 * 60, ended_ago_s=10 * 60),
+    Planned(K.THROTTLE_SW_THERMAL, "gpu-0004", 1, ago_s=50 * 60, ended_ago_s=10 * 60,
+            drains=False),
+    Planned(K.THROTTLE_POWER, "gpu-0124", 0),
+    # Hardware slowdown for ten minutes, over 20 minutes before the read: the clock-event
+    # counter saw it come on; the bitmask at the read does not (on gpu-0006 there is no such
+    # counter: not seen).
+    Planned(K.THROTTLE_HW_SLOWDOWN, "gpu-0126", 2, ago_s=30 * 60, ended_ago_s=20 * 60),
+    Planned(K.THROTTLE_HW_SLOWDOWN, "gpu-0006", 5, ago_s=30 * 60, ended_ago_s=20 * 60,
+            drains=False),
+    Planned(K.DCGM_HEALTH, "gpu-0125", 5),
+)  # fmt: skip
+"""Not in any job (their nodes are the fleet's last clean ones, or already faulty): /job-slow's
+jobs and causes stay those of ``PLAN`` before these were added."""
+_SLOWING_PLAN = PLAN
+PLAN = PLAN + EXPORTER_PLAN
 
 NEWER_EXPORTER_NODES = frozenset(f"gpu-{i:04d}" for i in (*range(49, 65), *range(113, 129)))
 
@@ -112,7 +146,9 @@ def _gpu(*numbers: int) -> tuple[str, ...]:
 
 PROXY_RACK = _gpu(*range(129, 145))
 STRAGGLER_NODES = {
-    p.node: p.kind for p in PLAN if p.kind in STRAGGLER_NODE_KINDS and p.node not in PROXY_RACK
+    p.node: p.kind
+    for p in _SLOWING_PLAN
+    if p.kind in STRAGGLER_NODE_KINDS and p.node not in PROXY_RACK
 }
 """The planned faults that slow a job: the nodes /job-slow must name, with these causes."""
 _PLANNED = {p.node for p in PLAN}
@@ -143,7 +179,7 @@ assert all(len(j.nodes) == CAUSE_JOB_SIZE for j in CAUSE_JOBS), "the fleet ran o
 # Jobs that export no step time (issue 4's proxies): four nodes each, the first three with
 # one fault that lowers a proxy (NVLink traffic, InfiniBand traffic, GPU utilisation), the
 # last healthy.
-PROXY_STRAGGLERS = {p.node: p.kind for p in PLAN if p.node in PROXY_RACK}
+PROXY_STRAGGLERS = {p.node: p.kind for p in _SLOWING_PLAN if p.node in PROXY_RACK}
 PROXY_JOBS = tuple(
     PlannedJob(
         str(900100 + i),
@@ -163,6 +199,8 @@ STEP_HISTORY_STEP_S = 300
 # start-up short (see scripts/testsvc/prometheus.py).
 HISTORY_METRICS: tuple[str, ...] = (
     *(r.name for r in requests_for(CHECKS) if r.reading is not Reading.VALUE),
+    # The last-Xid gauge, read again at the moment of a resume (bot/triage/resumes.py).
+    m.DCGM_FI_DEV_XID_ERRORS,
     # /job-slow's proxies that are counters (its CPU-contention and NUMA evidence, and the
     # InfiniBand traffic of a job without step times).
     m.NODE_MEMORY_NUMA_NUMA_MISS_TOTAL,
@@ -183,7 +221,9 @@ def make_fleet(now: datetime) -> SimFleet:
     fleet = SimFleet(n_nodes=N_NODES, seed=SEED, now=now, fault_rate=0.0, host_label="mixed")
     for p in PLAN:
         detail: dict[str, Any] = dict(p.detail)  # keyword detail, never `until` or `job_id`
-        fleet.inject(p.kind, p.node, p.gpu, since=now - timedelta(seconds=p.ago_s), **detail)
+        until = None if p.ended_ago_s is None else now - timedelta(seconds=p.ended_ago_s)
+        since = now - timedelta(seconds=p.ago_s)
+        fleet.inject(p.kind, p.node, p.gpu, since=since, until=until, **detail)
     for job in JOBS:
         fleet.add_job(
             job.nodes,

@@ -30,11 +30,20 @@ from bot.backends.prometheus import (
     promql_string,
 )
 from bot.backends.prometheus_rules import rule_groups, rules_yaml, worth_recording
+from bot.backends.resume_store import MemoryResumes
 from bot.backends.sim.faults import KIND_SPECS, InjectedFault
 from bot.backends.sim.fleet import NODE_KINDS, SimFleet
-from bot.models import VERSION_DRIFT_KINDS, Fault, FaultKind, VerdictLevel
-from bot.triage.checks import CHECKS, HealthConfig, HealthRun, requests_for, run_checks
-from bot.triage.service import Triage
+from bot.models import VERSION_DRIFT_KINDS, Action, Fault, FaultKind, Severity, VerdictLevel
+from bot.triage import service
+from bot.triage.checks import (
+    CHECKS,
+    VIOLATION_NODES,
+    HealthConfig,
+    HealthRun,
+    requests_for,
+    run_checks,
+)
+from bot.triage.service import NodeReport, Triage
 from bot.triage.stragglers import StragglerConfig
 from bot.triage.table import VERSION_LABELS, MetricRequest, Reading, Table
 from bot.triage.verdict import fault_level, verdicts
@@ -107,7 +116,9 @@ def _matches(fault: Fault, truth: InjectedFault) -> bool:
 
 
 HEALTH_KINDS = [
-    i for i, p in enumerate(scenario.PLAN) if p.kind not in scenario.STRAGGLER_ONLY_KINDS
+    i
+    for i, p in enumerate(scenario.PLAN)
+    if p.kind not in scenario.STRAGGLER_ONLY_KINDS and p.drains
 ]
 
 
@@ -231,11 +242,124 @@ async def test_query_count_does_not_grow_with_the_node_count(
     found = {
         (f.node, f.gpu) for f in run_checks(table_two, CONFIG).faults if f.kind is FaultKind.XID
     }
-    expected = {(f.node, f.gpu) for f in whole.fleet.injected if f.kind is FaultKind.XID}
+    expected = {
+        (f.node, f.gpu) for f in whole.fleet.injected if f.kind is FaultKind.XID and f.node in two
+    }
     assert found == expected
     # The explicit list of all nodes reads what the unselected whole-fleet read does.
     all_faults = {(f.kind, f.node, f.gpu) for f in run_checks(table_all, CONFIG).faults}
     assert {(f.kind, f.node, f.gpu) for f in whole.run.faults} <= all_faults
+
+
+# --- newer exporters' families, present on some racks and absent on the others ---------------
+
+
+def _planned(node: str, kind: FaultKind) -> scenario.Planned:
+    return next(p for p in scenario.EXPORTER_PLAN if p.node == node and p.kind is kind)
+
+
+def _on(run: HealthRun, node: str, kind: FaultKind) -> list[Fault]:
+    return [f for f in run.faults if f.node == node and f.kind is kind]
+
+
+def test_xid_totals_judge_the_nodes_that_have_them(whole: FleetRead) -> None:
+    # Reset 35 minutes ago, on the newer exporter: its series was born in the window, at 1,
+    # which increase() would read as no growth. Counted whole, it drains.
+    (new,) = _on(whole.run, "gpu-0121", FaultKind.XID)
+    assert (new.gpu, new.action) == (1, Action.DRAIN)
+    assert new.evidence[0].series == m.DCGM_EXP_XID_ERRORS_TOTAL
+    # The same on the older exporter: only its last-Xid gauge tells.
+    (old,) = _on(whole.run, "gpu-0021", FaultKind.XID)
+    assert (old.gpu, old.action, old.evidence[0].series) == (
+        3,
+        Action.DRAIN,
+        m.DCGM_FI_DEV_XID_ERRORS,
+    )
+    # Reset two hours ago: the totals put it before the window, history; its gauge still
+    # says 79, and would have drained the node on every read.
+    assert _planned("gpu-0122", FaultKind.XID).drains is False
+    (history,) = _on(whole.run, "gpu-0122", FaultKind.XID)
+    assert (history.gpu, history.action, history.severity) == (4, Action.NONE, Severity.INFO)
+    gauge = whole.table.columns[m.DCGM_FI_DEV_XID_ERRORS]
+    stuck = {
+        (gauge.node(i), gauge.labels(i).get(m.LABEL_GPU)): gauge.values[i]
+        for i in range(len(gauge))
+    }
+    assert stuck[("gpu-0122", "4")] == 79.0
+    by_node = verdicts(["gpu-0121", "gpu-0122"], whole.run.faults)
+    assert by_node["gpu-0122"].level is VerdictLevel.HEALTHY
+    assert by_node["gpu-0121"].level is VerdictLevel.DRAIN
+
+
+def test_violation_counters_show_a_throttle_the_bitmask_missed(whole: FleetRead) -> None:
+    # Thermal slowdown for 40 minutes, over 10 minutes before the read: the counter's share.
+    (seen,) = _on(whole.run, "gpu-0123", FaultKind.THROTTLE_SW_THERMAL)
+    assert seen.gpu == 6 and seen.evidence[0].series == m.DCGM_FI_DEV_THERMAL_VIOLATION
+    # The same on the older exporter, without the counter: the bitmask at the read is clear.
+    assert _planned("gpu-0004", FaultKind.THROTTLE_SW_THERMAL).drains is False
+    assert _on(whole.run, "gpu-0004", FaultKind.THROTTLE_SW_THERMAL) == []
+    # Held at the power cap all along, with the counter: bit and share in one finding.
+    (power,) = _on(whole.run, "gpu-0124", FaultKind.THROTTLE_POWER)
+    assert power.gpu == 0 and "100% of the window" in power.summary
+    # A hardware slowdown that came and went: the newer exporter counted it coming on.
+    (slowdown,) = _on(whole.run, "gpu-0126", FaultKind.THROTTLE_HW_SLOWDOWN)
+    assert (slowdown.gpu, slowdown.action) == (2, Action.DRAIN)
+    assert slowdown.evidence[0].series == m.DCGM_EXP_CLOCK_EVENTS_TOTAL
+    assert _planned("gpu-0006", FaultKind.THROTTLE_HW_SLOWDOWN).drains is False
+    assert _on(whole.run, "gpu-0006", FaultKind.THROTTLE_HW_SLOWDOWN) == []
+    # The counters come from the newer exporter's racks only, one row a node.
+    for request in VIOLATION_NODES:
+        col = whole.table.columns[request.key]
+        assert {col.node(i) for i in range(len(col))} == set(scenario.NEWER_EXPORTER_NODES)
+
+
+def test_dcgm_health_watches_where_the_exporter_has_them(whole: FleetRead) -> None:
+    (failing,) = _on(whole.run, "gpu-0125", FaultKind.DCGM_HEALTH)
+    assert (failing.gpu, failing.action) == (5, Action.DRAIN)
+    assert failing.evidence[0].labels[m.LABEL_HEALTH_WATCH] == "INFOROM"
+    health = [f for f in whole.run.faults if f.kind is FaultKind.DCGM_HEALTH]
+    assert {f.node for f in health} <= set(scenario.NEWER_EXPORTER_NODES)
+    # Busy GPUs' power watch warns (DCGM #285) on many healthy nodes: never a finding.
+    col = whole.table.columns[m.DCGM_EXP_GPU_HEALTH_STATUS]
+    warned = {
+        col.node(i) for i in range(len(col)) if col.labels(i)[m.LABEL_HEALTH_WATCH] == "POWER"
+    }
+    planned = {p.node for p in scenario.PLAN}
+    assert len(warned - planned) > 5
+    assert not any(f.node in warned - planned for f in health)
+
+
+async def test_a_resumed_node_is_not_drained_again_for_its_old_xid(prom_url: str) -> None:
+    """Both Xids were 40 minutes before the fleet's now, their GPUs reset 35 minutes before;
+    meowbot resumed the nodes 20 minutes before. Read again at the resume, through the real
+    Prometheus, the Xid series held the same values: history. Without the memory: drained."""
+    now = scenario.from_epoch(need_service("MEOWBOT_TEST_SIM_NOW"))
+    metrics = PrometheusMetrics(prom_url, timeout_s=10.0)
+    try:
+        for node, level in (
+            ("gpu-0121", VerdictLevel.HEALTHY),
+            ("gpu-0021", VerdictLevel.DEGRADED),
+        ):
+            forgetful = Triage(metrics, PrometheusInventory(metrics), None, CONFIG)
+            report = await service.node_health(forgetful, node)
+            assert isinstance(report, NodeReport)
+            assert report.verdict.level is VerdictLevel.DRAIN, node
+            memory = MemoryResumes()
+            await memory.record_resume(node, now - timedelta(minutes=20))
+            triage = Triage(metrics, PrometheusInventory(metrics), None, CONFIG, resumes=memory)
+            report = await service.node_health(triage, node)
+            assert isinstance(report, NodeReport)
+            # gpu-0021 keeps its high temperature (a watch): the Xid is no longer a drain.
+            assert report.verdict.level is level, (node, report.verdict)
+            (xid,) = [f for f in report.faults if f.kind is FaultKind.XID]
+            assert xid.action is Action.NONE and "resumed the node" in xid.summary
+            # A resume before the Xid forgets nothing.
+            await memory.record_resume(node, now - timedelta(minutes=50))
+            report = await service.node_health(triage, node)
+            assert isinstance(report, NodeReport)
+            assert report.verdict.level is VerdictLevel.DRAIN, node
+    finally:
+        await metrics.close()
 
 
 # --- recording rules (bot/backends/prometheus_rules.py) ----------------------------------------

@@ -316,6 +316,15 @@ def _assert_shows(fleet: SimFleet, fault: InjectedFault, at: datetime) -> None:
     elif kind in _BITS:
         bits = int(dcgm(fleet, at, m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS, node, gpu or 0))
         assert bits & _BITS[kind]
+        held = {
+            k.THROTTLE_POWER: m.DCGM_FI_DEV_POWER_VIOLATION,
+            k.THROTTLE_SW_THERMAL: m.DCGM_FI_DEV_THERMAL_VIOLATION,
+            k.THROTTLE_HW_THERMAL: m.DCGM_FI_DEV_THERMAL_VIOLATION,
+        }.get(kind)
+        if held is not None and held in fleet.exported:
+            # Held back all of the last hour: 3,600 s of violation time, in nanoseconds.
+            grown = dcgm(fleet, at, held, node, gpu or 0)
+            assert grown - dcgm(fleet, hour_before, held, node, gpu or 0) >= 3600e9
         assert dcgm(fleet, at, m.DCGM_FI_DEV_SM_CLOCK, node, gpu or 0) <= fault.number(
             "sm_clock_mhz"
         )
@@ -390,6 +399,9 @@ def _assert_shows(fleet: SimFleet, fault: InjectedFault, at: datetime) -> None:
         assert fleet.node(node, at).kernel_version == fault.text("version")
     elif kind is k.CPU_CONTENTION:
         assert one(fleet, at, m.NODE_LOAD1, node) > 50
+    elif kind is k.DCGM_HEALTH:
+        failing = _health(fleet, at, node)
+        assert failing[(str(gpu), fault.text("watch"))] == (m.HEALTH_FAIL, fault.text("code"))
     else:  # pragma: no cover - every kind has a branch
         raise AssertionError(f"no check for {kind}")
     return None
@@ -455,6 +467,19 @@ _GPU_COUNTERS = {
 }
 
 
+def _health(fleet: SimFleet, at: datetime, node: str) -> dict[tuple[str, str], tuple[float, str]]:
+    """(GPU, watch) -> (result, error code) of the node's health watches that do not pass."""
+    rows = fleet.samples(at, nodes=[node], metrics=[m.DCGM_EXP_GPU_HEALTH_STATUS])
+    return {
+        (str(s.label(m.LABEL_GPU)), str(s.label(m.LABEL_HEALTH_WATCH))): (
+            s.value,
+            str(s.label(m.LABEL_HEALTH_ERROR_CODE)),
+        )
+        for s in rows
+        if s.value != m.HEALTH_PASS
+    }
+
+
 def _assert_absent(fleet: SimFleet, fault: InjectedFault, at: datetime) -> None:
     """Before ``since`` the fault's node looks like every healthy node."""
     if fault.node is None:
@@ -478,11 +503,15 @@ def _assert_absent(fleet: SimFleet, fault: InjectedFault, at: datetime) -> None:
     assert set(snap.values(m.NODE_INFINIBAND_STATE_ID) or []) == {float(m.IB_STATE_ACTIVE)}
     assert snap.versions(0) == fleet.default_versions
     assert snap.values(m.NODE_BOOT_TIME_SECONDS) != [fault.since.timestamp()]
+    # DCGM's watches pass, but for the power watch of GPUs that touch their cap (DCGM #285).
+    assert {w for _, w in _health(fleet, at, fault.node)} <= {"POWER"}
 
 
 @pytest.mark.parametrize("kind", list(FaultKind), ids=lambda k: str(k.value))
 def test_every_fault_kind_shows_on_its_node_and_gpu(kind: FaultKind) -> None:
-    fleet = SimFleet(64, seed=5, now=NOW, fault_rate=0.0)
+    # The newer exporter's host label: its families (health watches, violation counters,
+    # the cumulative Xid counter) are exported too.
+    fleet = SimFleet(64, seed=5, now=NOW, fault_rate=0.0, host_label="hostname")
     if kind in JOB_LEVEL_KINDS:
         spec = training_job(fleet, stages=2 if kind is FaultKind.PIPELINE_IMBALANCE else 1)
         fault = fleet.inject(kind, since=SINCE, job_id=spec.job.job_id)
@@ -498,7 +527,7 @@ def test_every_fault_kind_shows_on_its_node_and_gpu(kind: FaultKind) -> None:
     # Only the fault's own node changed: its neighbour's hardware and compute are as they were.
     # Its iteration time and collective wait are not, where the fault slows their job: a
     # synchronous rank waits for the slowest, so it reports the straggler's pace.
-    healthy = SimFleet(64, seed=5, now=NOW, fault_rate=0.0)
+    healthy = SimFleet(64, seed=5, now=NOW, fault_rate=0.0, host_label="hostname")
     waits = (m.TRAINING_STEP_TIME_SECONDS, m.TRAINING_COLLECTIVE_WAIT_SECONDS)
 
     def own(f: SimFleet) -> list[object]:
@@ -559,7 +588,9 @@ def test_random_default_faults_and_scenario_cover_every_kind() -> None:
     assert all(f.kind in NODE_KINDS for f in fleet.injected)
     scenario = SimFleet.scenario(9, 512, now=NOW)
     kinds = {f.kind for f in scenario.injected}
-    assert kinds == set(FaultKind)
+    # A DCGM health-watch fault shows only where the newer exporter runs: never drawn at
+    # random, so that every seeded fleet stays what it was (injected by hand instead).
+    assert kinds == set(FaultKind) - {FaultKind.DCGM_HEALTH}
     per_node: dict[str, int] = {}
     for f in scenario.injected:
         if f.node is not None:

@@ -15,7 +15,7 @@ from typing import Literal, NamedTuple
 from bot import metric_names as m
 
 Labels = tuple[tuple[str, str], ...]
-Entity = Literal["gpu", "xid", "nic", "netdev", "node", "uname", "numa", "step"]
+Entity = Literal["gpu", "xid", "health", "clock", "nic", "netdev", "node", "uname", "numa", "step"]
 
 
 class Sample(NamedTuple):
@@ -40,8 +40,9 @@ class Sample(NamedTuple):
 class Family:
     name: str
     entity: Entity
-    """What one series is about: a GPU, an Xid code of a GPU, an IB port, a network interface,
-    a node, the node's uname, a NUMA domain, or one rank of a training job."""
+    """What one series is about: a GPU, an Xid code of a GPU, a DCGM health watch of a GPU, a
+    clock-event reason of a GPU, an IB port, a network interface, a node, the node's uname, a
+    NUMA domain, or one rank of a training job."""
     help: str
 
     @property
@@ -52,6 +53,8 @@ class Family:
 FAMILIES: tuple[Family, ...] = (
     Family(m.DCGM_FI_DEV_XID_ERRORS, "gpu", "Value of the last XID error encountered."),
     Family(m.DCGM_EXP_XID_ERRORS_COUNT, "xid", "Count of XID errors, by XID code."),
+    Family(m.DCGM_EXP_XID_ERRORS_TOTAL, "xid", "Total XID errors observed since exporter start."),
+    Family(m.DCGM_EXP_GPU_HEALTH_STATUS, "health", "Current DCGM-reported GPU health status."),
     Family(
         m.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, "gpu", "Total number of double-bit volatile ECC errors."
     ),
@@ -67,7 +70,22 @@ FAMILIES: tuple[Family, ...] = (
     ),
     Family(m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS, "gpu", "Current clock event reasons (bitmask)."),
     Family(
+        m.DCGM_EXP_CLOCK_EVENTS_TOTAL,
+        "clock",
+        "Total clock events observed since exporter start (edge-counted).",
+    ),
+    Family(
         m.DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, "gpu", "Current clock throttle reasons (bitmask)."
+    ),
+    Family(
+        m.DCGM_FI_DEV_THERMAL_VIOLATION,
+        "gpu",
+        "Throttling duration due to thermal constraints (in ns).",
+    ),
+    Family(
+        m.DCGM_FI_DEV_POWER_VIOLATION,
+        "gpu",
+        "Throttling duration due to power constraints (in ns).",
     ),
     Family(m.DCGM_FI_DEV_GPU_TEMP, "gpu", "GPU temperature (in C)."),
     Family(m.DCGM_FI_DEV_SM_CLOCK, "gpu", "SM clock frequency (in MHz)."),

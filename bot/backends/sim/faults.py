@@ -58,6 +58,7 @@ KIND_SPECS: dict[FaultKind, KindSpec] = {
     FaultKind.PCIE_REPLAY: KindSpec("gpu", 0.06),
     FaultKind.PCIE_DOWNTRAINED: KindSpec("gpu", 0.08),
     FaultKind.GPU_MISSING: KindSpec("gpu", 0.0),
+    FaultKind.DCGM_HEALTH: KindSpec("gpu", 0.0),
     FaultKind.LOW_SM_CLOCK: KindSpec("gpu", 0.12),
     FaultKind.NUMA_MISPLACEMENT: KindSpec("gpu", 0.07),
     FaultKind.IB_LINK_DOWN: KindSpec("nic", 0.0),
@@ -164,6 +165,9 @@ def default_detail(
         out["count"] = 1
     elif kind is k.ECC_DBE:
         out["count"] = rng.randint(1, 3)
+    elif kind is k.DCGM_HEALTH:
+        # A watch only DCGM reads; no rng draw, so the seeded fleets stay as they were.
+        out.update(watch="INFOROM", code="DCGM_FR_CORRUPT_INFOROM", result=m.HEALTH_FAIL)
     elif kind is k.THROTTLE_POWER:
         out.update(sm_clock_mhz=rng.choice((1560, 1605, 1650)), power_w=699.0)
     elif kind is k.THROTTLE_HW_SLOWDOWN:
@@ -301,6 +305,11 @@ def _rate_counter_frac(key: str) -> Effect:
 _CLOCK_REASON_METRICS = (m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS, m.DCGM_FI_DEV_CLOCK_THROTTLE_REASONS)
 
 
+def _held(value: float, fault: InjectedFault, t_s: float) -> float:
+    """A violation counter (ns) growing all the time the fault holds the clocks back."""
+    return value + float(int(fault.elapsed_s(t_s) * 1e9))
+
+
 def _throttle(bit: int, **more: Effect) -> dict[str, Effect]:
     effects = {name: _bits(bit) for name in _CLOCK_REASON_METRICS}
     effects[m.DCGM_FI_DEV_SM_CLOCK] = _at_most("sm_clock_mhz")
@@ -314,14 +323,17 @@ EFFECTS: dict[FaultKind, dict[str, Effect]] = {
     FaultKind.ROW_REMAP_FAILURE: {m.DCGM_FI_DEV_ROW_REMAP_FAILURE: _const(1.0)},
     FaultKind.ROW_REMAP_PENDING: {m.DCGM_FI_DEV_ROW_REMAP_PENDING: _const(1.0)},
     FaultKind.THROTTLE_POWER: _throttle(
-        m.CLOCK_EVENT_SW_POWER_CAP, **{m.DCGM_FI_DEV_POWER_USAGE: _set("power_w")}
+        m.CLOCK_EVENT_SW_POWER_CAP,
+        **{m.DCGM_FI_DEV_POWER_USAGE: _set("power_w"), m.DCGM_FI_DEV_POWER_VIOLATION: _held},
     ),
     FaultKind.THROTTLE_HW_SLOWDOWN: _throttle(m.CLOCK_EVENT_HW_SLOWDOWN),
     FaultKind.THROTTLE_SW_THERMAL: _throttle(
-        m.CLOCK_EVENT_SW_THERMAL, **{m.DCGM_FI_DEV_GPU_TEMP: _at_least("temp_c")}
+        m.CLOCK_EVENT_SW_THERMAL,
+        **{m.DCGM_FI_DEV_GPU_TEMP: _at_least("temp_c"), m.DCGM_FI_DEV_THERMAL_VIOLATION: _held},
     ),
     FaultKind.THROTTLE_HW_THERMAL: _throttle(
-        m.CLOCK_EVENT_HW_THERMAL, **{m.DCGM_FI_DEV_GPU_TEMP: _at_least("temp_c")}
+        m.CLOCK_EVENT_HW_THERMAL,
+        **{m.DCGM_FI_DEV_GPU_TEMP: _at_least("temp_c"), m.DCGM_FI_DEV_THERMAL_VIOLATION: _held},
     ),
     FaultKind.POWER_BRAKE: _throttle(
         m.CLOCK_EVENT_HW_POWER_BRAKE, **{m.DCGM_FI_DEV_POWER_USAGE: _at_most("power_w")}
@@ -374,6 +386,7 @@ EFFECTS: dict[FaultKind, dict[str, Effect]] = {
     # Presence (gpu_missing), versions (drift), topology (numa) and step times (job kinds and
     # slowdowns) are not a value transform: the engine applies them.
     FaultKind.GPU_MISSING: {},
+    FaultKind.DCGM_HEALTH: {},  # a health watch's row: the engine writes it (health_rows)
     FaultKind.DRIVER_DRIFT: {},
     FaultKind.KERNEL_DRIFT: {},
     FaultKind.FIRMWARE_DRIFT: {},

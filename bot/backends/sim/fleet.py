@@ -58,6 +58,25 @@ ORIGIN_AGE_S = 30 * 86400
 HostLabel = Literal["Hostname", "hostname", "mixed"]
 
 NODE_KINDS: tuple[FaultKind, ...] = tuple(k for k in FaultKind if k not in JOB_LEVEL_KINDS)
+# What random faults are drawn from: a DCGM health-watch fault shows only where the newer
+# exporter runs, and leaving it out keeps every seeded fleet what it was before it existed.
+RANDOM_NODE_KINDS: tuple[FaultKind, ...] = tuple(
+    k for k in NODE_KINDS if k is not FaultKind.DCGM_HEALTH
+)
+# Families only the newer dcgm-exporter exports (its rack under host_label="mixed", every node
+# under "hostname", none under "Hostname"): the cumulative Xid and clock-event counters and
+# DCGM's health watches are newer collectors, and that rack's counters CSV also enables the
+# violation counters (commented out in dcgm-exporter's default-counters.csv). So one fleet
+# shows each family present on some nodes and absent on the others, as one mid-upgrade does.
+NEWER_EXPORTER_FAMILIES: frozenset[str] = frozenset(
+    {
+        m.DCGM_EXP_XID_ERRORS_TOTAL,
+        m.DCGM_EXP_CLOCK_EVENTS_TOTAL,
+        m.DCGM_EXP_GPU_HEALTH_STATUS,
+        m.DCGM_FI_DEV_THERMAL_VIOLATION,
+        m.DCGM_FI_DEV_POWER_VIOLATION,
+    }
+)
 STRAGGLER_NODE_KINDS: tuple[FaultKind, ...] = tuple(
     k for k in NODE_KINDS if KIND_SPECS[k].slowdown > 0
 )
@@ -141,6 +160,8 @@ class SimFleet:
         self.default_versions = (DRIVER_VERSION, KERNEL_VERSION, VBIOS_VERSION)
         other_clock = next(c for c in clock_names if c != clock_reasons_metric)
         self.exported: frozenset[str] = frozenset(FAMILY_BY_NAME) - disabled - {other_clock}
+        if host_label == m.LABEL_HOSTNAME:
+            self.exported -= NEWER_EXPORTER_FAMILIES  # no node runs the newer exporter
         self.job_specs: list[JobSpec] = generate_jobs(
             self.topology.names, gpus_per_node, seed, self.now_s
         )
@@ -271,6 +292,28 @@ class SimFleet:
             newer = (node_index // RACK_SIZE) % 4 == 3
             return m.LABEL_HOSTNAME_NEW if newer else m.LABEL_HOSTNAME
         return self.host_label
+
+    def runs_newer_exporter(self, node_index: int) -> bool:
+        """Whether the node's dcgm-exporter is the newer one, with NEWER_EXPORTER_FAMILIES."""
+        return self.host_label_of(node_index) == m.LABEL_HOSTNAME_NEW
+
+    def exports(self, metric: str, node_index: int) -> bool:
+        """Whether this node exports ``metric`` (the fleet may, and this node not)."""
+        if metric not in self.exported:
+            return False
+        return metric not in NEWER_EXPORTER_FAMILIES or self.runs_newer_exporter(node_index)
+
+    @cached_property
+    def power_cap_noise(self) -> dict[int, float]:
+        """GPU -> share of the time it touches its power cap: GPU Boost runs up to the cap,
+        so a third of busy GPUs spend 0.1-1.5 % of their time held there (under a minute an
+        hour). Ordinary, never a fault, and what DCGM's power watch warns about all the same
+        (DCGM issue #285)."""
+        rng = self._rng("power-cap-share")
+        return {
+            i: round(rng.uniform(0.001, 0.015), 4)
+            for i in self._sparse_noise("power-cap", self._n_gpus, 0.33)
+        }
 
     def families(self, metrics: Sequence[str] | None = None) -> list[Family]:
         """Exported families in exposition order, optionally only the named ones."""
@@ -503,7 +546,9 @@ class SimFleet:
         scope = self._scope(nodes)
         families = self.families(metrics)
         estimate = sum(
-            scope.size(scope.mult[f.entity]) for f in families if f.entity not in ("xid", "step")
+            scope.size(scope.mult[f.entity])
+            for f in families
+            if f.entity not in ("xid", "health", "clock", "step")
         )
         steps = sum(1 for f in families if f.entity == "step")
         if steps:
@@ -786,7 +831,7 @@ class SimFleet:
         rng = self._rng("random-faults")
         count = max(1, round(rate * self.n_nodes))
         for n in rng.sample(range(self.n_nodes), min(count, self.n_nodes)):
-            self.inject(rng.choice(NODE_KINDS), self.topology.names[n])
+            self.inject(rng.choice(RANDOM_NODE_KINDS), self.topology.names[n])
 
     # --- scenarios ---------------------------------------------------------------------------
     @classmethod
@@ -844,9 +889,9 @@ class SimFleet:
         free = [n for n in range(n_nodes) if n not in used]
         rng.shuffle(free)
         seen = {f.kind for f in fleet.injected}
-        kinds = [k for k in NODE_KINDS if k not in seen]
+        kinds = [k for k in RANDOM_NODE_KINDS if k not in seen]
         extra = max(0, round(0.03 * n_nodes) - len(kinds))
-        kinds += [rng.choice(NODE_KINDS) for _ in range(extra)]
+        kinds += [rng.choice(RANDOM_NODE_KINDS) for _ in range(extra)]
         for kind, n in zip(kinds, free, strict=False):
             fleet.inject(kind, names[n])
         return fleet

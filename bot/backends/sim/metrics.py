@@ -80,8 +80,9 @@ class SimMetrics:
         for request in requests:
             self.queries += 1
             family = FAMILY_BY_NAME.get(request.name)
-            if family is not None and family.entity == "xid":
-                # Sparse (a row per GPU and code seen): read as rows, as Prometheus would.
+            if family is not None and family.entity in ("xid", "health", "clock"):
+                # Sparse (a row per GPU and code seen, or per GPU and health watch): read as
+                # rows, as Prometheus would.
                 sparse = _sparse_column(self.fleet, request, now, at, window_s, scope)
                 if sparse is None:
                     absent.add(request.name)
@@ -98,7 +99,7 @@ class SimMetrics:
                 if before is None:
                     before = self.fleet.snapshot(at - timedelta(seconds=window_s), scope)
                 old = before.values(request.name) or values
-                if request.reading is Reading.INCREASE:
+                if request.reading in (Reading.INCREASE, Reading.EVENTS):
                     # Counters here never reset, so growth is the plain difference.
                     values = [v - o for v, o in zip(values, old, strict=True)]
                 else:
@@ -250,7 +251,8 @@ def _sparse_column(
     if family.name not in fleet.exported:
         return None
     rows = list(now.rows(family))
-    if request.reading is Reading.INCREASE:
+    if request.reading in (Reading.INCREASE, Reading.EVENTS):
+        # A row the window's start did not have (a code's first Xid) counts whole.
         before = fleet.snapshot(at - timedelta(seconds=window_s), scope)
         old = dict(before.rows(family))
         rows = [(labels, value - old.get(labels, 0.0)) for labels, value in rows]

@@ -45,6 +45,34 @@ IDLE_DIP_NOISE = 0.985
 IDLE_DIP_SLOT_S = 5
 IDLE_DIP_SM_CLOCK = 1410.0
 IDLE_DIP_GPU_UTIL = 61.0
+STICKY_GAUGES = frozenset({m.DCGM_FI_DEV_XID_ERRORS})
+POWER_CAP_BURST_EVERY_S = 600.0  # how often a GPU that touches its power cap comes on it
+# The clock-event reason each throttle kind turns on (its bit of the bitmask).
+CLOCK_EVENT_OF: dict[FaultKind, int] = {
+    FaultKind.THROTTLE_POWER: m.CLOCK_EVENT_SW_POWER_CAP,
+    FaultKind.THROTTLE_HW_SLOWDOWN: m.CLOCK_EVENT_HW_SLOWDOWN,
+    FaultKind.THROTTLE_SW_THERMAL: m.CLOCK_EVENT_SW_THERMAL,
+    FaultKind.THROTTLE_HW_THERMAL: m.CLOCK_EVENT_HW_THERMAL,
+    FaultKind.POWER_BRAKE: m.CLOCK_EVENT_HW_POWER_BRAKE,
+}
+
+# DCGM's health watches as dcgm-exporter lists them (gpu_health_collector.go, gpuHealthChecks),
+# in its order: one DCGM_EXP_GPU_HEALTH_STATUS series per GPU and watch.
+HEALTH_WATCHES = (
+    "PCIE", "NVLINK", "PMU", "MCU", "MEM", "SM", "INFOROM", "THERMAL", "POWER", "DRIVER", "ALL",
+)  # fmt: skip
+# What each fault kind makes DCGM's watches report: (watch, result, DCGM_FR_ error code).
+HEALTH_EFFECTS: dict[FaultKind, tuple[str, int, str]] = {
+    FaultKind.ECC_DBE: ("MEM", m.HEALTH_FAIL, "DCGM_FR_VOLATILE_DBE_DETECTED"),
+    FaultKind.ROW_REMAP_FAILURE: ("MEM", m.HEALTH_FAIL, "DCGM_FR_ROW_REMAP_FAILURE"),
+    FaultKind.ROW_REMAP_PENDING: ("MEM", m.HEALTH_WARN, "DCGM_FR_PENDING_ROW_REMAP"),
+    FaultKind.PCIE_REPLAY: ("PCIE", m.HEALTH_WARN, "DCGM_FR_PCI_REPLAY_RATE"),
+    FaultKind.NVLINK_CRC: ("NVLINK", m.HEALTH_WARN, "DCGM_FR_NVLINK_ERROR_THRESHOLD"),
+    FaultKind.NVLINK_REPLAY: ("NVLINK", m.HEALTH_WARN, "DCGM_FR_NVLINK_ERROR_THRESHOLD"),
+    FaultKind.THROTTLE_SW_THERMAL: ("THERMAL", m.HEALTH_WARN, "DCGM_FR_CLOCK_THROTTLE_THERMAL"),
+    FaultKind.THROTTLE_HW_THERMAL: ("THERMAL", m.HEALTH_WARN, "DCGM_FR_CLOCK_THROTTLE_THERMAL"),
+    FaultKind.THROTTLE_POWER: ("POWER", m.HEALTH_WARN, "DCGM_FR_CLOCK_THROTTLE_POWER"),
+}
 
 Formula = Callable[[list[float], list[float]], list[float]]
 DEFAULT_VERSIONS_INDEX = -1
@@ -64,7 +92,7 @@ class Placed:
 
     def position(self, entity: Entity, ports: int) -> Sequence[int]:
         """Which entity of the node the fault sits on (several for an all-ports IB fault)."""
-        if entity in ("gpu", "xid"):
+        if entity in ("gpu", "xid", "health", "clock"):
             # A fault of the whole node (CPU contention) is on every GPU of it.
             return range(ports) if self.gpu < 0 else (self.gpu,)
         if entity == "nic":
@@ -109,6 +137,8 @@ class Scope:
         self.mult: dict[Entity, int] = {
             "gpu": hw.gpus_per_node,
             "xid": hw.gpus_per_node,
+            "health": hw.gpus_per_node,
+            "clock": hw.gpus_per_node,
             "nic": hw.nics_per_node,
             "netdev": len(hw.netdevs),
             "node": 1,
@@ -223,8 +253,10 @@ class FleetSnapshot:
                     continue
                 still = t < fault.until_s
                 for metric in EFFECTS[fault.kind]:
-                    # A counter keeps what a fault added after the fault ends; a gauge does not.
-                    if still or metric in m.COUNTERS:
+                    # A counter keeps what a fault added after the fault ends; a gauge does not,
+                    # but for the last-Xid gauge, which stays set after the GPU is reset
+                    # (dcgm-exporter issue #500): an Xid fault's ``until`` is that reset.
+                    if still or metric in m.COUNTERS or metric in STICKY_GAUGES:
                         out.setdefault(metric, []).append(placed)
             self._by_metric = out
         return self._by_metric
@@ -362,6 +394,14 @@ class FleetSnapshot:
             return out
         return [table.get(i, default) for i in self.scope.indices(mult)]
 
+    def _sparse_gpu(self, table: dict[int, float]) -> list[float]:
+        """A GPU column of zeros but ``table`` (fleet-wide GPU index -> value), in scope order."""
+        g = self.gpus_per_node
+        out = [0.0] * self.scope.size(g)
+        for i, v in table.items():
+            out[self.scope.pos_of[i // g] * g + i % g] = v
+        return out
+
     def busy_seconds(self) -> list[float]:
         """Per node position: seconds of job time on the node from the fleet's origin to now."""
         if self._busy_s is None:
@@ -441,8 +481,18 @@ class FleetSnapshot:
             return [5.0] * self.scope.size(g)
         if metric == m.DCGM_FI_DEV_PCIE_LINK_WIDTH:
             return [16.0] * self.scope.size(g)
+        if metric == m.DCGM_FI_DEV_POWER_VIOLATION:
+            # Nanoseconds at the power cap: the GPUs that touch it now and then, while busy.
+            busy_s = self.busy_seconds()
+            table = {
+                i: float(int(share * busy_s[self.scope.pos_of[i // g]] * 1e9))
+                for i, share in f.power_cap_noise.items()
+                if i // g in self.scope.pos_of
+            }
+            return self._sparse_gpu(table)
         if metric in (
             m.DCGM_FI_DEV_XID_ERRORS,
+            m.DCGM_FI_DEV_THERMAL_VIOLATION,
             m.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL,
             m.DCGM_FI_DEV_ROW_REMAP_FAILURE,
             m.DCGM_FI_DEV_ROW_REMAP_PENDING,
@@ -510,8 +560,8 @@ class FleetSnapshot:
         if col is not None:
             return col
         family = FAMILY_BY_NAME[metric]
-        if family.entity in ("xid", "step"):
-            raise KeyError(f"{metric} is sparse: use xid_counts() or step_times()")
+        if family.entity in ("xid", "health", "clock", "step"):
+            raise KeyError(f"{metric} is sparse: use xid_counts(), health_rows(), step_times()")
         col = self._baseline(metric)
         mult = self.scope.mult[family.entity]
         pos_of = self.scope.pos_of
@@ -529,19 +579,31 @@ class FleetSnapshot:
         if family.entity == "gpu":
             for p in self.missing_gpus():
                 col[p] = math.nan
+            for p in self._older_exporter_rows(metric, mult):
+                col[p] = math.nan  # the older exporter does not export it: no series
         self._columns[metric] = col
         return col
 
-    def xid_counts(self) -> dict[int, dict[int, float]]:
-        """GPU position -> {Xid code: count} for ``DCGM_EXP_XID_ERRORS_COUNT`` (sparse)."""
+    def _older_exporter_rows(self, metric: str, mult: int) -> Iterator[int]:
+        """Column positions of the nodes whose exporter does not export ``metric``."""
+        f = self.fleet
+        for pos, n in enumerate(self.scope.nodes):
+            if not f.exports(metric, n):
+                yield from range(pos * mult, (pos + 1) * mult)
+
+    def xid_counts(self, metric: str = m.DCGM_EXP_XID_ERRORS_COUNT) -> dict[int, dict[int, float]]:
+        """GPU position -> {Xid code: count} for ``DCGM_EXP_XID_ERRORS_COUNT`` or ``_TOTAL``
+        (sparse: a row per GPU and code seen). Both count since the fleet's origin here."""
         out: dict[int, dict[int, float]] = {}
-        if m.DCGM_EXP_XID_ERRORS_COUNT not in self.fleet.exported:
+        if metric not in self.fleet.exported:
             return out
         g = self.gpus_per_node
         missing = self.missing_gpus()
         for placed in self.scope.faults:
             fault = placed.fault
             if fault.kind is not FaultKind.XID or fault.since_s > self.t_s:
+                continue
+            if not self.fleet.exports(metric, placed.node):
                 continue
             pos = self.scope.pos_of[placed.node] * g + placed.gpu
             if pos in missing:
@@ -550,6 +612,87 @@ class FleetSnapshot:
             code = int(fault.number("xid"))
             codes[code] = codes.get(code, 0.0) + fault.number("count")
         return out
+
+    def clock_event_counts(self) -> dict[int, dict[str, float]]:
+        """GPU position -> {reason: times it came on} for ``DCGM_EXP_CLOCK_EVENTS_TOTAL``, since
+        the exporter started (the fleet's origin), edge-counted as dcgm-exporter does: a fault
+        that holds the clocks back comes on once; GPUs that touch the power cap, every ten
+        minutes of job time. A series exists once its reason came on (sparse)."""
+        f = self.fleet
+        metric = m.DCGM_EXP_CLOCK_EVENTS_TOTAL
+        out: dict[int, dict[str, float]] = {}
+        if metric not in f.exported:
+            return out
+        g = self.gpus_per_node
+        missing = self.missing_gpus()
+        busy_s = self.busy_seconds()
+        power_cap = m.CLOCK_EVENT_NAMES[m.CLOCK_EVENT_SW_POWER_CAP]
+        for pos, n in enumerate(self.scope.nodes):
+            if not f.exports(metric, n):
+                continue
+            bursts = float(int(busy_s[pos] // POWER_CAP_BURST_EVERY_S))
+            for gpu in range(g):
+                if n * g + gpu in f.power_cap_noise and bursts > 0:
+                    out.setdefault(pos * g + gpu, {})[power_cap] = bursts
+        for placed in self.scope.faults:
+            fault = placed.fault
+            bit = CLOCK_EVENT_OF.get(fault.kind)
+            if bit is None or placed.node < 0 or fault.since_s > self.t_s:
+                continue
+            if not f.exports(metric, placed.node):
+                continue
+            pos = self.scope.pos_of[placed.node] * g + placed.gpu
+            if pos in missing:
+                continue
+            events = out.setdefault(pos, {})
+            name = m.CLOCK_EVENT_NAMES[bit]
+            events[name] = events.get(name, 0.0) + 1.0
+        return out
+
+    def health_rows(self) -> Iterator[tuple[int, str, float, str]]:
+        """(GPU position, watch, result, error code) for ``DCGM_EXP_GPU_HEALTH_STATUS``: every
+        watch of every GPU of a node with the newer exporter, PASS unless a fault says not.
+        GPUs that touch their power cap warn on the POWER watch, as DCGM's does under any load
+        (DCGM issue #285: any violation time warns)."""
+        f = self.fleet
+        metric = m.DCGM_EXP_GPU_HEALTH_STATUS
+        if metric not in f.exported:
+            return
+        g = self.gpus_per_node
+        missing = self.missing_gpus()
+        incidents: dict[tuple[int, str], tuple[float, str]] = {}
+        noise = f.power_cap_noise
+        busy = self.busy()
+        for pos, n in enumerate(self.scope.nodes):
+            if busy[pos]:
+                for gpu in range(g):
+                    if n * g + gpu in noise:
+                        incidents[(pos * g + gpu, "POWER")] = (
+                            float(m.HEALTH_WARN),
+                            "DCGM_FR_CLOCK_THROTTLE_POWER",
+                        )
+        for placed in self.scope.faults:
+            fault = placed.fault
+            if placed.node < 0 or not fault.active(self.t_s) or placed.gpu < 0:
+                continue
+            pos = self.scope.pos_of[placed.node] * g + placed.gpu
+            if fault.kind is FaultKind.DCGM_HEALTH:
+                incidents[(pos, fault.text("watch"))] = (fault.number("result"), fault.text("code"))
+            elif fault.kind in HEALTH_EFFECTS:
+                watch, level, reason = HEALTH_EFFECTS[fault.kind]
+                incidents[(pos, watch)] = (float(level), reason)
+        for pos, n in enumerate(self.scope.nodes):
+            if not f.exports(metric, n):
+                continue
+            for gpu in range(g):
+                p = pos * g + gpu
+                if p in missing:
+                    continue
+                for watch in HEALTH_WATCHES:
+                    result, code = incidents.get(
+                        (p, watch), (float(m.HEALTH_PASS), m.HEALTH_OK_CODE)
+                    )
+                    yield p, watch, result, code
 
     # --- training step times ------------------------------------------------------------------
     def _node_slowdowns(self) -> dict[int, float]:
@@ -714,7 +857,7 @@ class FleetSnapshot:
         """The labels of the series at column position ``pos`` of ``metric``, as exported
         (for a check's evidence)."""
         family = FAMILY_BY_NAME[metric]
-        if family.entity in ("gpu", "xid"):
+        if family.entity in ("gpu", "xid", "health", "clock"):
             return dict(self._gpu_labels(pos))
         if family.entity == "step":
             raise KeyError(f"{metric} has no column: use step_times()")
@@ -727,10 +870,22 @@ class FleetSnapshot:
             return
         entity = family.entity
         if entity == "xid":
-            for pos, codes in sorted(self.xid_counts().items()):
+            for pos, codes in sorted(self.xid_counts(family.name).items()):
                 labels = self._gpu_labels(pos)
                 for code in sorted(codes):
                     yield (*labels, (m.LABEL_XID, str(code))), codes[code]
+            return
+        if entity == "clock":
+            for pos, events in sorted(self.clock_event_counts().items()):
+                labels = self._gpu_labels(pos)
+                for name in sorted(events):
+                    yield (*labels, (m.LABEL_CLOCK_EVENT, name)), events[name]
+            return
+        if entity == "health":
+            for pos, watch, result, reason in self.health_rows():
+                labels = self._gpu_labels(pos)
+                extra = ((m.LABEL_HEALTH_WATCH, watch), (m.LABEL_HEALTH_ERROR_CODE, reason))
+                yield (*labels, *extra), result
             return
         if entity == "step":
             names = self.fleet.topology.names
@@ -758,7 +913,7 @@ class FleetSnapshot:
         if entity == "gpu":
             missing = self.missing_gpus()
             for pos, value in enumerate(col):
-                if pos not in missing:
+                if pos not in missing and value == value:  # NaN: not exported by this node
                     yield self._gpu_labels(pos), value
             return
         mult = self.scope.mult[entity]
