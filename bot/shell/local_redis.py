@@ -1,0 +1,82 @@
+"""A private redis-server for the terminal shell, when REDIS_URL is not set.
+
+Channel alerts and highlights keep their state in Redis (transactions and Lua scripts shared by
+replicas); the in-process stand-in cannot run them. A throwaway server on a Unix socket in a
+temporary folder, with nothing saved to disk, lets the shell try them with the real store code;
+it goes when the shell exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import redis.asyncio as aioredis
+
+START_TIMEOUT_S = 5.0
+
+
+class LocalRedis:
+    def __init__(self, folder: Path, process: subprocess.Popen[bytes]) -> None:
+        self.folder = folder
+        self.process = process
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.folder / 'redis.sock'}"
+
+    @classmethod
+    async def start(cls) -> LocalRedis | None:
+        """Starts redis-server, or returns None when it is not installed or does not start."""
+        binary = shutil.which("redis-server")
+        if binary is None:
+            return None
+        folder = Path(tempfile.mkdtemp(prefix="meowbot-shell-redis-"))
+        argv = [
+            binary,
+            "--port", "0",  # no TCP listener: nobody else on the machine reaches it
+            "--unixsocket", str(folder / "redis.sock"),
+            "--unixsocketperm", "700",
+            "--dir", str(folder),
+            "--save", "",
+            "--appendonly", "no",
+            "--loglevel", "warning",
+            "--logfile", str(folder / "redis.log"),
+        ]  # fmt: skip
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        server = cls(folder, process)
+        if await server._ready():
+            return server
+        server.stop()
+        return None
+
+    async def _ready(self) -> bool:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + START_TIMEOUT_S
+        while loop.time() < deadline and self.process.poll() is None:
+            if (self.folder / "redis.sock").exists():
+                client = aioredis.Redis.from_url(self.url)
+                try:
+                    await client.ping()
+                    return True
+                except (OSError, aioredis.ConnectionError):
+                    pass
+                finally:
+                    await client.aclose()
+            await asyncio.sleep(0.05)
+        return False
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=START_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        with contextlib.suppress(OSError):
+            shutil.rmtree(self.folder)
