@@ -24,12 +24,14 @@ SHELL_HELP = """Type slash commands as in Slack, for example /node-health help.
   press N [CHOICE]   press button N (buttons are numbered across the screen; a menu takes a
                      choice: press 4 2)
   fill N TEXT        type TEXT into field N of the open form; submit, cancel
-  say TEXT           post TEXT in the channel as you
-  react EMOJI [M]    react to message M (the newest by default); unreact EMOJI [M]
+  say TEXT           post TEXT in the channel as you (say --as bob TEXT: as bob)
+  react EMOJI [M]    react to message M (the newest by default); unreact EMOJI [M];
+                     --as bob before EMOJI reacts as bob
   home               open the App Home tab
   sweep              run a health sweep of the fleet now (channel alerts follow)
-  fault KIND NODE [GPU], heal NODE [KIND]
-                     break or mend a simulated node (e.g. fault xid gpu-0042 3)
+  fault KIND NODE [GPU] [key=value], heal NODE [KIND]
+                     break or mend a simulated node (e.g. fault xid gpu-0042 3 xid=79);
+                     faults also come and go by themselves, one change a sweep interval
   digest             post the highlights digest of the last 7 days here
   help               this text; commands: {commands}
   quit               leave (or Ctrl-D)"""
@@ -120,15 +122,17 @@ async def run_one(session: ShellSession, line: str) -> list[Output]:
     if verb == "cancel":
         return await session.cancel()
     if verb == "say":
+        as_user, rest = _as_user(rest)
         if not rest:
             raise ValueError("say takes the text to post, e.g. say loss is down to 2.1")
-        return await session.say(rest)
+        return await session.say(rest, as_user=as_user)
     if verb in {"react", "unreact"}:
+        as_user, rest = _as_user(rest)
         words = rest.split()
         if not words or len(words) > 2 or (len(words) == 2 and not words[1].isdigit()):
             raise ValueError(f"{verb} takes an emoji and a message number: {verb} meow_party 2")
         number = int(words[1]) if len(words) == 2 else None
-        return await session.react(words[0], number, remove=verb == "unreact")
+        return await session.react(words[0], number, remove=verb == "unreact", as_user=as_user)
     if verb == "sweep":
         return await session.sweep()
     if verb == "digest":
@@ -136,6 +140,14 @@ async def run_one(session: ShellSession, line: str) -> list[Output]:
     if verb in {"fault", "heal"}:
         return session.fleet_action([verb, *shlex.split(rest)])
     raise ValueError(f"unknown: {line} (type help)")
+
+
+def _as_user(rest: str) -> tuple[str | None, str]:
+    """`--as bob rest...` -> ("bob", "rest..."): a verb done by another person."""
+    if rest.startswith("--as "):
+        _, name, tail = [*rest.split(None, 2), ""][:3]
+        return name, tail
+    return None, rest
 
 
 async def run_repl(
@@ -209,12 +221,15 @@ async def _interactive(session: ShellSession, *, as_json: bool, color: bool) -> 
                 outputs = await session.settle()
                 if outputs:
                     print("\n" + _dim("(posted meanwhile)", color))
-                    print_outputs(
-                        session, outputs, as_json=as_json, color=color, stream=sys.stdout
-                    )
+                    print_outputs(session, outputs, as_json=as_json, color=color, stream=sys.stdout)
                     print(PROMPT, end="", flush=True)
 
     poller = asyncio.create_task(background())
+    weather = (
+        asyncio.create_task(session.run_weather(stop))
+        if session.bot is not None and session.bot.deps.alerting is not None
+        else None
+    )
     try:
         while True:
             try:
@@ -244,6 +259,8 @@ async def _interactive(session: ShellSession, *, as_json: bool, color: bool) -> 
     finally:
         stop.set()
         await poller
+        if weather is not None:
+            await weather
         if readline is not None:
             with contextlib.suppress(OSError):
                 readline.write_history_file(HISTORY_FILE)

@@ -14,14 +14,17 @@ current state (edits followed), and one numbering of their buttons across the sc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
+import logging
+import random
 import secrets
 import tempfile
 import time
 import urllib.parse
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +38,8 @@ from bot.render.terminal import button_targets
 from bot.shell.local_redis import LocalRedis
 from bot.shell.slack_emulator import SlackEmulator
 
+log = logging.getLogger(__name__)
+
 SHELL_TEAM = "T0SHELL"
 SHELL_CHANNEL = "C0SHELL"
 SHELL_USER = "U0SHELL"
@@ -42,6 +47,14 @@ SHELL_EMAIL_DOMAIN = "example.org"
 # Work after an ack is over when nothing is in flight and Slack has been quiet this long.
 SETTLE_QUIET_S = 0.05
 SETTLE_MAX_S = 60.0
+# How long `sweep` waits for the notifier to post what the sweep found (one post a second).
+SWEEP_POST_MAX_S = 60.0
+# The simulated weather: the faults that come and go on their own in an interactive shell.
+WEATHER_KINDS = (
+    "xid", "ecc_dbe", "throttle_sw_thermal", "high_temperature", "nvlink_crc", "ib_link_down",
+    "gpu_missing", "pcie_replay",
+)  # fmt: skip
+WEATHER_MAX = 4  # at most this many at once: a change is a heal past it
 # Buttons of this many recent messages and views stay pressable; older ones scrolled away.
 RECENT_SHOWN = 50
 MESSAGE_METHODS = {"chat.postMessage", "chat.postEphemeral", "chat.update"}
@@ -114,6 +127,9 @@ class ShellSession:
         # The modal being filled: view id -> block id -> action id -> Slack's state value.
         self.modal_values: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
         self.last_raw: list[Output] = []  # every call of the last step, for --json
+        self._weather_rng = random.Random(f"meowbot-shell-weather:{settings.seed}")
+        self._weather_faults: list[tuple[str, str]] = []
+        self._sweeping = asyncio.Lock()
 
     # -- lifecycle
 
@@ -143,8 +159,9 @@ class ShellSession:
         port = await self.bot.start_http("127.0.0.1", 0)
         self.bot_url = f"http://127.0.0.1:{port}{SLACK_EVENTS_PATH}"
         self._http = aiohttp.ClientSession()
-        # Sweeps and the notifier run as in `meowbot run`; the digest only on demand.
-        self.bot.start_background(digest=False)
+        # The notifier runs as in `meowbot run`; the sweeps are the shell's own (run_weather and
+        # `sweep`), one at a time; the digest only on demand.
+        self.bot.start_background(sweep=False, digest=False)
 
     async def _pick_cluster_user(self) -> str | None:
         """The simulated user whose jobs `/job-slow` lists for the shell's own user: the owner
@@ -387,9 +404,7 @@ class ShellSession:
         notices: list[Output] = []
         if action == "errors":
             errors = answer.get("errors") or {}
-            labels = {
-                b.get("block_id"): _plain_label(b) for b in modal.content.get("blocks") or []
-            }
+            labels = {b.get("block_id"): _plain_label(b) for b in modal.content.get("blocks") or []}
             for block_id, message in errors.items():
                 notices.append(
                     Output("notice", {"text": f"{labels.get(block_id, block_id)}: {message}"})
@@ -474,35 +489,57 @@ class ShellSession:
         latest = max(messages, key=lambda s: s.number)
         return latest.channel, latest.ts
 
-    async def say(self, text: str) -> list[Output]:
-        """Posts `text` in the channel as you, and delivers the message event to the bot."""
+    def person(self, name: str | None) -> str:
+        """The Slack user id of `name` (a user name like bob, or an id); you without a name."""
+        if not name:
+            return self.user_id
+        wanted = name.lstrip("@").lower()
+        for user_id, user in self.emulator._users.items():
+            if wanted in {user_id.lower(), str(user.get("name", "")).lower()} and not user.get(
+                "is_bot"
+            ):
+                return user_id
+        people = sorted(
+            str(u.get("name")) for u in self.emulator._users.values() if not u.get("is_bot")
+        )
+        raise ValueError(f"no person {name!r} here; there are {', '.join(people)}")
+
+    async def say(self, text: str, *, as_user: str | None = None) -> list[Output]:
+        """Posts `text` in the channel as you (or as another person), and delivers the message
+        event to the bot."""
+        user = self.person(as_user)
         ts = self.emulator._next_ts()
-        self.emulator.add_message(SHELL_CHANNEL, ts=ts, text=text, user=self.user_id)
+        self.emulator.add_message(SHELL_CHANNEL, ts=ts, text=text, user=user)
         key = f"msg:{SHELL_CHANNEL}:{ts}"
         number = self._next_message
         self._next_message += 1
         self.shown[key] = Shown(
             key, "message", {"text": text}, channel=SHELL_CHANNEL, ts=ts, number=number
         )
-        said = Output("notice", {"text": f"(message {number}, by you) {text}"})
+        by = "you" if user == self.user_id else self.emulator._users[user]["name"]
+        said = Output("notice", {"text": f"(message {number}, by {by}) {text}"})
         event = {
             "type": "message",
             "channel": SHELL_CHANNEL,
             "channel_type": "channel",
-            "user": self.user_id,
+            "user": user,
             "text": text,
             "ts": ts,
             "event_ts": ts,
         }
         return [said, *await self._post_event(self.emulator.event_payload(event))]
 
-    async def react(self, name: str, number: int | None, *, remove: bool = False) -> list[Output]:
-        """Adds (or removes) reaction `name` on message `number` (the newest by default)."""
+    async def react(
+        self, name: str, number: int | None, *, remove: bool = False, as_user: str | None = None
+    ) -> list[Output]:
+        """Adds (or removes) reaction `name` on message `number` (the newest by default), as
+        you or as another person."""
         name = name.strip().strip(":")
         if not name:
             raise ValueError("react takes an emoji name, e.g. react meow_party")
+        user = self.person(as_user)
         channel, ts = self.message_ts(number)
-        payload = self.emulator.react(channel, ts, self.user_id, name, remove=remove)
+        payload = self.emulator.react(channel, ts, user, name, remove=remove)
         msg = self.emulator.message(channel, ts)
         counts = ", ".join(f":{r['name']}: {r['count']}" for r in msg.get("reactions", []))
         note = Output("notice", {"text": f"reactions now: {counts or 'none'}"})
@@ -534,20 +571,77 @@ class ShellSession:
         alerting = self.bot.deps.alerting
         if alerting is None:
             return [Output("notice", {"text": _NEEDS_REDIS.format(what="Channel alerts")})]
-        from bot.alerts.runtime import SWEEP_LOCK
-        from bot.backends.alert_store import RedisAlertStore
-
-        store = alerting.store
-        if isinstance(store, RedisAlertStore):
-            # The shell is the only replica: a sweep asked for by hand need not wait for the
-            # interval the background sweeper keeps.
-            await store.redis.delete(store.locks.lock_key(SWEEP_LOCK))
-        done = await alerting.sweep_once()
-        await alerting.notify_once()
+        done = await self._sweep_now()
+        # The background notifier posts what changed, one message a second a channel as in
+        # Slack: wait until its queue is empty, so the answer to `sweep` is all of it.
+        deadline = time.monotonic() + SWEEP_POST_MAX_S
+        while await alerting.store.dirty() and time.monotonic() < deadline:
+            alerting.wake.set()
+            await asyncio.sleep(0.2)
         outputs = await self.settle()
         if done is not None and not outputs:
             outputs.append(Output("notice", {"text": "sweep done: no change to the alerts"}))
         return outputs
+
+    async def _sweep_now(self) -> Any:
+        """One sweep at once. The shell is the only replica and runs its own sweeps (one at a
+        time), so a sweep asked for by hand need not wait out the interval lock."""
+        assert self.bot is not None and self.bot.deps.alerting is not None
+        from bot.alerts.runtime import SWEEP_LOCK
+        from bot.backends.alert_store import RedisAlertStore
+
+        alerting = self.bot.deps.alerting
+        async with self._sweeping:
+            store = alerting.store
+            if isinstance(store, RedisAlertStore):
+                await store.redis.delete(store.locks.lock_key(SWEEP_LOCK))
+            return await alerting.sweep_once()
+
+    @property
+    def weather_on(self) -> bool:
+        """Faults come and go by themselves where sweeps can see them: on the simulated fleet,
+        with channel alerts running."""
+        assert self.bot is not None
+        fleet = getattr(self.bot.deps.triage.metrics, "fleet", None)
+        return fleet is not None and self.bot.deps.alerting is not None
+
+    def weather(self) -> str | None:
+        """One change of the simulated fleet's weather: a new fault on a random node, or the
+        mending of one that came this way earlier. Returns what happened, in words."""
+        assert self.bot is not None
+        fleet = getattr(self.bot.deps.triage.metrics, "fleet", None)
+        if fleet is None:
+            return None
+        rng = self._weather_rng
+        if self._weather_faults and (
+            len(self._weather_faults) >= WEATHER_MAX or rng.random() < 0.4
+        ):
+            node, kind = self._weather_faults.pop(rng.randrange(len(self._weather_faults)))
+            fleet.heal(node, kind)
+            return f"{kind} on {node} went away"
+        node = rng.choice(fleet.nodes)
+        kind = rng.choice(WEATHER_KINDS)
+        fleet.inject(kind, node, since=fleet.now - timedelta(minutes=2))
+        self._weather_faults.append((node, kind))
+        return f"{kind} came on {node}"
+
+    async def run_weather(self, stop: asyncio.Event) -> None:
+        """The shell's sweeper: every sweep interval, faults come and go on the simulated
+        fleet (one change), then the fleet is swept, so alerts open and resolve as in a day
+        on a real cluster."""
+        assert self.bot is not None
+        every = self.bot.settings.sweep_interval_s
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), every)
+            if stop.is_set():
+                return
+            if self.weather_on:
+                self.weather()
+            try:
+                await self._sweep_now()
+            except Exception as exc:  # the loop outlives one bad sweep, as the bot's own does
+                log.warning("sweep failed", extra={"error": str(exc)})
 
     def fleet_action(self, words: list[str]) -> list[Output]:
         """`fault KIND NODE [GPU]` breaks a simulated node now; `heal NODE [KIND]` mends it."""
@@ -567,13 +661,24 @@ class ShellSession:
             )
             return [Output("notice", {"text": text + "; `sweep` to see the alerts follow"})]
         if len(args) < 2:
-            raise ValueError("fault KIND NODE [GPU], e.g. fault xid gpu-0042 3")
+            raise ValueError(
+                "fault KIND NODE [GPU] [key=value...], e.g. fault xid gpu-0042 3 xid=79"
+            )
         kind, node = args[0], args[1]
-        gpu = int(args[2]) if len(args) > 2 and args[2].isdigit() else None
-        now = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=1)
+        rest = args[2:]
+        gpu = int(rest.pop(0)) if rest and rest[0].isdigit() else None
+        # The simulator's own details (xid=79, slowdown=0.3, nic=mlx5_3), numbers as numbers.
+        detail: dict[str, Any] = {}
+        for word in rest:
+            key, sep, value = word.partition("=")
+            if not sep:
+                raise ValueError(f"{word!r}: details are key=value, e.g. xid=79")
+            detail[key] = _number(value)
+        # The fleet's clock stands still at its `now`: a fault begun just before it is new.
+        since = fleet.now - timedelta(minutes=2)
         try:
-            fleet.inject(kind, node, gpu, since=now)
-        except (KeyError, ValueError) as exc:
+            fleet.inject(kind, node, gpu, since=since, **detail)
+        except (KeyError, ValueError, TypeError) as exc:
             raise ValueError(f"cannot inject {kind} on {node}: {exc}") from None
         return [Output("notice", {"text": f"{kind} on {node} from now; `sweep` to see it"})]
 
@@ -600,9 +705,10 @@ class ShellSession:
 
     def pending(self) -> bool:
         """Did the bot do anything since the last look (a background post, say)?"""
-        return len(self.emulator.calls) > self._seen_calls or len(
-            self.emulator.responses
-        ) > self._seen_responses
+        return (
+            len(self.emulator.calls) > self._seen_calls
+            or len(self.emulator.responses) > self._seen_responses
+        )
 
     def take_new(self) -> list[Output]:
         """Everything the bot did since the last look, as the screen shows it: each message
@@ -836,6 +942,13 @@ def _field(fields: list[dict[str, Any]], ref: str) -> dict[str, Any]:
         names = ", ".join(f"{n}: {_plain_label(b)}" for n, b in enumerate(fields, 1))
         raise ValueError(f"which field is {ref!r}? The form has {names}")
     return matches[0]
+
+
+def _number(text: str) -> int | float | str:
+    for kind in (int, float):
+        with contextlib.suppress(ValueError):
+            return kind(text)
+    return text
 
 
 def _state_text(state: dict[str, Any]) -> str:
