@@ -102,7 +102,12 @@ class _Batch:
 
 class ShellSession:
     def __init__(
-        self, settings: Settings, *, user_id: str = SHELL_USER, files_dir: Path | None = None
+        self,
+        settings: Settings,
+        *,
+        user_id: str = SHELL_USER,
+        files_dir: Path | None = None,
+        local_redis: bool = True,
     ) -> None:
         self.base_settings = settings
         self.user_id = user_id
@@ -112,6 +117,7 @@ class ShellSession:
         self.redis: LocalRedis | None = None
         self.cluster_user: str | None = None
         self._files_dir = files_dir
+        self._local_redis = local_redis
         self._http: aiohttp.ClientSession | None = None
         self._signing_secret = secrets.token_hex(16)
         self._seen_calls = 0
@@ -142,7 +148,7 @@ class ShellSession:
             "slack_signing_secret": SecretStr(self._signing_secret),
         }
         base = self.base_settings
-        if not base.redis_url:
+        if not base.redis_url and self._local_redis:
             # Alerts and highlights need Redis; a private server runs them for real.
             self.redis = await LocalRedis.start()
             if self.redis is not None:
@@ -184,7 +190,7 @@ class ShellSession:
         # The bot maps a Slack user to a cluster user by the local part of their email.
         email = f"{self.cluster_user}@{SHELL_EMAIL_DOMAIN}" if self.cluster_user else None
         if self.user_id != SHELL_USER:
-            self.emulator.add_user(self.user_id, self.user_id.lower())
+            self.emulator.add_user(self.user_id, self.user_name)
         self.emulator.add_user(SHELL_USER, self.cluster_user or "you", email=email)
 
     async def close(self) -> None:
@@ -195,6 +201,12 @@ class ShellSession:
         await self.emulator.stop()
         if self.redis is not None:
             self.redis.stop()
+
+    @property
+    def user_name(self) -> str:
+        """The name Slack sends beside the user id: the emulator's, as set at start."""
+        user = self.emulator._users.get(self.user_id) or {}
+        return str(user.get("name") or self.user_id.lower())
 
     @property
     def files_dir(self) -> Path:
@@ -236,7 +248,7 @@ class ShellSession:
             "channel_id": SHELL_CHANNEL,
             "channel_name": "shell",
             "user_id": self.user_id,
-            "user_name": self.user_id.lower(),
+            "user_name": self.user_name,
             "command": name,
             "text": text.strip(),
             "api_app_id": "A0SHELL",
@@ -312,7 +324,7 @@ class ShellSession:
         payload: dict[str, Any] = {
             "type": "block_actions",
             "team": {"id": SHELL_TEAM, "domain": "shell"},
-            "user": {"id": self.user_id, "username": self.user_id.lower(), "team_id": SHELL_TEAM},
+            "user": {"id": self.user_id, "username": self.user_name, "team_id": SHELL_TEAM},
             "api_app_id": "A0SHELL",
             "token": "shell",
             "trigger_id": self.emulator.new_trigger_id(),
@@ -323,11 +335,10 @@ class ShellSession:
             payload["view"] = self._view_with_state(shown)
         else:
             ephemeral = shown.kind == "ephemeral"
-            # A response_url bound to the message: replace_original then edits it in place.
-            url = (
-                self.emulator.new_response_url()
-                if ephemeral
-                else self.emulator.new_response_url(channel=shown.channel, message_ts=shown.ts)
+            # A response_url bound to the message: replace_original then edits it in place
+            # (an ephemeral one lives on the screen only, and is replaced there).
+            url = self.emulator.new_response_url(
+                channel=shown.channel, message_ts=None if ephemeral else shown.ts
             )
             self._response_origin[url] = shown.key
             payload["container"] = {
@@ -389,7 +400,7 @@ class ShellSession:
         payload = {
             "type": "view_submission",
             "team": {"id": SHELL_TEAM, "domain": "shell"},
-            "user": {"id": self.user_id, "username": self.user_id.lower(), "team_id": SHELL_TEAM},
+            "user": {"id": self.user_id, "username": self.user_name, "team_id": SHELL_TEAM},
             "api_app_id": "A0SHELL",
             "token": "shell",
             "trigger_id": self.emulator.new_trigger_id(),
@@ -430,7 +441,7 @@ class ShellSession:
         payload = {
             "type": "view_closed",
             "team": {"id": SHELL_TEAM, "domain": "shell"},
-            "user": {"id": self.user_id, "username": self.user_id.lower(), "team_id": SHELL_TEAM},
+            "user": {"id": self.user_id, "username": self.user_name, "team_id": SHELL_TEAM},
             "api_app_id": "A0SHELL",
             "token": "shell",
             "view": self._view_with_state(modal),

@@ -1,0 +1,214 @@
+"""The terminal shell, driven as a person types at it: the real bot on loopback behind the
+real Slack emulator, on the default simulated fleet (no Redis: see tests/integration/
+test_shell_redis.py for alerts, reactions and the digest)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.config import Settings
+from bot.shell.repl import render_output, run_one
+from bot.shell.session import SHELL_CHANNEL, Output, ShellSession
+
+NUMBERED = re.compile(r"\[(\d+): ([^\]]*?)(?: ▾| ↗)?\]")
+
+
+def shell_settings(**extra: Any) -> Settings:
+    """The settings of `meowbot shell` with nothing configured, whatever the environment."""
+    none = {
+        "REDIS_URL": None, "PROMETHEUS_URL": None, "SLURM_REST_URL": None,
+        "ALERTMANAGER_URL": None, "PLAYGROUND_ENDPOINTS": None,
+        "PLAYGROUND_CHECKPOINT_DIRS": None, "MEOWBOT_FLEET": None, "MEOWBOT_CONFIG": None,
+        "MEOWBOT_ADMINS": "", "MEOWBOT_ALERT_CHANNEL": None, "MEOWBOT_SEED": 0,
+        "SLACK_BOT_TOKEN": None, "SLACK_APP_TOKEN": None, "SLACK_SIGNING_SECRET": None,
+    }  # fmt: skip
+    return Settings(**{**none, **extra})
+
+
+@pytest.fixture
+async def shell(tmp_path: Path) -> AsyncIterator[ShellSession]:
+    session = ShellSession(shell_settings(), files_dir=tmp_path / "files", local_redis=False)
+    await session.start()
+    try:
+        yield session
+    finally:
+        await session.close()
+
+
+def screen(outputs: list[Output]) -> str:
+    return "\n".join(t for t in (render_output(o, color=False) for o in outputs) if t)
+
+
+def buttons(text: str) -> dict[int, str]:
+    return {int(n): label for n, label in NUMBERED.findall(text)}
+
+
+async def test_job_slow_alone_lists_the_shell_users_jobs(shell: ShellSession) -> None:
+    # The shell's user is a simulated user with running jobs: nothing to configure first.
+    assert shell.cluster_user == "alice"
+    text = screen(await run_one(shell, "/job-slow"))
+    assert "Running jobs of `alice`" in text
+    assert "`4100001`" in text
+    assert set(buttons(text).values()) == {"Why slow?"}
+
+
+async def test_readme_job_slow_example_exists_on_the_default_fleet(shell: ShellSession) -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    jobs = set(re.findall(r"/job-slow (\d{7})", readme))
+    assert jobs, "the README shows /job-slow with a job id"
+    for job in sorted(jobs):
+        text = screen(await run_one(shell, f"/job-slow {job}"))
+        assert "knows no job" not in text, job
+        assert f"Job {job}" in text
+
+
+async def test_buttons_are_numbered_across_the_screen(shell: ShellSession) -> None:
+    first = screen(await run_one(shell, "/node-health gpu-0256"))
+    second = screen(await run_one(shell, "/job-slow"))
+    one, two = buttons(first), buttons(second)
+    assert one and two
+    # One numbering for the screen: the second answer's buttons follow the first's.
+    assert min(two) == max(one) + 1
+    # A button of the earlier message is still pressable, and presses that message's.
+    drain = next(n for n, label in one.items() if label.startswith("Drain"))
+    pressed = screen(await run_one(shell, f"press {drain}"))
+    assert "Draining `gpu-0256`" in pressed
+    assert "HTTP" not in pressed
+
+
+async def test_press_unknown_number_says_which_exist(shell: ShellSession) -> None:
+    with pytest.raises(ValueError, match="no button on the screen yet"):
+        await run_one(shell, "press 1")
+    await run_one(shell, "/job-slow")
+    with pytest.raises(ValueError, match=r"no button 9 on the screen \(buttons 1 to 2\)"):
+        await run_one(shell, "press 9")
+
+
+async def test_press_follows_edits(shell: ShellSession) -> None:
+    """The bot edits a message (chat.update): the screen shows it once more, updated, and a
+    button number presses what the message shows now."""
+    assert shell.bot is not None
+    client = shell.bot.client
+
+    def message(label: str, value: str) -> list[dict[str, Any]]:
+        return [
+            {"type": "section", "text": {"type": "mrkdwn", "text": f"state {label}"}},
+            {
+                "type": "actions",
+                "elements": [
+                    {
+                        "type": "button",
+                        "action_id": "meowbot_node_drain",
+                        "text": {"type": "plain_text", "text": label},
+                        "value": value,
+                    }
+                ],
+            },
+        ]
+
+    posted = await client.chat_postMessage(
+        channel=SHELL_CHANNEL, text="before", blocks=message("Before", "gpu-0001")
+    )
+    first = await shell.settle()
+    assert buttons(screen(first)) == {1: "Before"}
+    await client.chat_update(
+        channel=SHELL_CHANNEL, ts=posted["ts"], text="after", blocks=message("After", "gpu-0002")
+    )
+    second = await shell.settle()
+    assert second[0].note == "message 1 updated"
+    assert buttons(screen(second)) == {2: "After"}
+    # The old rendition's button is gone from the message: pressing it says so.
+    with pytest.raises(ValueError, match="no longer on its message"):
+        shell._button(1)
+    shown, target = shell._button(2)
+    assert shown.ts == posted["ts"]
+    assert target["value"] == "gpu-0002"
+
+
+async def test_a_streamed_answer_is_shown_once_when_done(shell: ShellSession) -> None:
+    """A message posted and then edited many times (the playground streams so) is one message
+    on the screen, in its final state, not one reprint an edit."""
+    assert shell.bot is not None
+    client = shell.bot.client
+    posted = await client.chat_postMessage(channel=SHELL_CHANNEL, text="The")
+    words = "The loss went down".split()
+    for n in range(2, len(words) + 1):
+        await client.chat_update(channel=SHELL_CHANNEL, ts=posted["ts"], text=" ".join(words[:n]))
+    outputs = await shell.settle()
+    updates = [o for o in shell.last_raw if o.method == "chat.update"]
+    assert len(updates) == len(words) - 1
+    assert [o.method for o in outputs] == ["message"]
+    assert screen(outputs).endswith("The loss went down")
+
+
+async def test_home_opens_in_one_command_line(shell: ShellSession) -> None:
+    text = screen(await run_one(shell, "home"))
+    assert text.startswith("Home")
+    assert "Your jobs" in text and "`4100001`" in text
+
+
+async def test_palette_modal_is_filled_and_submitted(shell: ShellSession) -> None:
+    home = screen(await run_one(shell, "home"))
+    run = next(n for n, label in buttons(home).items() if label == "Run a command")
+    form = await run_one(shell, f"press {run}")
+    assert [o.method for o in form] == ["view"]
+    shown = screen(form)
+    assert "[Cancel]  [Run]" in shown
+    assert "fill N TEXT" in shown and "1: Command" in shown
+    assert "Command: /job-slow" in screen(run_one_sync_fill(shell, "fill 1 /job-slow"))
+    run_one_sync_fill(shell, "fill 2 4100001")
+    answer = screen(await run_one(shell, "submit"))
+    # The answer comes to your DM with the bot, from the real command.
+    assert "Job 4100001" in answer
+    with pytest.raises(ValueError, match="no form is open"):
+        await run_one(shell, "submit")
+
+
+def run_one_sync_fill(shell: ShellSession, line: str) -> list[Output]:
+    field, _, text = line.removeprefix("fill ").partition(" ")
+    return shell.fill(field, text)
+
+
+async def test_fill_refuses_an_unknown_choice(shell: ShellSession) -> None:
+    home = screen(await run_one(shell, "home"))
+    run = next(n for n, label in buttons(home).items() if label == "Run a command")
+    await run_one(shell, f"press {run}")
+    with pytest.raises(ValueError, match="no choice '/nope'; choose one of 1: /node-health"):
+        shell.fill("1", "/nope")
+    await run_one(shell, "cancel")
+    with pytest.raises(ValueError, match="no form is open"):
+        shell.fill("1", "/job-slow")
+
+
+async def test_charts_are_saved_as_png_files(shell: ShellSession) -> None:
+    text = screen(await run_one(shell, "/job-slow 4100001"))
+    saved = re.findall(r"saved to (\S+\.png)", text)
+    assert saved, text
+    for path in saved:
+        data = Path(path).read_bytes()
+        assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 1000
+        assert Path(path).parent == shell.files_dir
+    assert "[file uploaded" not in text
+
+
+async def test_without_redis_alerts_and_digest_say_what_they_need(shell: ShellSession) -> None:
+    for verb in ("sweep", "digest"):
+        text = screen(await run_one(shell, verb))
+        assert "keep their state in Redis: set REDIS_URL" in text
+
+
+async def test_fault_and_heal_change_the_simulated_fleet(shell: ShellSession) -> None:
+    before = screen(await run_one(shell, "/node-health gpu-0042"))
+    assert "Xid 79" not in before
+    await run_one(shell, "fault xid gpu-0042 3 xid=79")
+    broken = screen(await run_one(shell, "/node-health gpu-0042"))
+    assert "Xid 79" in broken
+    await run_one(shell, "heal gpu-0042")
+    assert "Xid 79" not in screen(await run_one(shell, "/node-health gpu-0042"))
+    with pytest.raises(ValueError, match="details are key=value"):
+        await run_one(shell, "fault xid gpu-0042 3 79")
