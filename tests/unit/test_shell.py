@@ -136,7 +136,7 @@ async def test_a_streamed_answer_is_shown_once_when_done(shell: ShellSession) ->
     assert shell.bot is not None
     client = shell.bot.client
     posted = await client.chat_postMessage(channel=SHELL_CHANNEL, text="The")
-    words = "The loss went down".split()
+    words = ["The", "loss", "went", "down"]
     for n in range(2, len(words) + 1):
         await client.chat_update(channel=SHELL_CHANNEL, ts=posted["ts"], text=" ".join(words[:n]))
     outputs = await shell.settle()
