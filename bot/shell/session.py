@@ -772,8 +772,9 @@ class ShellSession:
                 was_open = key in self.shown and not self.shown[key].closed
                 self.shown.pop(key, None)
                 self.shown[key] = Shown(key, kind, view)  # newest last: `open_modal` takes it
-                batch.touched.pop(key, None)
-                batch.touched[key] = "form updated" if was_open and kind == "modal" else ""
+                # Opened and filled in within one step, a form is simply shown, as it is.
+                note = batch.touched.pop(key, "form updated" if was_open else "")
+                batch.touched[key] = note if kind == "modal" else ""
         elif out.method == "files.completeUploadExternal" and result.get("ok"):
             for entry in result.get("files") or []:
                 batch.extra.append((at, self._save_file(str(entry.get("id")), args)))

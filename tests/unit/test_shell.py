@@ -4,12 +4,15 @@ test_shell_redis.py for alerts, reactions and the digest)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from bot.config import Settings
 from bot.shell.repl import render_output, run_one
@@ -212,3 +215,61 @@ async def test_fault_and_heal_change_the_simulated_fleet(shell: ShellSession) ->
     assert "Xid 79" not in screen(await run_one(shell, "/node-health gpu-0042"))
     with pytest.raises(ValueError, match="details are key=value"):
         await run_one(shell, "fault xid gpu-0042 3 79")
+
+
+@pytest.fixture
+async def checkpoint_server() -> AsyncIterator[str]:
+    """An OpenAI-shaped checkpoint server on loopback that streams its answer word by word,
+    slowly enough that the bot edits its message several times."""
+
+    async def models(request: web.Request) -> web.Response:
+        return web.json_response(
+            {"object": "list", "data": [{"id": "tiny/step-100"}, {"id": "tiny/step-200"}]}
+        )
+
+    async def completions(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for word in ("Once", " upon", " a", " time", "."):
+            await asyncio.sleep(0.4)
+            chunk = json.dumps({"choices": [{"text": word}]})
+            await resp.write(f"data: {chunk}\n\n".encode())
+        await resp.write(b"data: [DONE]\n\n")
+        return resp
+
+    app = web.Application()
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/v1/completions", completions)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    yield f"http://127.0.0.1:{port}/v1"
+    await runner.cleanup()
+
+
+async def test_playground_form_is_filled_sent_and_streamed_once(
+    checkpoint_server: str, tmp_path: Path
+) -> None:
+    settings = shell_settings(PLAYGROUND_ENDPOINTS=checkpoint_server)
+    session = ShellSession(settings, files_dir=tmp_path, local_redis=False)
+    await session.start()
+    try:
+        form = screen(await run_one(session, "/playground"))
+        assert "[Cancel]  [Send]" in form
+        assert "(form updated)" not in form  # opened, then filled with the catalog: one form
+        assert "Prompt: Tell me a story" in screen(session.fill("prompt", "Tell me a story"))
+        session.fill("2", "step 100")
+        outputs = await run_one(session, "submit")
+        edits = [o for o in session.last_raw if o.method == "chat.update"]
+        assert len(edits) >= 2, "the bot streamed the answer in several edits"
+        messages = [o for o in outputs if o.method == "message"]
+        assert len(messages) == 1, "shown once, when done"
+        text = screen(outputs)
+        assert "Once upon a time." in text and "step 100" in text and "step 200" not in text
+        # The answer's own buttons, pressed after the stream: Watch answers, not a 404.
+        watch = next(n for n, label in buttons(text).items() if label == "Watch")
+        assert "Watching `tiny`" in screen(await run_one(session, f"press {watch}"))
+    finally:
+        await session.close()
