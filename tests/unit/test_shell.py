@@ -273,3 +273,16 @@ async def test_playground_form_is_filled_sent_and_streamed_once(
         assert "Watching `tiny`" in screen(await run_one(session, f"press {watch}"))
     finally:
         await session.close()
+
+
+async def test_a_form_refused_by_the_bot_stays_open_with_its_errors(shell: ShellSession) -> None:
+    home = screen(await run_one(shell, "home"))
+    run = next(n for n, label in buttons(home).items() if label == "Run a command")
+    await run_one(shell, f"press {run}")
+    shell.fill("1", "/node-health")
+    shell.fill("arguments", "gpu-0042\n/node-health gpu-0043")
+    refused = screen(await run_one(shell, "submit"))
+    assert "Arguments: One line, as you would type after /node-health." in refused
+    assert "the form is still open" in refused
+    shell.fill("2", "gpu-0042")
+    assert "gpu-0042" in screen(await run_one(shell, "submit"))
