@@ -19,6 +19,7 @@ PROMPT = "meowbot> "
 HISTORY_FILE = Path(os.environ.get("MEOWBOT_HISTORY", "~/.meowbot_history")).expanduser()
 # How often the idle shell looks for what the bot posted on its own (alerts, say).
 BACKGROUND_POLL_S = 1.0
+BACKGROUND_QUIET_S = 1.5
 
 SHELL_HELP = """Type slash commands as in Slack, for example /node-health help.
   press N [CHOICE]   press button N (buttons are numbered across the screen; a menu takes a
@@ -160,7 +161,7 @@ async def run_repl(
         if command is not None:
             if not is_shell_line(command.strip()):
                 print(
-                    'meowbot: -c takes a slash command or a shell verb, e.g. -c "/node-health '
+                    'meowbot: -c takes a slash command or a shell word, e.g. -c "/node-health '
                     'help" or -c home',
                     file=sys.stderr,
                 )
@@ -218,7 +219,9 @@ async def _interactive(session: ShellSession, *, as_json: bool, color: bool) -> 
             if turn.locked() or not session.pending():
                 continue
             async with turn:
-                outputs = await session.settle()
+                # The notifier posts one message a second: wait for a lull, so a burst of
+                # alerts is printed under one heading.
+                outputs = await session.settle(quiet_s=BACKGROUND_QUIET_S)
                 if outputs:
                     print("\n" + _dim("(posted meanwhile)", color))
                     print_outputs(session, outputs, as_json=as_json, color=color, stream=sys.stdout)
@@ -250,6 +253,8 @@ async def _interactive(session: ShellSession, *, as_json: bool, color: bool) -> 
                 print("Type a slash command (/node-health help), a shell verb, help or quit.")
                 continue
             async with turn:
+                if not line.startswith("press"):
+                    session.cancel_confirm()
                 try:
                     outputs = await run_one(session, line)
                 except ValueError as exc:

@@ -136,6 +136,8 @@ class ShellSession:
         self._weather_rng = random.Random(f"meowbot-shell-weather:{settings.seed}")
         self._weather_faults: list[tuple[str, str]] = []
         self._sweeping = asyncio.Lock()
+        # The button whose confirm dialog is showing: pressing it again confirms.
+        self._confirming: tuple[int, str | None] | None = None
 
     # -- lifecycle
 
@@ -302,11 +304,21 @@ class ShellSession:
             )
         return shown, same[0]
 
+    def cancel_confirm(self) -> None:
+        """Anything else typed after a confirm dialog is its Cancel, as a click elsewhere."""
+        self._confirming = None
+
     async def press(self, number: int, choice: str | None = None) -> list[Output]:
-        """Presses button N of the screen (or picks `choice` in select or menu N)."""
+        """Presses button N of the screen (or picks `choice` in select or menu N). A button
+        that asks first (a `confirm` dialog) asks here too: pressing it again confirms."""
         shown, target = self._button(number)
         if target.get("url"):
             return [Output("notice", {"text": f"button {number} opens {target['url']}"})]
+        confirm = target["element"].get("confirm")
+        if isinstance(confirm, dict) and self._confirming != (number, choice):
+            self._confirming = (number, choice)
+            return [Output("notice", {"text": _confirm_text(confirm, number, choice)})]
+        self._confirming = None
         action: dict[str, Any] = {
             "type": target.get("type", "button"),
             "action_id": target.get("action_id", ""),
@@ -701,13 +713,14 @@ class ShellSession:
             outputs.append(Output("http_status", {"status": status}))
         return outputs
 
-    async def settle(self) -> list[Output]:
-        """Waits until the work after the ack is done, then returns what the screen shows."""
+    async def settle(self, quiet_s: float = SETTLE_QUIET_S) -> list[Output]:
+        """Waits until the work after the ack is done (nothing in flight, Slack quiet for
+        `quiet_s`), then returns what the screen shows."""
         assert self.bot is not None
         deadline = time.monotonic() + SETTLE_MAX_S
         last = (-1, -1)
         while time.monotonic() < deadline:
-            await asyncio.sleep(SETTLE_QUIET_S)
+            await asyncio.sleep(quiet_s)
             now = (len(self.emulator.calls), len(self.emulator.responses))
             if self.bot.deps.inflight.count == 0 and now == last:
                 break
@@ -791,6 +804,7 @@ class ShellSession:
             self._next_message += 1
         elif current is None:
             number = 0  # a DM: not a channel message to react to
+        self.shown.pop(key, None)  # newest last: the oldest scroll away first
         self.shown[key] = Shown(key, "message", _content(msg), channel, ts, number)
 
     def _apply_response(self, body: dict[str, Any], went: dict[str, Any], batch: _Batch) -> None:
@@ -829,7 +843,9 @@ class ShellSession:
             if shown.kind in {"modal", "home"}:
                 outputs.append(self._show_view(shown.content, shown.kind, note=note))
                 continue
-            if shown.number and note != "message updated":
+            if shown.kind == "message" and shown.channel.startswith("D"):
+                note = "in your messages with meowbot" + (f", {note}" if note else "")
+            elif shown.number and note != "message updated":
                 note = f"message {shown.number}" + (f", {note}" if note else "")
             elif shown.number:
                 note = f"message {shown.number} updated"
@@ -954,6 +970,18 @@ def _field(fields: list[dict[str, Any]], ref: str) -> dict[str, Any]:
         names = ", ".join(f"{n}: {_plain_label(b)}" for n, b in enumerate(fields, 1))
         raise ValueError(f"which field is {ref!r}? The form has {names}")
     return matches[0]
+
+
+def _confirm_text(confirm: dict[str, Any], number: int, choice: str | None) -> str:
+    def text(key: str, default: str) -> str:
+        value = confirm.get(key)
+        return str(value.get("text", default)) if isinstance(value, dict) else default
+
+    again = f"press {number}" + (f" {choice}" if choice else "")
+    return (
+        f"{text('title', 'Are you sure?')}: {text('text', '')}\n"
+        f"[{text('confirm', 'Yes')}]: {again} again; [{text('deny', 'Cancel')}]: anything else"
+    )
 
 
 def _number(text: str) -> int | float | str:

@@ -73,8 +73,12 @@ async def test_a_button_of_an_earlier_alert_is_pressed(shell: ShellSession) -> N
     last = buttons(alert_of(text, "xid on gpu-0043"))
     assert max(first) < min(last)  # gpu-0042's message is not the last one
     drain = next(n for n, label in first.items() if label == "Drain gpu-0042")
+    # The alert's Drain asks first, as its confirm dialog does in Slack.
+    asked = screen(await run_one(shell, f"press {drain}"))
+    assert f"press {drain} again" in asked
+    assert shell.emulator.calls_to("chat.postEphemeral") == []
     pressed = screen(await run_one(shell, f"press {drain}"))
-    assert "HTTP" not in pressed
+    assert "HTTP" not in pressed and "again" not in pressed
     assert "gpu-0042" in pressed
 
 

@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 
 from bot.config import Settings
-from bot.shell.repl import render_output, run_one
+from bot.shell.repl import render_output, run_one, run_repl
 from bot.shell.session import SHELL_CHANNEL, Output, ShellSession
 
 NUMBERED = re.compile(r"\[(\d+): ([^\]]*?)(?: ▾| ↗)?\]")
@@ -167,6 +167,7 @@ async def test_palette_modal_is_filled_and_submitted(shell: ShellSession) -> Non
     run_one_sync_fill(shell, "fill 2 4100001")
     answer = screen(await run_one(shell, "submit"))
     # The answer comes to your DM with the bot, from the real command.
+    assert answer.startswith("(in your messages with meowbot)")
     assert "Job 4100001" in answer
     with pytest.raises(ValueError, match="no form is open"):
         await run_one(shell, "submit")
@@ -286,3 +287,12 @@ async def test_a_form_refused_by_the_bot_stays_open_with_its_errors(shell: Shell
     assert "the form is still open" in refused
     shell.fill("2", "gpu-0042")
     assert "gpu-0042" in screen(await run_one(shell, "submit"))
+
+
+async def test_one_line_runs_a_shell_word_too(capsys: pytest.CaptureFixture[str]) -> None:
+    """`meowbot shell -c home` opens App Home and exits; a line that is neither a slash command
+    nor a shell word is refused with what it takes."""
+    assert await run_repl(shell_settings(), command="home", as_json=False, user=None) == 0
+    assert capsys.readouterr().out.startswith("Home\n")
+    assert await run_repl(shell_settings(), command="hello", as_json=False, user=None) == 2
+    assert "-c takes a slash command or a shell word" in capsys.readouterr().err
