@@ -10,14 +10,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import redis.asyncio as aioredis
 
 START_TIMEOUT_S = 5.0
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: a shell killed outright (a closed terminal) takes its Redis
+    with it, where the shell's own cleanup never ran."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class LocalRedis:
@@ -47,7 +58,12 @@ class LocalRedis:
             "--loglevel", "warning",
             "--logfile", str(folder / "redis.log"),
         ]  # fmt: skip
-        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+        )
         server = cls(folder, process)
         if await server._ready():
             return server
