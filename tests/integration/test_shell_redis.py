@@ -97,3 +97,21 @@ async def test_own_reactions_do_not_make_a_highlight(shell: ShellSession) -> Non
     await run_one(shell, "say my own run finished")
     await run_one(shell, "react meow_party")
     assert "my own run finished" not in screen(await run_one(shell, "digest"))
+
+
+async def test_weather_faults_come_and_go_by_themselves(shell: ShellSession) -> None:
+    """The simulated weather: a change brings a fault a sweep alerts on, and a later change
+    takes it away, which the next sweep resolves in the same message."""
+    await run_one(shell, "sweep")  # what the fleet had already
+    came = shell.weather()
+    assert came is not None and " came on " in came
+    kind, node = came.split(" came on ")
+    opened = screen(await run_one(shell, "sweep"))
+    assert node in opened and kind in opened
+    changes = []
+    while any(n == node for n, _ in shell._weather_faults):
+        assert len(changes) < 50, "the weather never took the fault away"
+        changes.append(shell.weather())
+    assert f"{kind} on {node} went away" in changes
+    resolved = screen(await run_one(shell, "sweep"))
+    assert f"RESOLVED: {kind}" in resolved and node in resolved
