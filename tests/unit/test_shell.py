@@ -232,7 +232,7 @@ async def checkpoint_server() -> AsyncIterator[str]:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         for word in ("Once", " upon", " a", " time", "."):
-            await asyncio.sleep(0.4)
+            await asyncio.sleep(0.6)  # 3 s in all: the bot edits at most once a second
             chunk = json.dumps({"choices": [{"text": word}]})
             await resp.write(f"data: {chunk}\n\n".encode())
         await resp.write(b"data: [DONE]\n\n")
