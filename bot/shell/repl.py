@@ -178,6 +178,26 @@ async def run_repl(
         await session.close()
 
 
+class _StatusLine:
+    """One dim line that rewrites itself in place while a step runs, erased before the
+    answer is printed."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.shown = False
+
+    def show(self, text: str) -> None:
+        self.stream.write("\r\x1b[2K" + _dim(text, True))
+        self.stream.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            self.stream.write("\r\x1b[2K")
+            self.stream.flush()
+            self.shown = False
+
+
 def _banner(session: ShellSession, color: bool) -> list[str]:
     assert session.bot is not None
     lines = []
@@ -207,6 +227,8 @@ async def _interactive(session: ShellSession, *, as_json: bool, color: bool) -> 
         print(line)
     print(SHELL_HELP.format(commands=" ".join(c.name for c in COMMANDS)))
     loop = asyncio.get_running_loop()
+    status = _StatusLine(sys.stdout) if sys.stdout.isatty() and not as_json else None
+    session.progress = status.show if status is not None else None
     # One step at a time: a command's answers are its own, not the background look's.
     turn = asyncio.Lock()
     stop = asyncio.Event()
@@ -221,7 +243,7 @@ async def _interactive(session: ShellSession, *, as_json: bool, color: bool) -> 
             async with turn:
                 # The notifier posts one message a second: wait for a lull, so a burst of
                 # alerts is printed under one heading.
-                outputs = await session.settle(quiet_s=BACKGROUND_QUIET_S)
+                outputs = await session.settle(quiet_s=BACKGROUND_QUIET_S, report=False)
                 if outputs:
                     print("\n" + _dim("(posted meanwhile)", color))
                     print_outputs(session, outputs, as_json=as_json, color=color, stream=sys.stdout)
@@ -260,6 +282,9 @@ async def _interactive(session: ShellSession, *, as_json: bool, color: bool) -> 
                 except ValueError as exc:
                     print(str(exc))
                     continue
+                finally:
+                    if status is not None:
+                        status.clear()
                 print_outputs(session, outputs, as_json=as_json, color=color, stream=sys.stdout)
     finally:
         stop.set()

@@ -23,6 +23,7 @@ import secrets
 import tempfile
 import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -47,6 +48,7 @@ SHELL_EMAIL_DOMAIN = "example.org"
 # Work after an ack is over when nothing is in flight and Slack has been quiet this long.
 SETTLE_QUIET_S = 0.05
 SETTLE_MAX_S = 60.0
+PROGRESS_AFTER_S = 1.0  # a step longer than this shows that it is still going
 # How long `sweep` waits for the notifier to post what the sweep found (one post a second).
 SWEEP_POST_MAX_S = 60.0
 # The simulated weather: the faults that come and go on their own in an interactive shell.
@@ -133,6 +135,8 @@ class ShellSession:
         # The modal being filled: view id -> block id -> action id -> Slack's state value.
         self.modal_values: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
         self.last_raw: list[Output] = []  # every call of the last step, for --json
+        # Told how a long step goes (a status line on a terminal); None says nothing.
+        self.progress: Callable[[str], None] | None = None
         self._weather_rng = random.Random(f"meowbot-shell-weather:{settings.seed}")
         self._weather_faults: list[tuple[str, str]] = []
         self._sweeping = asyncio.Lock()
@@ -713,11 +717,12 @@ class ShellSession:
             outputs.append(Output("http_status", {"status": status}))
         return outputs
 
-    async def settle(self, quiet_s: float = SETTLE_QUIET_S) -> list[Output]:
+    async def settle(self, quiet_s: float = SETTLE_QUIET_S, *, report: bool = True) -> list[Output]:
         """Waits until the work after the ack is done (nothing in flight, Slack quiet for
         `quiet_s`), then returns what the screen shows."""
         assert self.bot is not None
-        deadline = time.monotonic() + SETTLE_MAX_S
+        started = time.monotonic()
+        deadline = started + SETTLE_MAX_S
         last = (-1, -1)
         while time.monotonic() < deadline:
             await asyncio.sleep(quiet_s)
@@ -725,6 +730,17 @@ class ShellSession:
             if self.bot.deps.inflight.count == 0 and now == last:
                 break
             last = now
+            if report and self.progress and time.monotonic() - started > PROGRESS_AFTER_S:
+                # A long answer (a streamed one, say) is shown once, when done; meanwhile
+                # say that it is coming, so the terminal does not look stuck.
+                edits = sum(
+                    1 for c in self.emulator.calls[self._seen_calls :] if c.method == "chat.update"
+                )
+                waited = time.monotonic() - started
+                self.progress(
+                    f"the bot is answering… {waited:.0f} s"
+                    + (f", {edits} edit{'s' if edits != 1 else ''} so far" if edits else "")
+                )
         return self.take_new()
 
     def pending(self) -> bool:

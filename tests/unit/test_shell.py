@@ -262,7 +262,12 @@ async def test_playground_form_is_filled_sent_and_streamed_once(
         assert "(form updated)" not in form  # opened, then filled with the catalog: one form
         assert "Prompt: Tell me a story" in screen(session.fill("prompt", "Tell me a story"))
         session.fill("2", "step 100")
+        told: list[str] = []
+        session.progress = told.append
         outputs = await run_one(session, "submit")
+        # Meanwhile the terminal said the answer is coming, with the edits so far.
+        assert told and all(t.startswith("the bot is answering… ") for t in told)
+        assert any(re.search(r"\d+ edits? so far", t) for t in told)
         edits = [o for o in session.last_raw if o.method == "chat.update"]
         assert len(edits) >= 2, "the bot streamed the answer in several edits"
         messages = [o for o in outputs if o.method == "message"]
