@@ -35,6 +35,7 @@ from slack_sdk.signature import SignatureVerifier
 
 from bot.app import SLACK_EVENTS_PATH, Bot, create_bot
 from bot.config import Settings
+from bot.models import JOB_LEVEL_KINDS, FaultKind
 from bot.render.terminal import button_targets
 from bot.shell.local_redis import LocalRedis
 from bot.shell.slack_emulator import SlackEmulator
@@ -677,6 +678,16 @@ class ShellSession:
         if fleet is None:
             raise ValueError("fault and heal act on the simulated fleet only")
         verb, args = words[0], words[1:]
+        # `heal NODE [KIND]`, `fault KIND NODE ...`: each word checked, with what it may be.
+        node_at, kind_at = (0, 1) if verb == "heal" else (1, 0)
+        if len(args) > kind_at:
+            kinds = sorted(k.value for k in FaultKind if k not in JOB_LEVEL_KINDS)
+            if args[kind_at] not in kinds:
+                raise ValueError(f"no fault kind {args[kind_at]!r}; the kinds: {', '.join(kinds)}")
+        if len(args) > node_at and args[node_at] not in fleet.nodes:
+            raise ValueError(
+                f"the simulated fleet has no node {args[node_at]} (it has {_span(fleet)})"
+            )
         if verb == "heal":
             if not args:
                 raise ValueError("heal NODE [KIND], e.g. heal gpu-0042")
@@ -998,6 +1009,11 @@ def _confirm_text(confirm: dict[str, Any], number: int, choice: str | None) -> s
         f"{text('title', 'Are you sure?')}: {text('text', '')}\n"
         f"[{text('confirm', 'Yes')}]: {again} again; [{text('deny', 'Cancel')}]: anything else"
     )
+
+
+def _span(fleet: Any) -> str:
+    names = list(fleet.nodes)
+    return f"{names[0]} to {names[-1]}" if names else "none"
 
 
 def _number(text: str) -> int | float | str:

@@ -301,3 +301,13 @@ async def test_one_line_runs_a_shell_word_too(capsys: pytest.CaptureFixture[str]
     assert capsys.readouterr().out.startswith("Home\n")
     assert await run_repl(shell_settings(), command="hello", as_json=False, user=None) == 2
     assert "-c takes a slash command or a shell word" in capsys.readouterr().err
+
+
+async def test_fault_and_heal_say_what_they_take(shell: ShellSession) -> None:
+    with pytest.raises(ValueError, match=r"no fault kind 'hot'; the kinds: cpu_contention, "):
+        await run_one(shell, "fault hot gpu-0042")
+    with pytest.raises(ValueError, match="has no node gpu-9999 \\(it has gpu-0001 to gpu-0512\\)"):
+        await run_one(shell, "fault xid gpu-9999")
+    with pytest.raises(ValueError, match="has no node gpu-9999"):
+        await run_one(shell, "heal gpu-9999")
+    assert "gpu-0042 had no injected fault" in screen(await run_one(shell, "heal gpu-0042"))
