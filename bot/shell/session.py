@@ -19,6 +19,7 @@ import copy
 import json
 import logging
 import random
+import re
 import secrets
 import tempfile
 import time
@@ -901,8 +902,24 @@ class ShellSession:
         for offset, target in enumerate(button_targets(shown.content.get("blocks") or [])):
             self.buttons[start + offset] = (shown.key, target)
             self._next_button += 1
-        args = dict(shown.content) if method == "message" else {"view": shown.content}
+        content = self._with_names(shown.content)
+        args = dict(content) if method == "message" else {"view": content}
         return Output(method, args, start=start, note=note)
+
+    def _with_names(self, value: Any) -> Any:
+        """A copy for the screen with `<@U123>` as `<@U123|name>`, so a person reads a name
+        where Slack's client would show one, not an id."""
+        if isinstance(value, dict):
+            return {k: self._with_names(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._with_names(v) for v in value]
+        if isinstance(value, str) and "<@" in value:
+            return _MENTION.sub(self._named, value)
+        return value
+
+    def _named(self, match: re.Match[str]) -> str:
+        user = self.emulator._users.get(match.group(1))
+        return f"<@{match.group(1)}|{user['name']}>" if user else match.group(0)
 
     def _forget_old(self) -> None:
         # Old messages scroll away; their buttons stop being pressable with them.
@@ -926,6 +943,9 @@ _NEEDS_REDIS = (
     "{what} keep their state in Redis: set REDIS_URL, or install redis-server and the shell "
     "starts a private one."
 )
+
+
+_MENTION = re.compile(r"<@([UW][A-Z0-9]+)>")
 
 
 def _content(args: dict[str, Any]) -> dict[str, Any]:

@@ -274,6 +274,7 @@ async def test_playground_form_is_filled_sent_and_streamed_once(
         assert len(messages) == 1, "shown once, when done"
         text = screen(outputs)
         assert "Once upon a time." in text and "step 100" in text and "step 200" not in text
+        assert "asked by @alice" in text  # a mention reads as the person's name, not an id
         # The answer's own buttons, pressed after the stream: Watch answers, not a 404.
         watch = next(n for n, label in buttons(text).items() if label == "Watch")
         assert "Watching `tiny`" in screen(await run_one(session, f"press {watch}"))
