@@ -117,7 +117,7 @@ async def run_one(session: ShellSession, line: str) -> list[Output]:
         field, _, text = rest.partition(" ")
         if not field:
             raise ValueError("fill takes a field and its text, e.g. fill 1 /node-health gpu-0042")
-        return session.fill(field, text.strip())
+        return await session.fill(field, text.strip())
     if verb == "submit":
         return await session.submit()
     if verb == "cancel":

@@ -389,8 +389,10 @@ class ShellSession:
             if b.get("type") == "input" and isinstance(b.get("element"), dict)
         ]
 
-    def fill(self, field_ref: str, value: str) -> list[Output]:
-        """Types `value` into a field of the open form (by number or by its label's start)."""
+    async def fill(self, field_ref: str, value: str) -> list[Output]:
+        """Types `value` into a field of the open form (by number or by its label's start).
+        A field that dispatches its action (the playground's Run) tells the bot at once, as
+        Slack does, and the form may change with it."""
         modal = self.open_modal()
         fields = self.inputs(modal)
         block = _field(fields, field_ref)
@@ -410,7 +412,25 @@ class ShellSession:
             else:
                 state = {"type": kind, "selected_option": chosen[0]}
         self._set_value(modal, target, state)
-        return [Output("notice", {"text": f"{label}: {_state_text(state)}"})]
+        filled = [Output("notice", {"text": f"{label}: {_state_text(state)}"})]
+        if not block.get("dispatch_action"):
+            return filled
+        action = {**target, **state, "action_ts": f"{time.time():.6f}"}
+        payload: dict[str, Any] = {
+            "type": "block_actions",
+            "team": {"id": SHELL_TEAM, "domain": "shell"},
+            "user": {"id": self.user_id, "username": self.user_name, "team_id": SHELL_TEAM},
+            "api_app_id": "A0SHELL",
+            "token": "shell",
+            "trigger_id": self.emulator.new_trigger_id(),
+            "container": {"type": "view", "view_id": modal.content.get("id", "")},
+            "view": self._view_with_state(modal),
+            "actions": [action],
+        }
+        status, _ = await self._post_signed(
+            urllib.parse.urlencode({"payload": json.dumps(payload)})
+        )
+        return filled + await self._outputs_after(status)
 
     async def submit(self) -> list[Output]:
         """Submits the open form, as its submit button does in Slack."""

@@ -163,8 +163,8 @@ async def test_palette_modal_is_filled_and_submitted(shell: ShellSession) -> Non
     shown = screen(form)
     assert "[Cancel]  [Run]" in shown
     assert "fill N TEXT" in shown and "1: Command" in shown
-    assert "Command: /job-slow" in screen(run_one_sync_fill(shell, "fill 1 /job-slow"))
-    run_one_sync_fill(shell, "fill 2 4100001")
+    assert "Command: /job-slow" in screen(await run_one(shell, "fill 1 /job-slow"))
+    await run_one(shell, "fill 2 4100001")
     answer = screen(await run_one(shell, "submit"))
     # The answer comes to your DM with the bot, from the real command.
     assert answer.startswith("(in your messages with meowbot)")
@@ -173,20 +173,15 @@ async def test_palette_modal_is_filled_and_submitted(shell: ShellSession) -> Non
         await run_one(shell, "submit")
 
 
-def run_one_sync_fill(shell: ShellSession, line: str) -> list[Output]:
-    field, _, text = line.removeprefix("fill ").partition(" ")
-    return shell.fill(field, text)
-
-
 async def test_fill_refuses_an_unknown_choice(shell: ShellSession) -> None:
     home = screen(await run_one(shell, "home"))
     run = next(n for n, label in buttons(home).items() if label == "Run a command")
     await run_one(shell, f"press {run}")
     with pytest.raises(ValueError, match="no choice '/nope'; choose one of 1: /node-health"):
-        shell.fill("1", "/nope")
+        await shell.fill("1", "/nope")
     await run_one(shell, "cancel")
     with pytest.raises(ValueError, match="no form is open"):
-        shell.fill("1", "/job-slow")
+        await shell.fill("1", "/job-slow")
 
 
 async def test_charts_are_saved_as_png_files(shell: ShellSession) -> None:
@@ -225,7 +220,10 @@ async def checkpoint_server() -> AsyncIterator[str]:
 
     async def models(request: web.Request) -> web.Response:
         return web.json_response(
-            {"object": "list", "data": [{"id": "tiny/step-100"}, {"id": "tiny/step-200"}]}
+            {
+                "object": "list",
+                "data": [{"id": "tiny/step-100"}, {"id": "tiny/step-200"}, {"id": "zen/step-7"}],
+            }
         )
 
     async def completions(request: web.Request) -> web.StreamResponse:
@@ -260,8 +258,8 @@ async def test_playground_form_is_filled_sent_and_streamed_once(
         form = screen(await run_one(session, "/playground"))
         assert "[Cancel]  [Send]" in form
         assert "(form updated)" not in form  # opened, then filled with the catalog: one form
-        assert "Prompt: Tell me a story" in screen(session.fill("prompt", "Tell me a story"))
-        session.fill("2", "step 100")
+        assert "Prompt: Tell me a story" in screen(await session.fill("prompt", "Tell me a story"))
+        await session.fill("2", "step 100")
         told: list[str] = []
         session.progress = told.append
         outputs = await run_one(session, "submit")
@@ -286,12 +284,12 @@ async def test_a_form_refused_by_the_bot_stays_open_with_its_errors(shell: Shell
     home = screen(await run_one(shell, "home"))
     run = next(n for n, label in buttons(home).items() if label == "Run a command")
     await run_one(shell, f"press {run}")
-    shell.fill("1", "/node-health")
-    shell.fill("arguments", "gpu-0042\n/node-health gpu-0043")
+    await shell.fill("1", "/node-health")
+    await shell.fill("arguments", "gpu-0042\n/node-health gpu-0043")
     refused = screen(await run_one(shell, "submit"))
     assert "Arguments: One line, as you would type after /node-health." in refused
     assert "the form is still open" in refused
-    shell.fill("2", "gpu-0042")
+    await shell.fill("2", "gpu-0042")
     assert "gpu-0042" in screen(await run_one(shell, "submit"))
 
 
@@ -312,3 +310,24 @@ async def test_fault_and_heal_say_what_they_take(shell: ShellSession) -> None:
     with pytest.raises(ValueError, match="has no node gpu-9999"):
         await run_one(shell, "heal gpu-9999")
     assert "gpu-0042 had no injected fault" in screen(await run_one(shell, "heal gpu-0042"))
+
+
+async def test_choosing_the_run_changes_the_form_as_in_slack(
+    checkpoint_server: str, tmp_path: Path
+) -> None:
+    """The Run field dispatches its action: choosing another run tells the bot at once and the
+    form offers that run's checkpoints."""
+    settings = shell_settings(PLAYGROUND_ENDPOINTS=checkpoint_server)
+    session = ShellSession(settings, files_dir=tmp_path, local_redis=False)
+    await session.start()
+    try:
+        form = screen(await run_one(session, "/playground"))
+        assert "step 200, step 100" in form
+        changed = await run_one(session, "fill run zen")
+        assert "block_actions" not in screen(changed)
+        updated = [o for o in changed if o.method == "view"]
+        assert len(updated) == 1 and updated[0].note == "form updated"
+        text = screen(updated)
+        assert "[zen ▾]" in text and "step 7" in text and "step 100" not in text
+    finally:
+        await session.close()
