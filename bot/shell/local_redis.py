@@ -13,6 +13,7 @@ import contextlib
 import ctypes
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -22,6 +23,22 @@ import redis.asyncio as aioredis
 
 START_TIMEOUT_S = 5.0
 PR_SET_PDEATHSIG = 1
+PREFIX = "meowbot-shell-redis-"
+
+
+def _remove_stale(tmp: Path) -> None:
+    """Folders of shells that were killed outright: their server died with them (see
+    `_die_with_parent`) but nobody removed the folder. A live server answers on its socket."""
+    for folder in tmp.glob(f"{PREFIX}*"):
+        sock = folder / "redis.sock"
+        with socket.socket(socket.AF_UNIX) as probe:
+            try:
+                probe.connect(str(sock))
+                continue  # another shell's, alive
+            except OSError:
+                pass
+        with contextlib.suppress(OSError):
+            shutil.rmtree(folder)
 
 
 def _die_with_parent() -> None:
@@ -46,7 +63,8 @@ class LocalRedis:
         binary = shutil.which("redis-server")
         if binary is None:
             return None
-        folder = Path(tempfile.mkdtemp(prefix="meowbot-shell-redis-"))
+        _remove_stale(Path(tempfile.gettempdir()))
+        folder = Path(tempfile.mkdtemp(prefix=PREFIX))
         argv = [
             binary,
             "--port", "0",  # no TCP listener: nobody else on the machine reaches it
@@ -62,6 +80,7 @@ class LocalRedis:
             argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,  # its log is a file: it holds none of the shell's pipes
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
         server = cls(folder, process)
