@@ -79,6 +79,9 @@ async def test_buttons_are_numbered_across_the_screen(shell: ShellSession) -> No
     assert min(two) == max(one) + 1
     # A button of the earlier message is still pressable, and presses that message's.
     drain = next(n for n, label in one.items() if label.startswith("Drain"))
+    # /node-health's Drain asks first, as an alert's does: pressed again, it drains.
+    asked = screen(await run_one(shell, f"press {drain}"))
+    assert "Drain gpu-0256?" in asked and f"press {drain} again" in asked
     pressed = screen(await run_one(shell, f"press {drain}"))
     assert "Draining `gpu-0256`" in pressed
     assert "HTTP" not in pressed
