@@ -209,7 +209,13 @@ def _highlight_job(settings: Settings, args: argparse.Namespace) -> int:
             return 0
         done = asyncio.run(backfill_highlights(settings, args.since, args.channel, args.pace))
     except ConfigError as exc:
-        print(f"meowbot: {exc}", file=sys.stderr)
+        hint = ""
+        if args.verb == "digest" and settings.slack_bot_token is None:
+            hint = (
+                "\nTo preview the digest without Slack: `meowbot shell`, then `say --as bob "
+                "TEXT`, `react meow_party` and `digest`."
+            )
+        print(f"meowbot: {exc}{hint}", file=sys.stderr)
         return 2
     print(
         f"backfill done: {done.channels} channels, {done.scanned:,} messages scanned, "

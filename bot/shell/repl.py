@@ -1,10 +1,11 @@
-"""The interactive terminal: line editing and history (readline), rendering, `press N`."""
+"""The interactive terminal: line editing and history (readline), rendering, the shell's verbs."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -16,38 +17,55 @@ from bot.shell.session import Output, ShellSession
 
 PROMPT = "meowbot> "
 HISTORY_FILE = Path(os.environ.get("MEOWBOT_HISTORY", "~/.meowbot_history")).expanduser()
-SHOWN_AS_MESSAGE = {"chat.postMessage", "chat.postEphemeral", "chat.update", "response_url"}
-SHOWN_AS_VIEW = {"views.open", "views.update", "views.push", "views.publish"}
+# How often the idle shell looks for what the bot posted on its own (alerts, say).
+BACKGROUND_POLL_S = 1.0
+BACKGROUND_QUIET_S = 1.5
 
 SHELL_HELP = """Type slash commands as in Slack, for example /node-health help.
-  press N      press button N of the last message or view
-  home         open the App Home tab
-  help         this text; commands: {commands}
-  quit         leave (or Ctrl-D)"""
+  press N [CHOICE]   press button N (buttons are numbered across the screen; a menu takes a
+                     choice: press 4 2)
+  fill N TEXT        type TEXT into field N of the open form; submit, cancel
+  say TEXT           post TEXT in the channel as you (say --as bob TEXT: as bob)
+  react EMOJI [M]    react to message M (the newest by default); unreact EMOJI [M];
+                     --as bob before EMOJI reacts as bob
+  home               open the App Home tab
+  sweep              run a health sweep of the fleet now (channel alerts follow)
+  fault KIND NODE [GPU] [key=value], heal NODE [KIND]
+                     break or mend a simulated node (e.g. fault xid gpu-0042 3 xid=79);
+                     faults also come and go by themselves, one change a sweep interval
+  digest             post the highlights digest of the last 7 days here
+  help               this text; commands: {commands}
+  quit               leave (or Ctrl-D)"""
+
+VERBS = (
+    "press", "fill", "submit", "cancel", "say", "react", "unreact", "home", "sweep", "fault",
+    "heal", "digest",
+)  # fmt: skip
 
 
 def render_output(out: Output, *, color: bool) -> str | None:
-    """What a person sees for one thing the bot did; None for plumbing (auth.test...)."""
+    """What a person sees for one thing on the screen; None for what shows nothing."""
     args = out.args
-    if out.method in SHOWN_AS_MESSAGE:
-        if args.get("delete_original"):
-            return _dim("(message removed)", color)
-        where = ""
-        if out.method == "chat.postEphemeral" or args.get("response_type") == "ephemeral":
-            where = "only you can see this"
-        elif out.method == "chat.update" or args.get("replace_original"):
-            where = "message updated"
-        elif args.get("thread_ts"):
-            where = "in thread"
-        body = render_terminal(args.get("blocks") or [], str(args.get("text", "")), color=color)
-        return (_dim(f"({where})", color) + "\n" if where else "") + body
-    if out.method in SHOWN_AS_VIEW:
+    note = _dim(f"({out.note})", color) + "\n" if out.note else ""
+    if out.method == "message":
+        body = render_terminal(
+            args.get("blocks") or [], str(args.get("text", "")), color=color, start=out.start
+        )
+        return note + body
+    if out.method == "view":
         view = args.get("view")
-        return str(render_view(view, color=color)) if isinstance(view, dict) else None
-    if out.method == "files.completeUploadExternal":
-        files = args.get("files") or []
-        names = ", ".join(str(f.get("title") or f.get("id")) for f in files if isinstance(f, dict))
-        return _dim(f"[file uploaded: {names}]", color)
+        if not isinstance(view, dict):
+            return None
+        text = note + render_view(view, color=color, start=out.start)
+        hint = args.get("hint")
+        return text + ("\n" + _dim(str(hint), color) if hint else "")
+    if out.method == "removed":
+        return _dim("(message removed)", color)
+    if out.method == "file":
+        where = " in thread" if args.get("where") else ""
+        return _dim(f"[chart{where}: {args.get('title')}] saved to {args.get('path')}", color)
+    if out.method == "notice":
+        return _dim(str(args.get("text", "")), color)
     if out.method == "http_status":
         return f"Slack would show an error: the bot answered HTTP {args.get('status')}."
     return None
@@ -57,49 +75,145 @@ def _dim(text: str, color: bool) -> str:
     return f"\x1b[2m{text}\x1b[0m" if color else text
 
 
-def _print_outputs(outputs: list[Output], *, as_json: bool, color: bool, stream: TextIO) -> None:
-    for out in outputs:
-        if as_json:
+def print_outputs(
+    session: ShellSession, outputs: list[Output], *, as_json: bool, color: bool, stream: TextIO
+) -> None:
+    if as_json:
+        # Every Web API call and response_url post, as the bot made them.
+        for out in session.last_raw:
             print(out.as_json(), file=stream)
-            continue
+        session.last_raw = []
+        for out in outputs:
+            if out.method in {"notice", "file", "http_status"}:
+                print(out.as_json(), file=stream)
+        stream.flush()
+        return
+    for out in outputs:
         text = render_output(out, color=color)
         if text:
             print(text, file=stream)
     stream.flush()
 
 
+def is_shell_line(line: str) -> bool:
+    return line.startswith("/") or line.split(" ", 1)[0] in VERBS
+
+
 async def run_one(session: ShellSession, line: str) -> list[Output]:
+    """One line typed at the shell; ValueError says what was wrong with it."""
     line = line.strip()
-    if line == "home":
+    if line.startswith("/"):
+        return await session.command(line)
+    verb, _, rest = line.partition(" ")
+    rest = rest.strip()
+    if verb == "home":
         return await session.home()
-    if line.startswith("press"):
-        _, _, num = line.partition(" ")
-        if not num.strip().isdigit():
+    if verb == "press":
+        words = rest.split(None, 1)
+        if not words or not words[0].isdigit():
             raise ValueError("press takes a button number, e.g. press 1")
-        return await session.press(int(num))
-    return await session.command(line)
+        return await session.press(int(words[0]), words[1] if len(words) > 1 else None)
+    if verb == "fill":
+        field, _, text = rest.partition(" ")
+        if not field:
+            raise ValueError("fill takes a field and its text, e.g. fill 1 /node-health gpu-0042")
+        return await session.fill(field, text.strip())
+    if verb == "submit":
+        return await session.submit()
+    if verb == "cancel":
+        return await session.cancel()
+    if verb == "say":
+        as_user, rest = _as_user(rest)
+        if not rest:
+            raise ValueError("say takes the text to post, e.g. say loss is down to 2.1")
+        return await session.say(rest, as_user=as_user)
+    if verb in {"react", "unreact"}:
+        as_user, rest = _as_user(rest)
+        words = rest.split()
+        if not words or len(words) > 2 or (len(words) == 2 and not words[1].isdigit()):
+            raise ValueError(f"{verb} takes an emoji and a message number: {verb} meow_party 2")
+        number = int(words[1]) if len(words) == 2 else None
+        return await session.react(words[0], number, remove=verb == "unreact", as_user=as_user)
+    if verb == "sweep":
+        return await session.sweep()
+    if verb == "digest":
+        return await session.digest()
+    if verb in {"fault", "heal"}:
+        return session.fleet_action([verb, *shlex.split(rest)])
+    raise ValueError(f"unknown: {line} (type help)")
+
+
+def _as_user(rest: str) -> tuple[str | None, str]:
+    """`--as bob rest...` -> ("bob", "rest..."): a verb done by another person."""
+    if rest.startswith("--as "):
+        _, name, tail = [*rest.split(None, 2), ""][:3]
+        return name, tail
+    return None, rest
 
 
 async def run_repl(
     settings: Settings, *, command: str | None, as_json: bool, user: str | None
 ) -> int:
     color = sys.stdout.isatty() and not as_json and "NO_COLOR" not in os.environ
-    session = ShellSession(settings, **({"user_id": user} if user else {}))
+    session = ShellSession(settings, user_id=user) if user else ShellSession(settings)
     await session.start()
     try:
         if command is not None:
-            if not command.strip().startswith("/"):
+            if not is_shell_line(command.strip()):
                 print(
-                    'meowbot: -c takes a slash command, e.g. -c "/node-health help"',
+                    'meowbot: -c takes a slash command or a shell word, e.g. -c "/node-health '
+                    'help" or -c home',
                     file=sys.stderr,
                 )
                 return 2
-            outputs = await run_one(session, command)
-            _print_outputs(outputs, as_json=as_json, color=color, stream=sys.stdout)
+            try:
+                outputs = await run_one(session, command)
+            except ValueError as exc:
+                print(f"meowbot: {exc}", file=sys.stderr)
+                return 2
+            print_outputs(session, outputs, as_json=as_json, color=color, stream=sys.stdout)
             return 1 if any(o.method == "http_status" for o in outputs) else 0
         return await _interactive(session, as_json=as_json, color=color)
     finally:
         await session.close()
+
+
+class _StatusLine:
+    """One dim line that rewrites itself in place while a step runs, erased before the
+    answer is printed."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.shown = False
+
+    def show(self, text: str) -> None:
+        self.stream.write("\r\x1b[2K" + _dim(text, True))
+        self.stream.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            self.stream.write("\r\x1b[2K")
+            self.stream.flush()
+            self.shown = False
+
+
+def _banner(session: ShellSession, color: bool) -> list[str]:
+    assert session.bot is not None
+    lines = []
+    store = session.bot.deps.store.name
+    if session.redis is not None:
+        lines.append("state: a private Redis for this shell, gone when it exits")
+    elif store != "redis":
+        lines.append(
+            "state: in-process stand-in, nothing is shared or kept; channel alerts and "
+            "highlights need Redis (set REDIS_URL, or install redis-server)"
+        )
+    if session.cluster_user:
+        lines.append(
+            f"you are {session.cluster_user} on the simulated cluster: /job-slow lists your jobs"
+        )
+    return [_dim(line, color) for line in lines]
 
 
 async def _interactive(session: ShellSession, *, as_json: bool, color: bool) -> int:
@@ -109,12 +223,38 @@ async def _interactive(session: ShellSession, *, as_json: bool, color: bool) -> 
 
         with contextlib.suppress(OSError):
             readline.read_history_file(HISTORY_FILE)
-    assert session.bot is not None
-    store = session.bot.deps.store.name
-    if store != "redis":
-        print(_dim("state: in-process stand-in, nothing is shared or kept (set REDIS_URL)", color))
+    for line in _banner(session, color):
+        print(line)
     print(SHELL_HELP.format(commands=" ".join(c.name for c in COMMANDS)))
     loop = asyncio.get_running_loop()
+    status = _StatusLine(sys.stdout) if sys.stdout.isatty() and not as_json else None
+    session.progress = status.show if status is not None else None
+    # One step at a time: a command's answers are its own, not the background look's.
+    turn = asyncio.Lock()
+    stop = asyncio.Event()
+
+    async def background() -> None:
+        # Alerts and other posts the bot makes on its own show up between commands.
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), BACKGROUND_POLL_S)
+            if turn.locked() or not session.pending():
+                continue
+            async with turn:
+                # The notifier posts one message a second: wait for a lull, so a burst of
+                # alerts is printed under one heading.
+                outputs = await session.settle(quiet_s=BACKGROUND_QUIET_S, report=False)
+                if outputs:
+                    print("\n" + _dim("(posted meanwhile)", color))
+                    print_outputs(session, outputs, as_json=as_json, color=color, stream=sys.stdout)
+                    print(PROMPT, end="", flush=True)
+
+    poller = asyncio.create_task(background())
+    weather = (
+        asyncio.create_task(session.run_weather(stop))
+        if session.bot is not None and session.bot.deps.alerting is not None
+        else None
+    )
     try:
         while True:
             try:
@@ -131,16 +271,26 @@ async def _interactive(session: ShellSession, *, as_json: bool, color: bool) -> 
             if line in {"help", "?"}:
                 print(SHELL_HELP.format(commands=" ".join(c.name for c in COMMANDS)))
                 continue
-            if not (line.startswith(("/", "press")) or line == "home"):
-                print("Type a slash command (/node-health help), press N, help or quit.")
+            if not is_shell_line(line):
+                print("Type a slash command (/node-health help), a shell verb, help or quit.")
                 continue
-            try:
-                outputs = await run_one(session, line)
-            except ValueError as exc:
-                print(str(exc))
-                continue
-            _print_outputs(outputs, as_json=as_json, color=color, stream=sys.stdout)
+            async with turn:
+                if not line.startswith("press"):
+                    session.cancel_confirm()
+                try:
+                    outputs = await run_one(session, line)
+                except ValueError as exc:
+                    print(str(exc))
+                    continue
+                finally:
+                    if status is not None:
+                        status.clear()
+                print_outputs(session, outputs, as_json=as_json, color=color, stream=sys.stdout)
     finally:
+        stop.set()
+        await poller
+        if weather is not None:
+            await weather
         if readline is not None:
             with contextlib.suppress(OSError):
                 readline.write_history_file(HISTORY_FILE)

@@ -74,6 +74,7 @@ class Call:
     ok: bool
     error: str | None = None
     status: int = 200
+    result: dict[str, Any] = field(default_factory=dict)  # the answer's body, as the bot got it
 
 
 @dataclass(frozen=True)
@@ -723,6 +724,9 @@ class SlackEmulator:
         self.calls: list[Call] = []
         self.responses: list[tuple[str, dict[str, Any]]] = []
         self.responses_at: list[float] = []  # time.monotonic() of each, to order with calls
+        # Where each accepted response_url post went: {"channel", "ts"} of the message it made
+        # or replaced ("ephemeral": True when only its user sees it); {} when it went nowhere.
+        self.responses_to: list[dict[str, Any]] = []
         self.rejected_responses: list[tuple[str, Any, str]] = []
         self.uploads: dict[str, bytes] = {}
         self.files: dict[str, dict[str, Any]] = {}
@@ -1376,7 +1380,13 @@ class SlackEmulator:
         def answer(body: dict[str, Any], status: int = 200, **headers: str) -> web.Response:
             self.calls.append(
                 Call(
-                    method, copy.deepcopy(args), at, bool(body.get("ok")), body.get("error"), status
+                    method,
+                    copy.deepcopy(args),
+                    at,
+                    bool(body.get("ok")),
+                    body.get("error"),
+                    status,
+                    copy.deepcopy(body),
                 )
             )
             return web.json_response(body, status=status, headers=headers or None)
@@ -1510,45 +1520,50 @@ class SlackEmulator:
         if entry.uses > self.RESPONSE_URL_MAX_USES:
             return reject(404, "used_url", body)
         try:
-            self._apply_response(entry, body)
+            went = self._apply_response(entry, body)
         except SlackError as exc:
             return reject(400 if exc.error != "channel_not_found" else 404, exc.error, body)
         self.responses.append((entry.url, body))
         self.responses_at.append(time.monotonic())
+        self.responses_to.append(went)
         return web.Response(text="ok", content_type="text/plain")
 
-    def _apply_response(self, entry: _ResponseUrl, body: dict[str, Any]) -> None:
+    def _apply_response(self, entry: _ResponseUrl, body: dict[str, Any]) -> dict[str, Any]:
         if _truthy(body.get("delete_original")):
             if entry.channel and entry.message_ts:
                 self._delete(entry.channel, entry.message_ts, bot_only=False)
-            return
+                return {"channel": entry.channel, "ts": entry.message_ts}
+            return {}
         text, blocks, attachments = self._check_content(body, require=True)
         if entry.channel is None:
-            return
+            return {}
         replace = _truthy(body.get("replace_original"))
         if replace and entry.message_ts:
             msg = self._find_message(entry.channel, entry.message_ts)
             msg["text"] = text or ""
             self._set_or_drop(msg, "blocks", _with_block_ids(blocks) if blocks else None)
             self._set_or_drop(msg, "attachments", attachments)
-        elif body.get("response_type") == "in_channel":
+            return {"channel": entry.channel, "ts": entry.message_ts}
+        if body.get("response_type") == "in_channel":
             thread_ts = body.get("thread_ts")
             msg = self._new_bot_message(text, blocks, attachments)
             if thread_ts:
                 msg["thread_ts"] = self._thread_parent(entry.channel, str(thread_ts))
             self._store_message(entry.channel, msg)
-        else:
-            self.ephemerals.append(
-                {
-                    "channel": entry.channel,
-                    "user": None,
-                    "ts": self._next_ts(),
-                    "text": text or "",
-                    "blocks": blocks,
-                    "attachments": attachments,
-                    "via": "response_url",
-                }
-            )
+            return {"channel": entry.channel, "ts": msg["ts"]}
+        ts = self._next_ts()
+        self.ephemerals.append(
+            {
+                "channel": entry.channel,
+                "user": None,
+                "ts": ts,
+                "text": text or "",
+                "blocks": blocks,
+                "attachments": attachments,
+                "via": "response_url",
+            }
+        )
+        return {"channel": entry.channel, "ts": ts, "ephemeral": True}
 
     # shared message logic ------------------------------------------------------------------
 

@@ -336,6 +336,11 @@ async def test_a_warning_drains_after_jobs_and_a_foreign_reason_needs_a_confirme
         and "running jobs finish" in emulator.responses[-1][1]["text"]
     )
 
+    # The drain redraws the alert after its answer: Resume in Drain's place.
+    for _ in range(100):
+        if ALERT_RESUME_ACTION in json.dumps(top_level(emulator)[0]["blocks"]):
+            break
+        await asyncio.sleep(0.1)
     # An operator then puts their own reason on it: a plain resume is refused, with a
     # confirmed "Resume anyway" that only an authorised person may press.
     await sched.drain("gpu-0011", "bad DIMM, ticket 4411 (ops)")
