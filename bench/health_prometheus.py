@@ -66,6 +66,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -152,13 +153,30 @@ def build_fleet(now_s: int, n_nodes: int, job: bool) -> SimFleet:
     return fleet
 
 
+RERENDER_S = 60.0
+"""With --job, how often the exposition is rendered again at the wall clock: /job-slow reads
+its proxies as medians over 10 minutes, and a GPU sampled between two steps at one instant must
+not stay so for the whole window, as it would in bytes rendered once."""
+
+
 def serve(now_s: int, n_nodes: int, port: int, job: bool = False) -> None:
-    """The fleet's exposition at ``now``, rendered once, served as the same bytes each scrape."""
+    """The fleet's exposition at ``now``, rendered once and served as the same bytes each
+    scrape; with ``job``, rendered again every minute at the wall clock, as an exporter moves."""
     started = time.perf_counter()
     fleet = build_fleet(now_s, n_nodes, job)
     body = fleet.exposition(at=fleet.now).encode()
     series = body.count(b"\n") - body.count(b"\n#") - body.startswith(b"#")
-    del fleet  # only the bytes are served
+    if job:
+
+        def rerender() -> None:
+            nonlocal body
+            while True:
+                time.sleep(RERENDER_S)
+                body = fleet.exposition(at=datetime.now(UTC)).encode()
+
+        threading.Thread(target=rerender, name="render", daemon=True).start()
+    else:
+        del fleet  # only the bytes are served
     print(
         f"exposition: {series} series, {len(body) / 1e6:.0f} MB, "
         f"rendered in {time.perf_counter() - started:.1f} s",
@@ -171,11 +189,12 @@ def serve(now_s: int, n_nodes: int, port: int, job: bool = False) -> None:
             if self.path.split("?", 1)[0] != "/metrics":
                 self.send_error(404)
                 return
+            data = body  # one render for the whole answer, whatever the renderer does meanwhile
             self.send_response(200)
             self.send_header("Content-Type", CONTENT_TYPE)
-            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            self.wfile.write(body)
+            self.wfile.write(data)
 
         def log_message(self, format: str, *args: object) -> None:
             return
