@@ -1,4 +1,4 @@
-"""Ack latency under load (issue #2): not a timed test, run by hand (`make bench`).
+"""Ack latency under load: not a timed test, run by hand (`make bench`).
 
 200 signed `/node-health` commands in flight at once against the real aiohttp server and
 AsyncApp, the metrics backend taking 2 s after each ack, beside a bare aiohttp handler that answers

@@ -1,10 +1,10 @@
-"""Diagnosis accuracy of the health checks (issue #3): not a timed test, run by hand.
+"""Diagnosis accuracy of the health checks: not a timed test, run by hand.
 
 Over 200 seeded scenarios of the simulated fleet (every fault kind, one fault a faulty node,
 ordinary noise everywhere), scores /hw-faults' node-level diagnosis against the ground truth:
 precision and recall of the faulty node, the cause named for it (its worst fault after
 folding symptoms into causes), healthy nodes given a drain verdict (must be 0), and the
-confusion by kind. Straggler and job-level causes are issue #4's and left out here.
+confusion by kind. Straggler and job-level causes are bench/stragglers.py's and left out here.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""/hw-faults over the simulated fleet (issue #3): not a timed test, run by hand.
+"""/hw-faults over the simulated fleet: not a timed test, run by hand.
 
 Times the whole service (read every metric column, run every check, fold, group by switch)
 over 512, 4,096 and 50,000 nodes x 8 GPUs on the simulated fleet, prints the number of metric

@@ -1,4 +1,4 @@
-"""/hw-faults over 4,096 nodes from a real Prometheus (issue #3): not a timed test, run by hand.
+"""/hw-faults over 4,096 nodes from a real Prometheus: not a timed test, run by hand.
 
     .venv/bin/python bench/health_prometheus.py [--nodes 4096] [--runs 20] [--hours 25]
         [--step 1800] [--scrape-interval 30] [--profile] [--job] [--settle SECONDS]
@@ -38,7 +38,7 @@ The set-up follows scripts/testsvc/prometheus.py (the test environment's Prometh
    Prometheus' own, re-evaluated on its schedule), then once on a two-node hostlist to show
    that the query count is the same.
 
-``--job`` (issue #4) measures /job-slow instead: a clean fleet runs one training job on every
+``--job`` measures /job-slow instead: a clean fleet runs one training job on every
 node, one node 5 % slow from a power cap; 48 h of its per-rank step times (32k series at
 4,096 nodes) are backfilled every 5 min, inside Prometheus' 5 min lookback, so every step of
 the 48 h pace range finds every rank; with the rules, the pace group is backfilled over those
@@ -870,7 +870,7 @@ def main(argv: list[str]) -> None:
         help="load no recording rules: every read raw (the old figure)",
     )
     parser.add_argument(
-        "--job", action="store_true", help="/job-slow of one job on every node (issue #4)"
+        "--job", action="store_true", help="/job-slow of one job on every node"
     )
     parser.add_argument(
         "--proxies",

@@ -1,4 +1,4 @@
-"""Highlights (issue #7): reaction events a second through the real HTTP path, and the digest
+"""Highlights: reaction events a second through the real HTTP path, and the digest
 and stats over a year of highlights. Not a timed test; run by hand (`make bench`).
 
 1. Reaction events (added and removed, with a share of Slack's retries) signed and sent, 64 in

@@ -1,4 +1,4 @@
-"""/playground under load (issue #6): run by hand, never a timed test.
+"""/playground under load: run by hand, never a timed test.
 
     .venv/bin/python bench/playground.py [--requests 20] [--checkpoints 4] [--max-tokens 64]
 

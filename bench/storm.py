@@ -1,4 +1,4 @@
-"""An alert storm through the real Alertmanager (issue #5): not a timed test, run by hand.
+"""An alert storm through the real Alertmanager: not a timed test, run by hand.
 
     .venv/bin/python bench/storm.py [--replicas 3] [--alerts 500] [--window 10]
 

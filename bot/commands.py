@@ -11,8 +11,6 @@ class SlashCommand:
     description: str
     usage_hint: str
     usage: tuple[str, ...]
-    # The issue that builds the capability, said plainly until it lands.
-    issue: int | None = None
 
 
 COMMANDS: tuple[SlashCommand, ...] = (
@@ -24,7 +22,6 @@ COMMANDS: tuple[SlashCommand, ...] = (
             "`/node-health gpu-0042`: verdict, failing checks with evidence, Slurm state, GPUs",
             "`/node-health gpu-[0001-0064]`: counts per verdict, unhealthy nodes first",
         ),
-        issue=3,
     ),
     SlashCommand(
         name="/job-slow",
@@ -34,7 +31,6 @@ COMMANDS: tuple[SlashCommand, ...] = (
             "`/job-slow 123456`: step time against yesterday, stragglers with their cause",
             "`/job-slow`: pick one of your running jobs",
         ),
-        issue=4,
     ),
     SlashCommand(
         name="/hw-faults",
@@ -44,7 +40,6 @@ COMMANDS: tuple[SlashCommand, ...] = (
             "`/hw-faults`: faults of the last 24 h, worst first, grouped by cause and switch",
             "`/hw-faults xid --since 6h`: one kind of fault over a window",
         ),
-        issue=3,
     ),
     SlashCommand(
         name="/playground",
@@ -55,7 +50,6 @@ COMMANDS: tuple[SlashCommand, ...] = (
             "`/playground tiny-gpt Once upon a time`: newest two checkpoints, default settings",
             "`/playground watches`, `/playground unwatch <id>`: prompts re-run on new checkpoints",
         ),
-        issue=6,
     ),
     SlashCommand(
         name="/highlights",
@@ -67,7 +61,6 @@ COMMANDS: tuple[SlashCommand, ...] = (
             "`/highlights stats`: totals, top channels and authors, a chart of every week",
             "`/highlights opt-out`, `/highlights opt-in`: whether your messages are shown",
         ),
-        issue=7,
     ),
 )
 

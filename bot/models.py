@@ -108,8 +108,8 @@ class Action(StrEnum):
 class FaultKind(StrEnum):
     """Every kind of fault or slowdown cause that the checks name and the simulator injects.
 
-    The first group is hardware and software health (issue 3); the last group are causes of a slow
-    synchronous job that are not a broken node (issue 4), listed in ``JOB_LEVEL_KINDS``.
+    The first group is hardware and software health; the last group are causes of a slow
+    synchronous job that are not a broken node, listed in ``JOB_LEVEL_KINDS``.
     """
 
     XID = "xid"
@@ -290,7 +290,7 @@ class Highlight(_Frozen):
 
 
 class StragglerReport(_Frozen):
-    """Minimal on purpose: the slow-job issue extends it."""
+    """Minimal on purpose: what /job-slow and the scheduler adapters need."""
 
     job_id: str
     stragglers: tuple[str, ...]

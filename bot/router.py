@@ -35,12 +35,6 @@ def command_usage(cmd: SlashCommand) -> SlackMessage:
     return usage(cmd.name, [*cmd.usage, *(more() if more else [])], cmd.description)
 
 
-def not_built(cmd: SlashCommand) -> SlackMessage:
-    return error_message(
-        f"{cmd.name} cannot answer here yet. Try `{cmd.name} help` for what it will do."
-    )
-
-
 async def _node_health(triage: Triage, text: str) -> SlackMessage:
     result = await service.node_health(triage, text)
     if isinstance(result, UserError):
@@ -79,5 +73,7 @@ async def answer(command: str, text: str, triage: Triage) -> SlackMessage:
         return command_usage(cmd)
     capability = CAPABILITIES.get(command)
     if capability is None:
-        return not_built(cmd)
+        # The long-running commands are run by handlers/commands.py itself; what reaches here
+        # of them is their help.
+        return command_usage(cmd)
     return await capability(triage, text)

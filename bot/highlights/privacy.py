@@ -1,4 +1,4 @@
-"""Who may see a highlight where: the security rules of issue #7, as one pure function.
+"""Who may see a highlight where: its security rules, as one pure function.
 
 - A highlight from a public channel may be shown anywhere, unless its channel is excluded, its
   author opted out, or (for listings) the channel is archived or the bot has left it.

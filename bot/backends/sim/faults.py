@@ -23,7 +23,7 @@ DetailValue = str | int | float | bool
 Scope = Literal["gpu", "nic", "netdev", "node", "job"]
 
 XID_CODES: tuple[int, ...] = (13, 31, 43, 45, 48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120)
-"""The Xid codes that matter for triage (issue 3); the simulator injects any of them."""
+"""The Xid codes that matter for triage; the simulator injects any of them."""
 
 # Versions a drifted node runs instead of the fleet's majority (see inventory.py).
 DRIFT_VERSIONS: dict[FaultKind, tuple[str, ...]] = {
