@@ -48,6 +48,8 @@ class ResumeMemory(Protocol):
 
 
 class Reader(Protocol):
+    """The metrics port's read (`service.Metrics` extends it): all the resume memory needs."""
+
     async def read(
         self,
         requests: Sequence[MetricRequest],

@@ -26,9 +26,8 @@ from bot.triage.checks import (
     run_checks,
 )
 from bot.triage.kinds import words
-from bot.triage.resumes import ResumeMemory, apply_resume_memory
+from bot.triage.resumes import Reader, ResumeMemory, apply_resume_memory
 from bot.triage.stragglers import PacePoint, RankTime, StragglerConfig
-from bot.triage.table import MetricRequest, Table
 from bot.triage.targets import BadInput, expand_nodes, parse_duration, parse_kinds
 from bot.triage.topology import Located
 from bot.triage.verdict import fault_level, verdicts
@@ -37,18 +36,8 @@ from bot.triage.verdict import fault_level, verdicts
 SWITCH_SUSPECT_MIN_NODES = 4
 
 
-class Metrics(Protocol):
+class Metrics(Reader, Protocol):
     name: str
-
-    async def read(
-        self,
-        requests: Sequence[MetricRequest],
-        *,
-        nodes: Sequence[str] | None,
-        window_s: float,
-        at: datetime | None = None,
-        timeout_s: float | None = None,
-    ) -> Table: ...
 
     async def step_times(
         self,

@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from bot import metric_names as m
 from bot.models import JOB_LEVEL_KINDS, Action, Fault, FaultKind, Job, StragglerReport
 from bot.triage.table import MetricRequest, Reading, Table
+from bot.words import number
 
 MAD_TO_SIGMA = 1.4826  # the MAD of a normal sample times this is its standard deviation
 
@@ -372,15 +373,10 @@ class Lag:
     def sentence(self) -> str:
         p = self.proxy
         return (
-            f"{p.label} {_figure(self.value / p.scale)} {p.unit} against the job's "
-            f"{_figure(self.median / p.scale)} ({self.value / self.median - 1:+.0%}, "
+            f"{p.label} {number(self.value / p.scale)} {p.unit} against the job's "
+            f"{number(self.median / p.scale)} ({self.value / self.median - 1:+.0%}, "
             f"{self.z:.0f} MADs)"
         )
-
-
-def _figure(x: float) -> str:
-    """Three significant figures without an exponent: 1,530 MHz, 75.2 GB/s, 0.412."""
-    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
 def proxy_lags(

@@ -15,17 +15,11 @@ from datetime import UTC, datetime, timedelta
 from bot import metric_names as m
 from bot.backends.sim.exposition import FAMILY_BY_NAME
 from bot.backends.sim.fleet import SimFleet
-from bot.backends.sim.snapshot import FleetSnapshot
+from bot.backends.sim.snapshot import RANK_METRICS, FleetSnapshot
 from bot.models import Node
 from bot.triage.stragglers import PacePoint, RankTime, StragglerConfig
 from bot.triage.table import VERSION_LABELS, Column, MetricRequest, Reading, Table, node_name
 
-# The per-rank training metrics, in the order of a snapshot's `rank_times` values.
-_RANK_METRICS = (
-    m.TRAINING_STEP_TIME_SECONDS,
-    m.TRAINING_COMPUTE_TIME_SECONDS,
-    m.TRAINING_COLLECTIVE_WAIT_SECONDS,
-)
 PACE_BUDGET = 1_500_000
 """Rank values a pace series may cost the simulation; a larger job gets a coarser step."""
 
@@ -155,7 +149,7 @@ class SimMetrics:
         if wanted not in configured:
             return []
         pick = configured.index(wanted)
-        if _RANK_METRICS[pick] not in self.fleet.exported:
+        if RANK_METRICS[pick] not in self.fleet.exported:
             return []
         if pick and not spec.exports_compute_time:
             return []

@@ -113,12 +113,12 @@ def cyclic(table2: list[float], offset: int, n: int) -> list[float]:
     return turn * (n // size) + table2[offset : offset + n % size]
 
 
-# Which value of `rank_times` a training family exports (iteration, compute, wait).
-_RANK_VALUE = {
-    m.TRAINING_STEP_TIME_SECONDS: 0,
-    m.TRAINING_COMPUTE_TIME_SECONDS: 1,
-    m.TRAINING_COLLECTIVE_WAIT_SECONDS: 2,
-}
+# The per-rank training metrics, in the order of `rank_times` values (iteration, compute, wait).
+RANK_METRICS = (
+    m.TRAINING_STEP_TIME_SECONDS,
+    m.TRAINING_COMPUTE_TIME_SECONDS,
+    m.TRAINING_COLLECTIVE_WAIT_SECONDS,
+)
 
 
 class Scope:
@@ -382,8 +382,7 @@ class FleetSnapshot:
         noise = self._noise(g, channel, int(self.t_s // IDLE_DIP_SLOT_S))
         busy = self._by_busy(g, 1.0, 0.0)
         return [
-            low if x > IDLE_DIP_NOISE and b else v
-            for v, x, b in zip(col, noise, busy, strict=True)
+            low if x > IDLE_DIP_NOISE and b else v for v, x, b in zip(col, noise, busy, strict=True)
         ]
 
     def _sparse(self, mult: int, table: dict[int, float], default: float = 0.0) -> list[float]:
@@ -890,7 +889,7 @@ class FleetSnapshot:
         if entity == "step":
             names = self.fleet.topology.names
             specs = self.fleet.job_specs
-            pick = _RANK_VALUE[family.name]
+            pick = RANK_METRICS.index(family.name)
             for j, n, rank, stage, *values in self.rank_times():
                 if pick and not specs[j].exports_compute_time:
                     continue
