@@ -53,8 +53,11 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0, help="the same seed gives the same run")
     demo.add_argument(
         "--serve", action="store_true",
-        help="then serve the checkpoints with `transformers serve` on 127.0.0.1 (trains only "
-        "if OUT/RUN holds no checkpoint yet)",
+        help="then serve the checkpoints with `transformers serve` on 127.0.0.1",
+    )  # fmt: skip
+    demo.add_argument(
+        "--retrain", action="store_true",
+        help="train again even when OUT/RUN already holds checkpoints (kept otherwise)",
     )  # fmt: skip
     demo.add_argument("--port", type=int, default=8000, help="the server's port with --serve")
     rules = sub.add_parser(
@@ -89,10 +92,15 @@ def _demo_checkpoints(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from bot.playground.demo_train import DemoRun, DemoTrainUnavailable, train
+    from bot.words import count
 
     run = DemoRun(Path(args.out), args.run, args.steps, args.every, args.seed)
     have = sorted((Path(args.out) / args.run).glob("step-*/config.json"))
-    if not (args.serve and have):
+    if have and not args.retrain:
+        held = count(len(have), "checkpoint")
+        print(f"{Path(args.out) / args.run} already holds {held}; kept (--retrain to train again)",
+              flush=True)  # fmt: skip
+    else:
         try:
             train(run, log=lambda line: print(line, flush=True))
         except (DemoTrainUnavailable, ValueError) as exc:

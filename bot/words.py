@@ -11,7 +11,6 @@ import math
 __all__ = ["count", "number", "plural"]
 
 
-
 def plural(n: float, singular: str, many: str | None = None) -> str:
     """`singular` when `n` is exactly one, else its plural (`many`, or the usual English one)."""
     if n == 1:

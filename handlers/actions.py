@@ -7,7 +7,9 @@ from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot import router
 from bot.deps import Deps
+from bot.render.blocks import success
 from bot.render.palette import OPEN_PALETTE_ACTION, palette_modal
 from bot.render.triage import (
     DASHBOARD_ACTION,
@@ -20,6 +22,12 @@ from bot.triage import actions as node_actions
 from handlers.registry import Listener, Registry
 
 NodeAction = Callable[[str, str], Awaitable[node_actions.Done]]
+
+
+def _on_private_answer(body: dict[str, Any]) -> bool:
+    """Whether the press came from an answer only the presser sees (not a channel message)."""
+    container = body.get("container") or {}
+    return bool(container.get("is_ephemeral"))
 
 
 def register(reg: Registry, deps: Deps) -> None:
@@ -45,6 +53,14 @@ def register(reg: Registry, deps: Deps) -> None:
                 msg = resume_anyway(done.sentence, value, RESUME_ANYWAY_ACTION, value)
                 await respond(response_type="ephemeral", replace_original=False, text=msg.text,
                               blocks=msg.blocks)  # fmt: skip
+                return
+            if done.changed and _on_private_answer(body):
+                # The private /node-health answer the button sat on is redrawn as the node now
+                # stands (Resume where Drain was), the sentence of what was done above it.
+                fresh = await router.answer("/node-health", value.partition("|")[0], deps.triage)
+                await respond(response_type="ephemeral", replace_original=True,
+                              text=f"{done.sentence}\n{fresh.text}",
+                              blocks=[*success(done.sentence).blocks, *fresh.blocks])  # fmt: skip
                 return
             await respond(response_type="ephemeral", replace_original=False, text=done.sentence)
 

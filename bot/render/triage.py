@@ -6,7 +6,7 @@ from bot.models import Fault, FaultKind, VerdictLevel
 from bot.render.blocks import Block, Message, SlackMessage, button, confirm_dialog
 from bot.render.blocks import error as error_message
 from bot.render.mrkdwn import code, escape
-from bot.triage.checks import CHECKS
+from bot.triage.checks import CHECKS, CHECKS_BY_NAME
 from bot.triage.kinds import words
 from bot.triage.service import (
     FaultGroup,
@@ -70,15 +70,21 @@ def _evidence_line(f: Fault) -> str:
             if k in {"gpu", "device", "xid", "port", "release"}
         )
         note = f" ({escape(ev.note)})" if ev.note else ""
-        parts.append(f"{code(f'{ev.series}{{{labels}}} = {number(ev.value, separators=False)}')}{note}")
+        parts.append(
+            f"{code(f'{ev.series}{{{labels}}} = {number(ev.value, separators=False)}')}{note}"
+        )
     return " · ".join(parts)
 
 
 def _not_run(not_run: dict[str, list[str]]) -> str | None:
     if not not_run:
         return None
-    names = ", ".join(sorted(not_run))
-    return f":grey_question: Not checked, their metrics are absent: {escape(names)}."
+    # The check in words, its name beside it: the name is what `health.disabled` takes.
+    names = "; ".join(
+        f"{escape(CHECKS_BY_NAME[n].description) if n in CHECKS_BY_NAME else escape(n)} ({code(n)})"
+        for n in sorted(not_run)
+    )
+    return f":grey_question: Not checked, their metrics are absent: {names}."
 
 
 DRIFT_KINDS = {
@@ -122,7 +128,9 @@ def render_node(
     if report.faults:
         lines = []
         for f in report.faults[:MAX_FAULT_LINES]:
-            lines.append(f"{kind_label(f.kind)} {_tag(f)} {_fault_line(f)}\n      {_evidence_line(f)}")
+            lines.append(
+                f"{kind_label(f.kind)} {_tag(f)} {_fault_line(f)}\n      {_evidence_line(f)}"
+            )
         msg.lines(lines, max_items=MAX_FAULT_LINES, more_hint="see /hw-faults")
     missing = _not_run(report.not_run)
     if missing:
@@ -313,7 +321,9 @@ def glance_lines(g: FleetGlance | UserError) -> list[str]:
     if isinstance(g, UserError):
         return [f":warning: {escape(g.sentence)}"]
     verdicts = ", ".join(f"{ICON[lv]} {lv.value} {n}" for lv, n in g.per_verdict.items())
-    kinds = ", ".join(f"{escape(words(k))} {n:,}" for k, n in list(g.per_kind.items())[:12]) or "none"
+    kinds = (
+        ", ".join(f"{escape(words(k))} {n:,}" for k, n in list(g.per_kind.items())[:12]) or "none"
+    )
     lines = [
         f"*{g.nodes:,}* {plural(g.nodes, 'node')}: {verdicts} (as /node-health judges them, counters "
         f"{in_the_last(g.verdict_window_s)})",

@@ -676,6 +676,8 @@ class _ResponseUrl:
     channel: str | None
     message_ts: str | None
     uses: int = 0
+    # Bound to a message only its one person sees: replace_original replaces it there.
+    ephemeral: bool = False
 
 
 @dataclass
@@ -1035,12 +1037,17 @@ class SlackEmulator:
         self._triggers[trigger] = time.monotonic()
         return trigger
 
-    def new_response_url(self, *, channel: str | None = None, message_ts: str | None = None) -> str:
-        """A response_url on the emulator. Bound to a channel (and message), posts act on it."""
+    def new_response_url(
+        self, *, channel: str | None = None, message_ts: str | None = None, ephemeral: bool = False
+    ) -> str:
+        """A response_url on the emulator. Bound to a channel (and message, an `ephemeral` one
+        too), posts act on it."""
         self._seq += 1
         key = secrets.token_hex(12)
         url = f"{self.base_url}/commands/{self.team_id}/{self._seq}/{key}"
-        self._response_urls[key] = _ResponseUrl(url=url, channel=channel, message_ts=message_ts)
+        self._response_urls[key] = _ResponseUrl(
+            url=url, channel=channel, message_ts=message_ts, ephemeral=ephemeral
+        )
         return url
 
     # payload builders for Socket Mode tests ------------------------------------------------
@@ -1166,7 +1173,9 @@ class SlackEmulator:
             "channel": {"id": channel, "name": ch.name},
             "message": msg,
             "state": {"values": {}},
-            "response_url": self.new_response_url(channel=channel, message_ts=ts),
+            "response_url": self.new_response_url(
+                channel=channel, message_ts=ts, ephemeral=ephemeral
+            ),
             "actions": [action],
         }
 
@@ -1538,6 +1547,21 @@ class SlackEmulator:
         if entry.channel is None:
             return {}
         replace = _truthy(body.get("replace_original"))
+        if replace and entry.ephemeral and entry.message_ts:
+            # Slack redraws the person's ephemeral message in place; it is never stored.
+            self.ephemerals.append(
+                {
+                    "channel": entry.channel,
+                    "user": None,
+                    "ts": entry.message_ts,
+                    "text": text or "",
+                    "blocks": blocks,
+                    "attachments": attachments,
+                    "via": "response_url",
+                    "replaces": entry.message_ts,
+                }
+            )
+            return {"channel": entry.channel, "ts": entry.message_ts, "ephemeral": True}
         if replace and entry.message_ts:
             msg = self._find_message(entry.channel, entry.message_ts)
             msg["text"] = text or ""

@@ -224,8 +224,7 @@ def _xid(table: Table, cfg: HealthConfig) -> Findings:
         info = describe(code)
         again = f", {times:,} times in the window" if times and times > 1 else ""
         summary = (
-            f"Xid {info.code}: {info.meaning}{again} "
-            f"({advice(info.immediate, info.investigatory)})"
+            f"Xid {info.code}: {info.meaning}{again} ({advice(info.immediate, info.investigatory)})"
         )
         faults.append(
             _fault(table, col, i, FaultKind.XID, info.severity, info.action, summary, note=note)
@@ -260,7 +259,7 @@ def _xid(table: Table, cfg: HealthConfig) -> Findings:
     if last is not None:
         for i in _above(last.values, 0.0):
             if last.node(i) not in counted:
-                add(last, i, int(last.values[i]), None, "the last Xid (a gauge that stays set)")
+                add(last, i, int(last.values[i]), None, "the last Xid, a gauge that stays set")
     return Findings(faults=faults)
 
 

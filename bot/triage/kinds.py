@@ -42,6 +42,7 @@ WORDS: dict[FaultKind, str] = {
     FaultKind.JOB_SLOWDOWN: "job slowdown",
 }
 
+
 def words(kind: FaultKind) -> str:
-    """"software thermal slowdown": the kind as a person says it."""
+    """ "software thermal slowdown": the kind as a person says it."""
     return WORDS.get(kind, kind.value.replace("_", " "))

@@ -213,7 +213,9 @@ class Crawl:
         body["channel"] = {"id": channel, "name": getattr(emu._channels.get(channel), "name", "")}
         body["message"] = {"type": "message", "ts": ts, "text": "", "blocks": s.blocks}
         body["state"] = {"values": {}}
-        body["response_url"] = emu.new_response_url(channel=channel, message_ts=ts)
+        body["response_url"] = emu.new_response_url(
+            channel=channel, message_ts=ts, ephemeral=s.kind == "ephemeral"
+        )
         return body
 
     async def press_all(self, s: Surface) -> int:

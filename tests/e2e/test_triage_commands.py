@@ -51,6 +51,40 @@ async def test_node_health_of_a_faulty_node(slack: Slack) -> None:
     assert DRAIN_ACTION in text
 
 
+@pytest.fixture
+async def admin_slack(
+    emulator: SlackEmulator, redis_url: str, redis_client: Any
+) -> AsyncIterator[Slack]:
+    """The simulated fleet and scheduler, with ana (U0ADMIN) an admin."""
+    bot = await create_bot(bot_settings(emulator, redis_url, MEOWBOT_ADMINS="U0ADMIN"))
+    port = await bot.start_http("127.0.0.1", 0)
+    async with aiohttp.ClientSession() as http:
+        yield Slack(emulator, bot, f"http://127.0.0.1:{port}{SLACK_EVENTS_PATH}", http)
+    await bot.close()
+
+
+async def test_drain_pressed_on_a_private_answer_redraws_it_with_resume(
+    admin_slack: Slack,
+) -> None:
+    slack = admin_slack
+    emu = slack.emulator
+    fleet = slack.bot.deps.triage.inventory.fleet  # type: ignore[attr-defined]
+    fault = next(f for f in fleet.injected if f.kind is FaultKind.XID)
+    await slack.command("/node-health", fault.node)
+    await emu.wait_for_responses(1)
+    await slack.interactive(emu.ephemeral_actions_payload(0, DRAIN_ACTION))
+    await emu.wait_for_responses(2)
+    done = emu.responses[1][1]
+    # Slack redraws the private answer in place: done above, the node as it stands below.
+    assert done["replace_original"] is True, done["text"]
+    assert done["response_type"] == "ephemeral"
+    assert emu.ephemerals[-1]["replaces"]
+    assert validate_blocks(done["blocks"]) == []
+    text = json.dumps(done["blocks"])
+    assert f"Draining `{fault.node}`" in done["text"]
+    assert RESUME_ACTION in text and DRAIN_ACTION not in text
+
+
 async def test_hw_faults_and_bad_input(slack: Slack) -> None:
     await slack.command("/hw-faults", "--since 6h")
     await slack.command("/node-health", 'gpu-1"} or vector(1) #')

@@ -28,3 +28,15 @@ def test_without_torch_it_names_the_pip_command(
     err = capsys.readouterr().err
     assert 'pip install torch==2.13.0 && pip install "transformers[serving]" tokenizers' in err
     assert not any(tmp_path.iterdir())
+
+
+def test_checkpoints_already_there_are_kept_not_trained_again(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    step = tmp_path / "tiny-zen" / "step-100"
+    step.mkdir(parents=True)
+    (step / "config.json").write_text("{}")
+    monkeypatch.setitem(sys.modules, "torch", None)  # training would fail without torch
+    assert main(["demo-checkpoints", "--out", str(tmp_path)]) == 0
+    assert "already holds 1 checkpoint; kept (--retrain to train again)" in capsys.readouterr().out
+    assert main(["demo-checkpoints", "--out", str(tmp_path), "--retrain"]) == 2

@@ -87,6 +87,26 @@ async def test_buttons_are_numbered_across_the_screen(shell: ShellSession) -> No
     assert "HTTP" not in pressed
 
 
+async def test_a_drain_redraws_the_private_answer_as_the_node_now_stands(
+    shell: ShellSession,
+) -> None:
+    await run_one(shell, "/node-health gpu-0256")
+    await run_one(shell, "press 1")  # asks first
+    pressed = screen(await run_one(shell, "press 1"))
+    # The answer the button sat on is replaced: done above, the node as it is now below.
+    assert "(message updated)" in pressed
+    assert pressed.index("Draining `gpu-0256`") < pressed.index("gpu-0256: DRAIN")
+    assert "idle+DRAIN — meowbot: xid95 gpu5 by @alice" in pressed
+    assert set(buttons(pressed).values()) == {"Resume node"}
+    assert "Proposed drain reason" not in pressed
+    # and it resumes from there, the answer redrawn once more with Drain back.
+    resume = next(iter(buttons(pressed)))
+    await run_one(shell, f"press {resume}")  # still failing its checks: asks first
+    resumed = screen(await run_one(shell, f"press {resume}"))
+    assert "Resumed `gpu-0256`" in resumed
+    assert set(buttons(resumed).values()) == {"Drain node"}
+
+
 async def test_press_unknown_number_says_which_exist(shell: ShellSession) -> None:
     with pytest.raises(ValueError, match="no button on the screen yet"):
         await run_one(shell, "press 1")
