@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from slack_bolt.context.ack.async_ack import AsyncAck
+from slack_bolt.context.respond.async_respond import AsyncRespond
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import router
 from bot.deps import Deps
 from bot.render.blocks import success
 from bot.render.palette import OPEN_PALETTE_ACTION, palette_modal
@@ -19,7 +20,10 @@ from bot.render.triage import (
     resume_anyway,
 )
 from bot.triage import actions as node_actions
+from handlers.commands import COMMANDS
 from handlers.registry import Listener, Registry
+from handlers.reply import respond_message
+from handlers.triage import node_health_answer
 
 NodeAction = Callable[[str, str], Awaitable[node_actions.Done]]
 
@@ -31,14 +35,14 @@ def _on_private_answer(body: dict[str, Any]) -> bool:
 
 
 def register(reg: Registry, deps: Deps) -> None:
-    async def on_open_palette(ack: Any, body: dict[str, Any], client: AsyncWebClient) -> None:
+    async def on_open_palette(ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:
         await ack()
         # views.open must use the trigger within 3 s of the click: nothing slow before it.
-        await client.views_open(trigger_id=body["trigger_id"], view=palette_modal())
+        await client.views_open(trigger_id=body["trigger_id"], view=palette_modal(COMMANDS))
 
     def node_action(verb: str, run: NodeAction) -> Listener:
         async def on_press(
-            ack: Any, body: dict[str, Any], respond: Any, client: AsyncWebClient
+            ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond, client: AsyncWebClient
         ) -> None:
             await ack()
             user = body.get("user", {})
@@ -51,13 +55,12 @@ def register(reg: Registry, deps: Deps) -> None:
             done = await run(value, name)
             if done.can_force:
                 msg = resume_anyway(done.sentence, value, RESUME_ANYWAY_ACTION, value)
-                await respond(response_type="ephemeral", replace_original=False, text=msg.text,
-                              blocks=msg.blocks)  # fmt: skip
+                await respond_message(respond, msg, replace_original=False)
                 return
             if done.changed and _on_private_answer(body):
                 # The private /node-health answer the button sat on is redrawn as the node now
                 # stands (Resume where Drain was), the sentence of what was done above it.
-                fresh = await router.answer("/node-health", value.partition("|")[0], deps.triage)
+                fresh = await node_health_answer(deps.triage, value.partition("|")[0])
                 await respond(response_type="ephemeral", replace_original=True,
                               text=f"{done.sentence}\n{fresh.text}",
                               blocks=[*success(done.sentence).blocks, *fresh.blocks])  # fmt: skip
@@ -81,7 +84,7 @@ def register(reg: Registry, deps: Deps) -> None:
             triage.scheduler, value, user_name, force=True, memory=triage.resumes
         )
 
-    async def on_link(ack: Any) -> None:
+    async def on_link(ack: AsyncAck) -> None:
         # Slack opens the URL itself; the click is still delivered and must be acked.
         await ack()
 

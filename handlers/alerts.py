@@ -8,6 +8,8 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from slack_bolt.context.ack.async_ack import AsyncAck
+from slack_bolt.context.respond.async_respond import AsyncRespond
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -27,7 +29,8 @@ from bot.render.alerts import (
     split_value,
 )
 from bot.render.triage import resume_anyway
-from handlers.registry import Registry
+from handlers.registry import Listener, Registry
+from handlers.reply import post_message, respond_message
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +50,7 @@ def _value(body: dict[str, Any]) -> str:
 
 
 def register(reg: Registry, deps: Deps) -> None:
-    async def tell(respond: Any, text: str) -> None:
+    async def tell(respond: AsyncRespond, text: str) -> None:
         await respond(response_type="ephemeral", replace_original=False, text=text)
 
     async def thread(client: AsyncWebClient, alerting: Alerting, out: acts.Outcome) -> None:
@@ -66,7 +69,7 @@ def register(reg: Registry, deps: Deps) -> None:
         alerting.wake.set()  # the group's message shows the change
 
     async def may_act(
-        body: dict[str, Any], client: AsyncWebClient, respond: Any, verb: str
+        body: dict[str, Any], client: AsyncWebClient, respond: AsyncRespond, verb: str
     ) -> bool:
         if await deps.authz.allowed(_actor(body).user_id, client):
             return True
@@ -76,7 +79,9 @@ def register(reg: Registry, deps: Deps) -> None:
     def alerting_or_none() -> Alerting | None:
         return deps.alerting
 
-    async def on_ack(ack: Any, body: dict[str, Any], respond: Any, client: AsyncWebClient) -> None:
+    async def on_ack(
+        ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond, client: AsyncWebClient
+    ) -> None:
         await ack()
         alerting = alerting_or_none()
         if alerting is None:
@@ -87,7 +92,7 @@ def register(reg: Registry, deps: Deps) -> None:
         await tell(respond, out.sentence)
 
     async def on_silence(
-        ack: Any, body: dict[str, Any], respond: Any, client: AsyncWebClient
+        ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond, client: AsyncWebClient
     ) -> None:
         await ack()
         alerting = alerting_or_none()
@@ -115,7 +120,7 @@ def register(reg: Registry, deps: Deps) -> None:
         await say(out.sentence)
 
     async def on_silence_modal(
-        ack: Any, body: dict[str, Any], view: dict[str, Any], client: AsyncWebClient
+        ack: AsyncAck, body: dict[str, Any], view: dict[str, Any], client: AsyncWebClient
     ) -> None:
         state = view.get("state", {}).get("values", {})
         raw = str(state.get("duration", {}).get("hours", {}).get("value") or "").strip()
@@ -149,7 +154,7 @@ def register(reg: Registry, deps: Deps) -> None:
         await silence(alerting, client, say, body, gid, hours * 3600)
 
     async def on_drain(
-        ack: Any, body: dict[str, Any], respond: Any, client: AsyncWebClient
+        ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond, client: AsyncWebClient
     ) -> None:
         await ack()
         alerting = alerting_or_none()
@@ -164,12 +169,11 @@ def register(reg: Registry, deps: Deps) -> None:
         await thread(client, alerting, out)
         if out.confirm_id is not None and out.group is not None:
             msg = confirm_drain_message(out.confirm_id, node, _actor(body).user_name)
-            await client.chat_postMessage(channel=out.group.channel, thread_ts=out.group.ts,
-                                          text=msg.text, blocks=msg.blocks)  # fmt: skip
+            await post_message(client, out.group.channel, msg, thread_ts=out.group.ts)
         await tell(respond, out.sentence)
 
     async def on_confirm_drain(
-        ack: Any, body: dict[str, Any], respond: Any, client: AsyncWebClient
+        ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond, client: AsyncWebClient
     ) -> None:
         await ack()
         alerting = alerting_or_none()
@@ -183,9 +187,9 @@ def register(reg: Registry, deps: Deps) -> None:
         await thread(client, alerting, out)
         await tell(respond, out.sentence)
 
-    def on_resume_with(force: bool) -> Any:
+    def on_resume_with(force: bool) -> Listener:
         async def on_resume(
-            ack: Any, body: dict[str, Any], respond: Any, client: AsyncWebClient
+            ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond, client: AsyncWebClient
         ) -> None:
             await ack()
             alerting = alerting_or_none()
@@ -200,14 +204,13 @@ def register(reg: Registry, deps: Deps) -> None:
             if out.can_force:
                 # Someone else's reason: the person may confirm over it ("Resume anyway").
                 msg = resume_anyway(out.sentence, node, ALERT_RESUME_ANYWAY_ACTION, value)
-                await respond(response_type="ephemeral", replace_original=False,
-                              text=msg.text, blocks=msg.blocks)  # fmt: skip
+                await respond_message(respond, msg, replace_original=False)
                 return
             await tell(respond, out.sentence)
 
         return on_resume
 
-    async def on_link(ack: Any) -> None:
+    async def on_link(ack: AsyncAck) -> None:
         await ack()
 
     reg.action(ALERT_ACK_ACTION, on_ack)

@@ -1,7 +1,19 @@
-"""The commands: one table of how each runs, and the slash-command listener.
+"""The commands: one table, one `dispatch`, and the slash-command listener.
 
-Slash commands and the App Home palette both come through `dispatch`, so a command answers the
-same wherever it is asked; only where the answer goes and how a form opens differ (`Asker`).
+Each command is declared once, here: its name, description, usage and usage hint (which the
+manifest test holds manifest.yaml to), its help extras, what runs it and when it answers with a
+form instead. The table lives in handlers/ rather than bot/ because an entry references its
+runner, which talks to Slack; bot/render/palette.py and the shell take the table's names and
+descriptions as arguments or imports and declare nothing themselves. Each runner lives in the
+handler module of its surface (handlers/triage.py, jobslow.py, playground.py, highlights.py).
+
+Every entry point (the slash command, the App Home palette, and any later one) builds an
+`Asker` and calls `dispatch`, so a command answers the same wherever it is asked; only where the
+answer goes and how a form opens differ.
+
+A runner either answers once, privately (`asker.private`), or is long-running: it posts and
+edits messages itself (/job-slow, /playground, /highlights stats), and answers bad input
+privately. Either way the listener has acked before it runs.
 """
 
 from __future__ import annotations
@@ -10,74 +22,142 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from slack_bolt.context.ack.async_ack import AsyncAck
+from slack_bolt.context.respond.async_respond import AsyncRespond
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import router
-from bot.commands import COMMANDS
 from bot.deps import Deps
-from bot.render.blocks import SlackMessage
-from handlers import highlights, jobslow, playground
-from handlers.playground import OpenView
+from bot.render.blocks import SlackMessage, usage
+from bot.render.blocks import error as error_message
+from bot.render.triage import faults_help_lines
+from handlers import highlights, jobslow, playground, triage
 from handlers.registry import Registry
-from handlers.reply import Private, respond_message
+from handlers.reply import Asker, Misread, respond_message
+
+Runner = Callable[[Deps, AsyncWebClient, str, Asker], Awaitable[None]]
+"""Runs the command's text for the asker: (deps, client, text, asker)."""
+
+HELP_WORDS = {"help", "-h", "--help", "?"}
+
+
+def _never(deps: Deps, text: str) -> bool:
+    return False
 
 
 @dataclass(frozen=True)
-class Asker:
-    """Who asked, and how to answer them where they asked."""
+class Command:
+    name: str
+    description: str
+    usage_hint: str
+    usage: tuple[str, ...]
+    run: Runner
+    # Alone (no text), the command answers with its usage rather than running.
+    needs_argument: bool = False
+    # What its help adds to the usage lines: the lists a person cannot guess.
+    help_more: Callable[[], list[str]] | None = None
+    # Whether `text` answers with a form (a modal) rather than a message: the palette then
+    # lets the form replace its own modal instead of closing it.
+    opens_form: Callable[[Deps, str], bool] = _never
 
-    user_id: str
-    channel: str  # where a public answer goes: the channel, or the person's DM
-    team: str
-    private: Private  # an answer for the asker only
-    open_view: OpenView  # shows a form (a modal) to the asker
-
-
-Runner = Callable[[Deps, AsyncWebClient, str, Asker], Awaitable[None]]
-
-
-async def _job_slow(deps: Deps, client: AsyncWebClient, text: str, a: Asker) -> None:
-    await jobslow.run(deps, client, text=text, user_id=a.user_id, channel=a.channel,
-                      private=a.private)  # fmt: skip
-
-
-async def _playground(deps: Deps, client: AsyncWebClient, text: str, a: Asker) -> None:
-    await playground.run_command(deps, client, text=text, user_id=a.user_id, channel=a.channel,
-                                 open_view=a.open_view, private=a.private)  # fmt: skip
+    def help(self) -> SlackMessage:
+        more = self.help_more() if self.help_more else []
+        return usage(self.name, [*self.usage, *more], self.description)
 
 
-async def _highlights(deps: Deps, client: AsyncWebClient, text: str, a: Asker) -> None:
-    await highlights.run(deps, client, text=text, user_id=a.user_id, channel=a.channel,
-                         team=a.team, private=a.private)  # fmt: skip
+COMMANDS: tuple[Command, ...] = (
+    Command(
+        name="/node-health",
+        description="Is this node fit to run work, and if not, why and what to do",
+        usage_hint="<node | hostlist> | help",
+        usage=(
+            "`/node-health gpu-0042`: verdict, failing checks with evidence, Slurm state, GPUs",
+            "`/node-health gpu-[0001-0064]`: counts per verdict, unhealthy nodes first",
+        ),
+        run=triage.node_health,
+        needs_argument=True,
+    ),
+    Command(
+        name="/job-slow",
+        description="Why is my job slower than yesterday; which node is the straggler",
+        usage_hint="[job-id] | help",
+        usage=(
+            "`/job-slow 123456`: step time against yesterday, stragglers with their cause",
+            "`/job-slow`: pick one of your running jobs",
+        ),
+        run=jobslow.command,
+    ),
+    Command(
+        name="/hw-faults",
+        description="Hardware faults across the fleet, grouped by cause and topology",
+        usage_hint="[node | hostlist | kind] [--since 24h] | help",
+        usage=(
+            "`/hw-faults`: faults of the last 24 h, worst first, grouped by cause and switch",
+            "`/hw-faults xid --since 6h`: one kind of fault over a window",
+        ),
+        run=triage.hw_faults,
+        help_more=faults_help_lines,
+    ),
+    Command(
+        name="/playground",
+        description="Prompt in-training checkpoints side by side",
+        usage_hint="[run prompt] | watches | unwatch <id> | help",
+        usage=(
+            "`/playground`: open the playground to pick a run, checkpoints and a prompt",
+            "`/playground tiny-gpt Once upon a time`: newest two checkpoints, default settings",
+            "`/playground watches`, `/playground unwatch <id>`: prompts re-run on new checkpoints",
+        ),
+        run=playground.command,
+        opens_form=playground.opens_form,
+    ),
+    Command(
+        name="/highlights",
+        description="The :meow_party: highlights digest",
+        usage_hint="[last-week | stats | opt-out | opt-in] | help",
+        usage=(
+            "`/highlights`: this week's highlights so far (only you see it)",
+            "`/highlights last-week`: the last complete week",
+            "`/highlights stats`: totals, top channels and authors, a chart of every week",
+            "`/highlights opt-out`, `/highlights opt-in`: whether your messages are shown",
+        ),
+        run=highlights.command,
+    ),
+)
+
+BY_NAME: dict[str, Command] = {c.name: c for c in COMMANDS}
 
 
-# Commands whose work outlives the ack: they post and edit messages themselves, and answer
-# bad input privately. The others answer at once through `router.answer`.
-LONG_RUNNING: dict[str, Runner] = {
-    jobslow.COMMAND: _job_slow,
-    playground.COMMAND: _playground,
-    highlights.COMMAND: _highlights,
-}
+def is_help(text: str) -> bool:
+    words = text.split()
+    return bool(words) and words[0].lower() in HELP_WORDS
 
 
-def opens_a_view(deps: Deps, name: str, text: str) -> bool:
-    """Whether the command answers with a form rather than a message (`/playground` alone)."""
-    return name == playground.COMMAND and not text.split() and deps.playground is not None
+def opens_a_form(deps: Deps, name: str, text: str) -> bool:
+    """Whether `name text` answers with a form rather than a message (`/playground` alone)."""
+    cmd = BY_NAME.get(name)
+    return cmd is not None and cmd.opens_form(deps, text)
 
 
 async def dispatch(deps: Deps, client: AsyncWebClient, name: str, text: str, asker: Asker) -> None:
     """Runs `name text` for `asker`; the caller has acked (or acks through `open_view`)."""
     deps.telemetry.commands.labels(command=name).inc()
-    runner = LONG_RUNNING.get(name)
-    if runner is not None and not router.is_help(text):
-        await runner(deps, client, text, asker)
+    cmd = BY_NAME.get(name)
+    if cmd is None:
+        known = ", ".join(sorted(BY_NAME))
+        await asker.private(error_message(f"I don't know {name}; I answer {known}."))
         return
-    await asker.private(await router.answer(name, text, deps.triage))
+    if is_help(text) or (cmd.needs_argument and not text.split()):
+        await asker.private(cmd.help())
+        return
+    try:
+        await cmd.run(deps, client, text, asker)
+    except Misread as misread:
+        await asker.private(error_message(misread.sentence))
+        await asker.private(cmd.help())
 
 
 def register(reg: Registry, deps: Deps) -> None:
     async def on_command(
-        ack: Any, command: dict[str, Any], respond: Any, client: AsyncWebClient
+        ack: AsyncAck, command: dict[str, Any], respond: AsyncRespond, client: AsyncWebClient
     ) -> None:
         # Ack before anything else: Slack gives up after 3 s.
         await ack()

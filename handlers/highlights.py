@@ -18,22 +18,19 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.commands import BY_NAME
 from bot.deps import Deps
 from bot.highlights.models import Reaction
 from bot.highlights.rules import base_emoji
 from bot.highlights.service import Outcome, Recorded
 from bot.render.blocks import error as error_message
 from bot.render.blocks import success as success_message
-from bot.render.blocks import usage
 from bot.render.charts import highlights_chart
 from bot.render.highlights import render_stats, render_week
 from handlers.registry import Registry
-from handlers.reply import Private, post_message
+from handlers.reply import Asker, Misread, post_message
 
 log = logging.getLogger(__name__)
 
-COMMAND = "/highlights"
 SUBCOMMANDS = ("", "last-week", "stats", "opt-out", "opt-in")
 _DONE = BoltResponse(status=200, body="")
 
@@ -113,17 +110,9 @@ def register(reg: Registry, deps: Deps) -> None:
     reg.event("message", on_message, before_ack=store_message_change)
 
 
-async def run(
-    deps: Deps,
-    client: AsyncWebClient,
-    *,
-    text: str,
-    user_id: str,
-    channel: str,
-    team: str,
-    private: Private,
-) -> None:
-    """`/highlights [last-week | stats | opt-out | opt-in]` asked in `channel`."""
+async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -> None:
+    """`/highlights [last-week | stats | opt-out | opt-in]` asked in the asker's channel."""
+    private, user_id, channel, team = asker.private, asker.user_id, asker.channel, asker.team
     hl = deps.highlights
     if hl is None:
         await private(error_message("Highlights need shared state: set REDIS_URL."))
@@ -133,10 +122,7 @@ async def run(
     cfg = hl.cfg
     emoji, zone = cfg.emoji[0], cfg.schedule.zone
     if sub not in SUBCOMMANDS or len(words) > 1:
-        cmd = BY_NAME[COMMAND]
-        await private(error_message(f"I don't know `{' '.join(words)[:50]}`."))
-        await private(usage(cmd.name, list(cmd.usage), cmd.description))
-        return
+        raise Misread(f"I don't know `{' '.join(words)[:50]}`.")
     if sub in ("opt-out", "opt-in"):
         await hl.set_opt_out(team, user_id, sub == "opt-out")
         await private(
@@ -163,7 +149,7 @@ async def run(
         await private(message)
         return
     try:
-        ts = await post_message(client, channel, message)
+        posted = await post_message(client, channel, message)
     except SlackApiError as exc:
         code = exc.response.get("error", "unknown")
         await private(message)
@@ -175,7 +161,7 @@ async def run(
     )  # fmt: skip
     try:
         await client.files_upload_v2(
-            channel=channel, thread_ts=ts, content=png, filename="highlights-per-week.png",
+            channel=channel, thread_ts=posted.ts, content=png, filename="highlights-per-week.png",
             title="Highlights per week",
         )  # fmt: skip
     except SlackApiError as exc:

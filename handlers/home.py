@@ -11,6 +11,7 @@ from bot.deps import Deps
 from bot.render.palette import home_view
 from bot.render.triage import glance_lines, jobs_lines
 from bot.triage.service import fleet_glance, user_jobs
+from handlers.commands import COMMANDS
 from handlers.registry import Registry
 
 
@@ -23,7 +24,7 @@ def register(reg: Registry, deps: Deps) -> None:
             fleet_glance(deps.triage),
             user_jobs(deps.triage, await deps.users.cluster_user(user, client)),
         )
-        view = home_view(deps.settings.backends(), glance_lines(glance), jobs_lines(mine))
+        view = home_view(COMMANDS, deps.settings.backends(), glance_lines(glance), jobs_lines(mine))
         await client.views_publish(user_id=user, view=view)
 
     reg.event("app_home_opened", on_home_opened)

@@ -12,6 +12,8 @@ import asyncio
 import logging
 from typing import Any
 
+from slack_bolt.context.ack.async_ack import AsyncAck
+from slack_bolt.context.respond.async_respond import AsyncRespond
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -30,11 +32,9 @@ from bot.render.jobslow import (
 from bot.triage.jobs import SlowJobReport, find_job, slow_job
 from bot.triage.service import UserError, user_jobs
 from handlers.registry import Registry
-from handlers.reply import Private, post_message
+from handlers.reply import Asker, Private, post_message, respond_message, update_message
 
 log = logging.getLogger(__name__)
-
-COMMAND = "/job-slow"
 
 
 def chart_png(
@@ -79,13 +79,10 @@ async def run(
     if isinstance(job, UserError):
         await private(error_message(job.sentence))
         return
-    progress = render_progress(job)
     ts: str | None = None
     try:
-        posted = await client.chat_postMessage(
-            channel=channel, text=progress.text, blocks=progress.blocks
-        )
-        ts, channel = str(posted["ts"]), str(posted.get("channel") or channel)
+        posted = await post_message(client, channel, render_progress(job))
+        ts, channel = posted.ts, posted.channel
     except SlackApiError as exc:
         code = exc.response.get("error", "unknown")
         await private(
@@ -100,16 +97,14 @@ async def run(
         if ts is None:
             await private(failed)
         else:
-            await client.chat_update(channel=channel, ts=ts, text=failed.text, blocks=failed.blocks)
+            await update_message(client, channel, ts, failed)
         return
     answer, detail = render_answer(report), render_detail(report)
     if ts is None:
         await private(answer)
         await private(detail)
         return
-    await client.chat_update(channel=channel, ts=ts, text=answer.text, blocks=answer.blocks)
-    for chunk in answer.overflow:
-        await client.chat_postMessage(channel=channel, text=answer.text, blocks=chunk, thread_ts=ts)
+    await update_message(client, channel, ts, answer)
     await post_message(client, channel, detail, thread_ts=ts)
     if not report.pace and len(report.diagnosis.per_node) < 2:
         return  # nothing over time and no nodes to compare: a chart would be blank
@@ -131,19 +126,22 @@ async def run(
         )
 
 
+async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -> None:
+    """`/job-slow [job-id]` asked in the asker's channel."""
+    await run(deps, client, text=text, user_id=asker.user_id, channel=asker.channel,
+              private=asker.private)  # fmt: skip
+
+
 def register(reg: Registry, deps: Deps) -> None:
-    async def on_pick(ack: Any, body: dict[str, Any], respond: Any, client: AsyncWebClient) -> None:
+    async def on_pick(
+        ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond, client: AsyncWebClient
+    ) -> None:
         await ack()
         job_id = str(body["actions"][0].get("value", ""))
         channel = str((body.get("channel") or {}).get("id") or body["user"]["id"])
 
         async def private(message: SlackMessage) -> None:
-            await respond(
-                text=message.text,
-                blocks=message.blocks,
-                response_type="ephemeral",
-                replace_original=False,
-            )
+            await respond_message(respond, message, replace_original=False)
 
         await run(
             deps, client, text=job_id, user_id=body["user"]["id"], channel=channel, private=private

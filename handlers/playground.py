@@ -10,10 +10,12 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from slack_bolt.context.ack.async_ack import AsyncAck
+from slack_bolt.context.respond.async_respond import AsyncRespond
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -38,11 +40,17 @@ from bot.render.playground import (
     render_watches,
 )
 from handlers.registry import Registry
-from handlers.reply import Private
+from handlers.reply import (
+    Asker,
+    OpenView,
+    Private,
+    post_ephemeral,
+    post_message,
+    respond_message,
+)
 
 log = logging.getLogger(__name__)
 
-COMMAND = "/playground"
 NOT_CONFIGURED = (
     "No checkpoint server is configured (set PLAYGROUND_ENDPOINTS). To try the playground "
     "on this machine, start a tiny run and its server with one command: "
@@ -50,28 +58,22 @@ NOT_CONFIGURED = (
 )
 FULL_TEXT_CHARS = 39_000
 
-OpenView = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
-"""Shows a modal to the person who asked; returns the view as Slack keeps it (its `id`, and
-its `hash` when known), for `views.update` to fill in."""
+
+def opens_form(deps: Deps, text: str) -> bool:
+    """`/playground` alone answers with the form, where a checkpoint server is configured."""
+    return not text.split() and deps.playground is not None
 
 
-async def run_command(
-    deps: Deps,
-    client: AsyncWebClient,
-    *,
-    text: str,
-    user_id: str,
-    channel: str,
-    open_view: OpenView,
-    private: Private,
-) -> None:
+async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -> None:
+    """`/playground [run prompt | watches | unwatch <id>]` asked in the asker's channel."""
+    private, user_id, channel = asker.private, asker.user_id, asker.channel
     pg = deps.playground
     if pg is None:
         await private(error_message(NOT_CONFIGURED))
         return
     words = text.split(maxsplit=1)
     if not words:
-        await open_modal(pg, client, open_view=open_view, channel=channel)
+        await open_modal(pg, client, open_view=asker.open_view, channel=channel)
         return
     verb = words[0].lower()
     if verb == "watches":
@@ -151,16 +153,14 @@ async def start(
 
         first = message([Output(checkpoint=c) for c in checkpoints], False)
         try:
-            posted = await client.chat_postMessage(
-                channel=channel, text=first.text, blocks=first.blocks, thread_ts=thread_ts
-            )
+            posted = await post_message(client, channel, first, thread_ts=thread_ts)
         except SlackApiError as exc:
             code = exc.response.get("error", "unknown")
             await private(error_message(f"I cannot post in this channel ({code}): invite me, "
                                         "or use the playground in a DM with me."))  # fmt: skip
             return
         posted_at = time.monotonic()
-        ts, channel = str(posted["ts"]), str(posted.get("channel") or channel)
+        ts, channel = posted.ts, posted.channel
         await pg.store.save_session(sid, json.dumps({
             "prompt": prompt.model_dump(mode="json"), "steps": [c.step for c in checkpoints],
             "channel": channel, "ts": thread_ts or ts, "user": user_id,
@@ -197,22 +197,21 @@ async def _session(pg: Playground, sid: str) -> dict[str, Any] | None:
 
 def watch_poster(client: AsyncWebClient) -> PostWatch:
     async def post(watch: Watch, out: Output) -> None:
-        msg = render_watch_answer(watch, out)
-        await client.chat_postMessage(channel=watch.channel, thread_ts=watch.thread_ts,
-                                      text=msg.text, blocks=msg.blocks)  # fmt: skip
+        await post_message(client, watch.channel, render_watch_answer(watch, out),
+                           thread_ts=watch.thread_ts)  # fmt: skip
 
     return post
 
 
 def register(reg: Registry, deps: Deps) -> None:
-    async def tell(respond: Any, text: str) -> None:
+    async def tell(respond: AsyncRespond, text: str) -> None:
         await respond(response_type="ephemeral", replace_original=False, text=text)
 
     def sid_of(body: dict[str, Any]) -> str:
         return str((body.get("actions") or [{}])[0].get("value") or "")
 
     async def session_or_say(
-        body: dict[str, Any], respond: Any
+        body: dict[str, Any], respond: AsyncRespond
     ) -> tuple[Playground, dict[str, Any]] | None:
         """The playground and the pressed message's request, or None (said when expired)."""
         pg = deps.playground
@@ -224,7 +223,7 @@ def register(reg: Registry, deps: Deps) -> None:
             return None
         return pg, session
 
-    async def on_cancel(ack: Any, body: dict[str, Any], respond: Any,
+    async def on_cancel(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond,
                         client: AsyncWebClient) -> None:  # fmt: skip
         await ack()
         pg = deps.playground
@@ -239,7 +238,7 @@ def register(reg: Registry, deps: Deps) -> None:
         await pg.store.cancel(sid_of(body))
         await tell(respond, "Cancelling: the streams stop within a second.")
 
-    async def on_rerun(ack: Any, body: dict[str, Any], respond: Any,
+    async def on_rerun(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond,
                        client: AsyncWebClient) -> None:  # fmt: skip
         await ack()
         found = await session_or_say(body, respond)
@@ -256,13 +255,12 @@ def register(reg: Registry, deps: Deps) -> None:
         user = str(body.get("user", {}).get("id", ""))
 
         async def private(msg: SlackMessage) -> None:
-            await respond(response_type="ephemeral", replace_original=False, text=msg.text,
-                          blocks=msg.blocks)  # fmt: skip
+            await respond_message(respond, msg, replace_original=False)
 
         await start(deps, pg, client, prompt, picked, user_id=user, channel=session["channel"],
                     thread_ts=session["ts"], private=private)  # fmt: skip
 
-    async def on_watch(ack: Any, body: dict[str, Any], respond: Any) -> None:
+    async def on_watch(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
         await ack()
         found = await session_or_say(body, respond)
         if found is None:
@@ -282,7 +280,7 @@ def register(reg: Registry, deps: Deps) -> None:
                             "answers this prompt in the thread. `/playground unwatch "
                             f"{watch.id}` stops it.")  # fmt: skip
 
-    async def on_run_pick(ack: Any, body: dict[str, Any], client: AsyncWebClient) -> None:
+    async def on_run_pick(ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:
         await ack()
         pg = deps.playground
         if pg is None:
@@ -296,7 +294,7 @@ def register(reg: Registry, deps: Deps) -> None:
                               max_tokens=pg.cfg.max_tokens, temperature=pg.cfg.temperature),
         )  # fmt: skip
 
-    async def on_submit(ack: Any, body: dict[str, Any], view: dict[str, Any],
+    async def on_submit(ack: AsyncAck, body: dict[str, Any], view: dict[str, Any],
                         client: AsyncWebClient) -> None:  # fmt: skip
         pg = deps.playground
         if pg is None:
@@ -314,8 +312,7 @@ def register(reg: Registry, deps: Deps) -> None:
         channel = str(json.loads(view.get("private_metadata") or "{}").get("channel") or user)
 
         async def private(msg: SlackMessage) -> None:
-            await client.chat_postEphemeral(channel=channel, user=user, text=msg.text,
-                                            blocks=msg.blocks)  # fmt: skip
+            await post_ephemeral(client, channel, user, msg)
 
         catalog = await pg.catalog()
         picked = pg.choose(catalog, run, steps)

@@ -1,9 +1,10 @@
-"""Modal submissions: the App Home palette runs its command through the slash commands' table."""
+"""Modal submissions: the App Home palette runs its command through the one command table."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.deps import Deps
@@ -11,14 +12,14 @@ from bot.render.blocks import SlackMessage
 from bot.render.palette import PALETTE_CALLBACK, parse_palette
 from handlers import commands
 from handlers.registry import Registry
-from handlers.reply import post_message
+from handlers.reply import Asker, post_message
 
 
 def register(reg: Registry, deps: Deps) -> None:
     async def on_palette(
-        ack: Any, body: dict[str, Any], view: dict[str, Any], client: AsyncWebClient
+        ack: AsyncAck, body: dict[str, Any], view: dict[str, Any], client: AsyncWebClient
     ) -> None:
-        parsed = parse_palette(view)
+        parsed = parse_palette(view, commands.BY_NAME)
         if isinstance(parsed, dict):
             # Field errors keep the modal open with the problem shown beside the input.
             await ack(response_action="errors", errors=parsed)
@@ -39,11 +40,11 @@ def register(reg: Registry, deps: Deps) -> None:
             acked = True
             return {"id": view.get("id")}  # an updated view keeps its id; its hash is new
 
-        if not commands.opens_a_view(deps, name, text):
+        if not commands.opens_a_form(deps, name, text):
             await ack()
             acked = True
         team = str((body.get("team") or {}).get("id") or body["user"].get("team_id") or "")
-        asker = commands.Asker(user_id=user_id, channel=user_id, team=team, private=private,
+        asker = Asker(user_id=user_id, channel=user_id, team=team, private=private,
                                open_view=open_view)  # fmt: skip
         try:
             await commands.dispatch(deps, client, name, text, asker)

@@ -1,14 +1,15 @@
 """The App Home tab and the command palette modal opened from it.
 
 The palette lets someone run a command without remembering its syntax; its submission goes
-through the same router as the slash command.
+through the same dispatch as the slash command. The commands are handlers/commands.py's table,
+passed in: this module renders them and declares none.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Collection, Sequence
+from typing import Any, Protocol
 
-from bot.commands import BY_NAME, COMMANDS
 from bot.render.blocks import HomeTab, Modal, button
 from bot.render.mrkdwn import code
 
@@ -19,8 +20,22 @@ PALETTE_TEXT = "palette_text"
 MAX_PALETTE_TEXT = 500
 
 
+class Listed(Protocol):
+    """What the home tab and the palette show of a command."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def usage_hint(self) -> str: ...
+
+
 def home_view(
-    backends: dict[str, str], glance: list[str] | None = None, jobs: list[str] | None = None
+    commands: Sequence[Listed],
+    backends: dict[str, str],
+    glance: list[str] | None = None,
+    jobs: list[str] | None = None,
 ) -> dict[str, Any]:
     """The home tab: the fleet at a glance and the viewer's jobs, when they could be read."""
     home = HomeTab(callback_id="meowbot_home")
@@ -34,17 +49,17 @@ def home_view(
     if glance or jobs:
         home.divider()
     home.section("GPU cluster triage and the model playground. Commands:")
-    home.lines([f"{code(c.name + ' ' + c.usage_hint)}: {c.description}" for c in COMMANDS])
+    home.lines([f"{code(c.name + ' ' + c.usage_hint)}: {c.description}" for c in commands])
     home.actions(button("Run a command", OPEN_PALETTE_ACTION, style="primary"))
     home.divider()
     home.fields([(name, state) for name, state in backends.items()])
     return home.build()
 
 
-def palette_modal() -> dict[str, Any]:
+def palette_modal(commands: Sequence[Listed]) -> dict[str, Any]:
     modal = Modal("Run a command", callback_id=PALETTE_CALLBACK, submit="Run")
     modal.select_input(
-        "Command", PALETTE_COMMAND, [(c.name, c.name) for c in COMMANDS], initial=COMMANDS[0].name
+        "Command", PALETTE_COMMAND, [(c.name, c.name) for c in commands], initial=commands[0].name
     )
     modal.text_input(
         "Arguments",
@@ -57,13 +72,14 @@ def palette_modal() -> dict[str, Any]:
     return modal.build()
 
 
-def parse_palette(view: dict[str, Any]) -> tuple[str, str] | dict[str, str]:
-    """(command, text) from a submitted palette, or field errors keyed by block id."""
+def parse_palette(view: dict[str, Any], names: Collection[str]) -> tuple[str, str] | dict[str, str]:
+    """(command, text) from a submitted palette (`names`: the commands it offers), or field
+    errors keyed by block id."""
     values = view.get("state", {}).get("values", {})
     chosen = values.get(PALETTE_COMMAND, {}).get(PALETTE_COMMAND, {}).get("selected_option")
     name = str(chosen.get("value", "")) if isinstance(chosen, dict) else ""
     text = str(values.get(PALETTE_TEXT, {}).get(PALETTE_TEXT, {}).get("value") or "")
-    if name not in BY_NAME:
+    if name not in names:
         return {PALETTE_COMMAND: "Pick one of the commands."}
     if len(text) > MAX_PALETTE_TEXT:
         return {PALETTE_TEXT: f"At most {MAX_PALETTE_TEXT} characters."}

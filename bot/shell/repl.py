@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from bot.commands import COMMANDS
 from bot.config import Settings
 from bot.render.terminal import render_terminal, render_view
 from bot.shell.session import Output, ShellSession
+from handlers.commands import COMMANDS
 
 PROMPT = "meowbot> "
 HISTORY_FILE = Path(os.environ.get("MEOWBOT_HISTORY", "~/.meowbot_history")).expanduser()

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from bot.app import create_bot
-from bot.commands import COMMANDS
 from bot.config import load_settings
+from handlers.commands import COMMANDS
 
 ROOT = Path(__file__).resolve().parents[2]
 # Slack's published schema: ../shared's copy where it is beside the checkout (as in CI), else

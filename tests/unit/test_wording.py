@@ -13,7 +13,6 @@ from bot.backends.sim.fleet import SimFleet
 from bot.backends.sim.metrics import SimInventory, SimMetrics
 from bot.models import FaultKind, JobState
 from bot.render.triage import render_faults, render_node
-from bot.router import answer
 from bot.triage import service
 from bot.triage.checks import CHECKS, HealthConfig
 from bot.triage.kinds import WORDS, words
@@ -23,6 +22,7 @@ from bot.triage.targets import parse_kinds
 from bot.triage.window import in_the_last, span
 from bot.triage.xid import BUCKET_WORDS, IGNORE, XID_CATALOG, advice
 from bot.words import count, number, plural
+from handlers.commands import BY_NAME
 from tests.unit.test_triage import every_kind_fleet, triage_for
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -117,8 +117,7 @@ async def test_node_health_fields_are_slack_bold_once() -> None:
 
 
 async def test_hw_faults_help_lists_every_kind_and_option() -> None:
-    fleet = every_kind_fleet()
-    text = texts(await answer("/hw-faults", "help", triage_for(fleet)))
+    text = texts(BY_NAME["/hw-faults"].help())
     for check in CHECKS:
         for kind in check.kinds:
             assert f"`{kind.value}`" in text

@@ -1,0 +1,34 @@
+"""/node-health and /hw-faults: answered at once, privately, from the triage service."""
+
+from __future__ import annotations
+
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.deps import Deps
+from bot.render.blocks import SlackMessage
+from bot.render.triage import render_faults, render_node, render_summary, render_user_error
+from bot.triage import service
+from bot.triage.service import NodeReport, Triage, UserError
+from handlers.reply import Asker
+
+
+async def node_health_answer(triage: Triage, text: str) -> SlackMessage:
+    """The answer for a node or a hostlist; buttons redraw it after a drain or a resume."""
+    result = await service.node_health(triage, text)
+    if isinstance(result, UserError):
+        return render_user_error(result)
+    if isinstance(result, NodeReport):
+        return render_node(result, dashboard_url=triage.config.dashboard_url)
+    return render_summary(result)
+
+
+async def node_health(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -> None:
+    await asker.private(await node_health_answer(deps.triage, text))
+
+
+async def hw_faults(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -> None:
+    result = await service.hw_faults(deps.triage, text)
+    if isinstance(result, UserError):
+        await asker.private(render_user_error(result))
+        return
+    await asker.private(render_faults(result))
