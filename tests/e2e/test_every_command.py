@@ -1,17 +1,27 @@
 """Every command of the table answers from every entry point: the slash command and the App
-Home palette, with each example of its usage, alone and with `help`. Signed requests into the
+Home palette, with each example of its usage, alone and with `help`; on the bare bot and with a
+checkpoint server (where `/playground` alone answers with its form). Signed requests into the
 real aiohttp server; Slack's side is the emulator."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
+import aiohttp
+import pytest
+
+from bot.app import SLACK_EVENTS_PATH, create_bot
 from bot.render.palette import OPEN_PALETTE_ACTION, PALETTE_CALLBACK, PALETTE_COMMAND, PALETTE_TEXT
+from bot.shell.slack_emulator import SlackEmulator
 from handlers.commands import COMMANDS, Command
-from tests.e2e.conftest import Slack
+from tests.e2e.conftest import Slack, bot_settings
+from tests.e2e.test_playground import start
 
 USER = "U0ADMIN"
 CHANNEL = "C0GENERAL"
@@ -23,6 +33,26 @@ SHOWS = {
 # What an answer must never say: a command the table lists but nothing runs.
 NOT_AN_ANSWER = ("not built", "I don't know /")
 IDLE_S = 30.0  # /job-slow and the highlights chart take a while on a busy machine
+
+
+@pytest.fixture(params=["bare", "playground"])
+async def bot(
+    request: pytest.FixtureRequest,
+    emulator: SlackEmulator,
+    redis_url: str,
+    redis_client: Any,
+    tmp_path: Path,
+) -> AsyncIterator[Slack]:
+    """The bot as the other e2e tests start it, and with a checkpoint server configured."""
+    async with contextlib.AsyncExitStack() as stack:
+        if request.param == "playground":
+            yield await start(emulator, redis_url, stack, tmp_path, max_tokens=8, temperature=0)
+            return
+        bare = await create_bot(bot_settings(emulator, redis_url))
+        stack.push_async_callback(bare.close)
+        port = await bare.start_http("127.0.0.1", 0)
+        http = await stack.enter_async_context(aiohttp.ClientSession())
+        yield Slack(emulator, bare, f"http://127.0.0.1:{port}{SLACK_EVENTS_PATH}", http)
 
 
 def texts_of(cmd: Command) -> list[str]:
@@ -72,7 +102,8 @@ def check(what: str, status: int, shown: list[str]) -> list[str]:
     return failures
 
 
-async def test_every_command_answers_as_a_slash_command(slack: Slack) -> None:
+async def test_every_command_answers_as_a_slash_command(bot: Slack) -> None:
+    slack = bot
     answers = Answers(slack)
     failures: list[str] = []
     for cmd in COMMANDS:
@@ -101,7 +132,8 @@ async def open_palette(slack: Slack) -> dict[str, Any]:
                      "action_ts": f"{time.time():.6f}"}],
     }  # fmt: skip
     assert (await slack.interactive(press))[0] == 200
-    modal = (await emu.wait_for_call("views.open")).args["view"]
+    opened = await emu.wait_for_call("views.open")
+    modal = opened.result["view"]  # as Slack keeps it: with its id, which a form updates
     assert modal["callback_id"] == PALETTE_CALLBACK
     return dict(modal)
 
@@ -117,7 +149,6 @@ def submission(slack: Slack, modal: dict[str, Any], command: str, text: str) -> 
         "trigger_id": emu.new_trigger_id(),
         "view": {
             **modal,
-            "id": "V0PALETTE",
             "state": {
                 "values": {
                     PALETTE_COMMAND: {PALETTE_COMMAND: select},
@@ -128,7 +159,8 @@ def submission(slack: Slack, modal: dict[str, Any], command: str, text: str) -> 
     }
 
 
-async def test_every_command_answers_from_the_app_home_palette(slack: Slack) -> None:
+async def test_every_command_answers_from_the_app_home_palette(bot: Slack) -> None:
+    slack = bot
     modal = await open_palette(slack)
     offered = {
         o["value"]
