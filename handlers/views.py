@@ -45,7 +45,7 @@ def register(reg: Registry, deps: Deps) -> None:
             acked = True
         team = str((body.get("team") or {}).get("id") or body["user"].get("team_id") or "")
         asker = Asker(user_id=user_id, channel=user_id, team=team, private=private,
-                               open_view=open_view)  # fmt: skip
+                      open_view=open_view)  # fmt: skip
         try:
             await commands.dispatch(deps, client, name, text, asker)
         finally:
