@@ -12,8 +12,8 @@ from typing import Any, TextIO
 
 from bot.commands import COMMANDS
 from bot.config import Settings
-from bot.render.terminal import render_terminal, render_view
 from bot.shell.session import Output, ShellSession
+from bot.shell.terminal import render_terminal, render_view
 
 PROMPT = "meowbot> "
 HISTORY_FILE = Path(os.environ.get("MEOWBOT_HISTORY", "~/.meowbot_history")).expanduser()
