@@ -248,15 +248,7 @@ class Crawl:
             done += 1
             await self.settle()
             before = self.shown()
-            emu = self.emu
-            body = {
-                "type": "view_submission",
-                "team": {"id": emu.team_id, "domain": "emu"},
-                "user": {"id": USER, "username": "ana", "team_id": emu.team_id},
-                "api_app_id": emu.app_id,
-                "trigger_id": emu.new_trigger_id(),
-                "view": {**view, "state": {"values": values}},
-            }
+            body = self.emu.view_submission_payload(view, values, user=USER)
             status, text, _ = await self.slack.interactive(body)
             self.callbacks_submitted.add(view["callback_id"])
             label = f"form {view['callback_id']} ({variant})"

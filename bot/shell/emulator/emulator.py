@@ -258,6 +258,13 @@ class SlackEmulator:
             view, action_id, user=user, selected_value=selected_value, block_id=block_id
         )
 
+    def view_submission_payload(
+        self, view: dict[str, Any], values: dict[str, Any], *, user: str = "U0ADMIN"
+    ) -> dict[str, Any]:
+        """A ``view_submission`` payload: ``user`` submits the modal ``view`` with its inputs
+        holding ``values`` (``{block_id: {action_id: {"type": ..., "value": ...}}}``)."""
+        return self._payloads.view_submission(view, values, user=user)
+
     def event_payload(self, event: dict[str, Any]) -> dict[str, Any]:
         """An ``events_api`` envelope payload (event_callback) wrapping ``event``."""
         return self._events.payload(event)

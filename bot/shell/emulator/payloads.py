@@ -1,7 +1,7 @@
 """What Slack sends the bot when a person acts, built from the emulated workspace: a slash
 command, a press of a button or a choice in a select (in a stored message, in another
-version of one, in an ephemeral answer, in a view), each with fresh trigger_id and
-response_url."""
+version of one, in an ephemeral answer, in a view), a form submitted, each with a fresh
+trigger_id (and response_url where Slack gives one)."""
 
 from __future__ import annotations
 
@@ -93,6 +93,24 @@ class Payloads:
             **self._common(user, action),
             "container": {"type": "view", "view_id": view["id"]},
             "view": copy.deepcopy(view),
+        }
+
+    def view_submission(
+        self, view: dict[str, Any], values: dict[str, Any], *, user: str
+    ) -> dict[str, Any]:
+        ws = self.ws
+        u = ws.users[user]
+        return {
+            "type": "view_submission",
+            "team": {"id": ws.team_id, "domain": TEAM_DOMAIN},
+            "user": {"id": user, "username": u["name"], "name": u["name"], "team_id": ws.team_id},
+            "api_app_id": ws.app_id,
+            "token": "verification-token",
+            "trigger_id": self.triggers.new(),
+            "view": {**copy.deepcopy(view), "state": {"values": copy.deepcopy(values)}},
+            "response_urls": [],
+            "is_enterprise_install": False,
+            "enterprise": None,
         }
 
     def _common(self, user: str, action: dict[str, Any]) -> dict[str, Any]:
