@@ -30,7 +30,8 @@ be one of ``options``) and unknown-property checks on the less common blocks and
 
 Its parts, one module each: `workspace` (the state), the Web API methods by family
 (`directory`, `messages`, `conversations`, `views`, `files`), `web_api` (arguments, tokens,
-injected failures, the record of calls), `blockkit` (validation), `response_urls`,
+injected failures, the record of calls) with `params` (reading arguments) and `errors`,
+`blockkit` (validation) with `blockkit_schema` (what goes where), `response_urls`,
 `socket_mode`, `payloads` and `events` (what people do, as Slack sends it), `server` (aiohttp),
 and `emulator`, which puts them together.
 """

@@ -10,114 +10,18 @@ from __future__ import annotations
 from typing import Any
 
 from bot.render import limits
+from bot.shell.emulator.blockkit_schema import (
+    ACCESSORY_ELEMENTS,
+    ACTIONS_ELEMENTS,
+    BLOCK_PROPS,
+    BLOCK_TYPES,
+    BUTTON_PROPS,
+    INPUT_ELEMENTS,
+    OPTION_PROPS,
+    VIEW_PROPS,
+)
 from bot.shell.emulator.errors import SlackError
 
-_BLOCK_TYPES = frozenset(
-    {
-        "section",
-        "header",
-        "context",
-        "divider",
-        "actions",
-        "image",
-        "input",
-        "rich_text",
-        "markdown",
-        "file",
-        "video",
-    }
-)
-_SELECTS = frozenset(
-    {
-        "static_select",
-        "external_select",
-        "users_select",
-        "conversations_select",
-        "channels_select",
-    }
-)
-_MULTI_SELECTS = frozenset(f"multi_{s}" for s in _SELECTS)
-_ACTIONS_ELEMENTS = (
-    frozenset(
-        {
-            "button",
-            "checkboxes",
-            "datepicker",
-            "datetimepicker",
-            "overflow",
-            "radio_buttons",
-            "timepicker",
-            "workflow_button",
-        }
-    )
-    | _SELECTS
-    | _MULTI_SELECTS
-)
-_ACCESSORY_ELEMENTS = (
-    frozenset(
-        {
-            "button",
-            "checkboxes",
-            "datepicker",
-            "image",
-            "overflow",
-            "radio_buttons",
-            "timepicker",
-            "workflow_button",
-        }
-    )
-    | _SELECTS
-    | _MULTI_SELECTS
-)
-_INPUT_ELEMENTS = (
-    frozenset(
-        {
-            "checkboxes",
-            "datepicker",
-            "datetimepicker",
-            "email_text_input",
-            "file_input",
-            "number_input",
-            "plain_text_input",
-            "radio_buttons",
-            "rich_text_input",
-            "timepicker",
-            "url_text_input",
-        }
-    )
-    | _SELECTS
-    | _MULTI_SELECTS
-)
-_BLOCK_PROPS: dict[str, frozenset[str]] = {
-    "section": frozenset({"type", "block_id", "text", "fields", "accessory", "expand"}),
-    "header": frozenset({"type", "block_id", "text"}),
-    "divider": frozenset({"type", "block_id"}),
-    "context": frozenset({"type", "block_id", "elements"}),
-    "actions": frozenset({"type", "block_id", "elements"}),
-    "input": frozenset(
-        {"type", "block_id", "label", "element", "dispatch_action", "hint", "optional"}
-    ),
-    "markdown": frozenset({"type", "block_id", "text"}),
-}
-_BUTTON_PROPS = frozenset(
-    {"type", "text", "action_id", "url", "value", "style", "confirm", "accessibility_label"}
-)
-_OPTION_PROPS = frozenset({"text", "value", "description", "url"})
-_VIEW_PROPS = frozenset(
-    {
-        "type",
-        "title",
-        "blocks",
-        "close",
-        "submit",
-        "private_metadata",
-        "callback_id",
-        "clear_on_close",
-        "notify_on_close",
-        "external_id",
-        "submit_disabled",
-    }
-)
 # Not a limit Slack documents: a bound on a rich_text block's elements, so that a runaway
 # payload fails here instead of passing.
 _MAX_RICH_TEXT_ELEMENTS = 10_000
@@ -251,11 +155,11 @@ class _Validator:
         if kind is None:
             self.err(ptr, "missing required field: type")
             return
-        if not isinstance(kind, str) or kind not in _BLOCK_TYPES:
+        if not isinstance(kind, str) or kind not in BLOCK_TYPES:
             self.err(f"{ptr}/type", f"unsupported block type: {kind}")
             return
-        if kind in _BLOCK_PROPS:
-            self.props(block, _BLOCK_PROPS[kind], ptr)
+        if kind in BLOCK_PROPS:
+            self.props(block, BLOCK_PROPS[kind], ptr)
         self.block_id(block, ptr)
         getattr(self, f"_block_{kind}")(block, ptr)
 
@@ -269,7 +173,7 @@ class _Validator:
             self.text_obj(f, f"{ptr}/fields/{i}", max_len=limits.MAX_FIELD_TEXT)
         self.boolean(b, "expand", ptr)
         if b.get("accessory") is not None:
-            self.element(b["accessory"], f"{ptr}/accessory", _ACCESSORY_ELEMENTS, set())
+            self.element(b["accessory"], f"{ptr}/accessory", ACCESSORY_ELEMENTS, set())
 
     def _block_header(self, b: dict[str, Any], ptr: str) -> None:
         if "text" not in b:
@@ -293,7 +197,7 @@ class _Validator:
         elements = self.array(b, "elements", ptr, max_items=limits.MAX_ACTIONS_ELEMENTS)
         action_ids: set[str] = set()
         for i, el in enumerate(elements):
-            self.element(el, f"{ptr}/elements/{i}", _ACTIONS_ELEMENTS, action_ids)
+            self.element(el, f"{ptr}/elements/{i}", ACTIONS_ELEMENTS, action_ids)
 
     def _block_image(self, b: dict[str, Any], ptr: str) -> None:
         self._image_like(b, ptr)
@@ -324,7 +228,7 @@ class _Validator:
         if "element" not in b:
             self.err(ptr, "missing required field: element")
         else:
-            self.element(b["element"], f"{ptr}/element", _INPUT_ELEMENTS, set())
+            self.element(b["element"], f"{ptr}/element", INPUT_ELEMENTS, set())
 
     def _block_rich_text(self, b: dict[str, Any], ptr: str) -> None:
         elements = self.array(b, "elements", ptr, max_items=_MAX_RICH_TEXT_ELEMENTS)
@@ -384,7 +288,7 @@ class _Validator:
         if "confirm" in el:
             self.confirm(el["confirm"], f"{ptr}/confirm")
         if kind == "button":
-            self.props(el, _BUTTON_PROPS, ptr)
+            self.props(el, BUTTON_PROPS, ptr)
             if "text" not in el:
                 self.err(ptr, "missing required field: text")
             else:
@@ -451,7 +355,7 @@ class _Validator:
         if not isinstance(o, dict):
             self.err(ptr, "must provide an object")
             return
-        self.props(o, _OPTION_PROPS, ptr)
+        self.props(o, OPTION_PROPS, ptr)
         if "text" not in o:
             self.err(ptr, "missing required field: text")
         else:
@@ -488,7 +392,7 @@ class _Validator:
         if not isinstance(view, dict):
             self.err(ptr, "must provide an object")
             return
-        self.props(view, _VIEW_PROPS, ptr)
+        self.props(view, VIEW_PROPS, ptr)
         kind = view.get("type")
         if kind not in ("modal", "home"):
             self.err(f"{ptr}/type", "must be a valid enum value: modal, home")
