@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.app import SLACK_EVENTS_PATH, create_bot
 from bot.config import load_settings
-from bot.shell.slack_emulator import SlackEmulator
+from bot.shell.emulator import SlackEmulator
 
 N = 200
 WARMUP = 20

@@ -49,7 +49,7 @@ from bot.highlights.rules import base_emoji
 from bot.highlights.service import Highlights
 from bot.render.charts import highlights_chart
 from bot.render.highlights import render_digest, render_stats
-from bot.shell.slack_emulator import SlackEmulator
+from bot.shell.emulator import SlackEmulator
 from scripts.testsvc.common import free_port
 
 EVENTS = 10_000  # a round; ROUNDS of each, alternating, so a load spike hits both

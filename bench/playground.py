@@ -44,7 +44,7 @@ from bot.playground.config import Endpoint
 from bot.playground.models import Mode, Prompt
 from bot.playground.sse import SseDecoder, parse_chunk
 from bot.render.playground import MODAL_CALLBACK, RERUN_ACTION, RUN_PICK_ACTION
-from bot.shell.slack_emulator import SlackEmulator
+from bot.shell.emulator import SlackEmulator
 from tests.e2e.conftest import SIGNING_SECRET, Slack
 
 CHANNEL = "C0GENERAL"

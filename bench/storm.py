@@ -70,7 +70,7 @@ from bot.backends.alert_store import RedisAlertStore
 from bot.backends.alertmanager import AlertmanagerClient
 from bot.backends.state import key
 from bot.config import load_settings
-from bot.shell.slack_emulator import Call, SlackEmulator
+from bot.shell.emulator import Call, SlackEmulator
 
 CHANNEL = "C0STORM"
 SECRET = "bench-storm-secret"

@@ -1,4 +1,4 @@
-"""Slack rendering: Block Kit builders that keep Slack's limits, mrkdwn helpers, terminal view.
+"""Slack rendering: Block Kit builders that keep Slack's limits, mrkdwn helpers.
 
 The usual imports::
 
@@ -25,7 +25,6 @@ from bot.render.blocks import (
     working,
 )
 from bot.render.mrkdwn import code, code_block, escape, truncate
-from bot.render.terminal import button_targets, render_message, render_terminal, render_view
 
 __all__ = [
     "HomeTab",
@@ -35,7 +34,6 @@ __all__ = [
     "action_id_pattern",
     "base_action_id",
     "button",
-    "button_targets",
     "code",
     "code_block",
     "confirm_dialog",
@@ -44,9 +42,6 @@ __all__ = [
     "image_element",
     "option",
     "plain_text_input",
-    "render_message",
-    "render_terminal",
-    "render_view",
     "select",
     "success",
     "truncate",

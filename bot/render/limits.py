@@ -18,6 +18,7 @@ MAX_VIEW_BLOCKS: Final = 100  # modals and the home tab
 
 # Message text (the fallback `text` of chat.postMessage).
 MAX_MESSAGE_TEXT: Final = 40_000
+MAX_ATTACHMENTS: Final = 100  # legacy attachments on one message
 
 # Undocumented: Slack answers `msg_blocks_too_long` when the text in all blocks of one message
 # passes roughly 12,000 characters. We stay well under it.
@@ -39,8 +40,15 @@ MAX_CONTEXT_ELEMENT_TEXT: Final = 2000  # not documented; the field limit is the
 # Actions block.
 MAX_ACTIONS_ELEMENTS: Final = 25
 
+# Markdown block: its text, and the sum over all markdown blocks of one message.
+MAX_MARKDOWN_TEXT: Final = 12_000
+
+# Video block title ("less than 200 characters").
+MAX_VIDEO_TITLE: Final = 199
+
 # Button element.
 MAX_BUTTON_TEXT: Final = 75
+MAX_ACCESSIBILITY_LABEL: Final = 75
 MAX_BUTTON_VALUE: Final = 2000
 MAX_URL: Final = 3000
 
@@ -53,6 +61,9 @@ MAX_CALLBACK_ID: Final = 255
 MAX_SELECT_OPTIONS: Final = 100
 MAX_OPTION_TEXT: Final = 75
 MAX_OPTION_VALUE: Final = 150
+MAX_OPTION_DESCRIPTION: Final = 75
+MAX_OPTION_GROUPS: Final = 100
+MAX_OPTION_GROUP_LABEL: Final = 75
 MAX_PLACEHOLDER: Final = 150
 MAX_OVERFLOW_OPTIONS: Final = 5
 MAX_CHOICE_OPTIONS: Final = 10  # checkboxes, radio buttons
@@ -76,6 +87,7 @@ MAX_VIEW_TITLE: Final = 24
 MAX_VIEW_SUBMIT: Final = 24
 MAX_VIEW_CLOSE: Final = 24
 MAX_PRIVATE_METADATA: Final = 3000
+MAX_EXTERNAL_ID: Final = 255
 
 
 def text_length(text: str) -> int:

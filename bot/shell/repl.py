@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from bot.config import Settings
-from bot.render.terminal import render_terminal, render_view
 from bot.shell.session import Output, ShellSession
+from bot.shell.terminal import render_terminal, render_view
 from handlers.commands import COMMANDS
 
 PROMPT = "meowbot> "

@@ -37,9 +37,9 @@ from slack_sdk.signature import SignatureVerifier
 from bot.app import SLACK_EVENTS_PATH, Bot, create_bot
 from bot.config import Settings
 from bot.models import JOB_LEVEL_KINDS, FaultKind
-from bot.render.terminal import button_targets
+from bot.shell.emulator import SlackEmulator
 from bot.shell.local_redis import LocalRedis
-from bot.shell.slack_emulator import SlackEmulator
+from bot.shell.terminal import button_targets
 
 log = logging.getLogger(__name__)
 
@@ -213,7 +213,7 @@ class ShellSession:
     @property
     def user_name(self) -> str:
         """The name Slack sends beside the user id: the emulator's, as set at start."""
-        user = self.emulator._users.get(self.user_id) or {}
+        user = self.emulator.workspace.users.get(self.user_id) or {}
         return str(user.get("name") or self.user_id.lower())
 
     @property
@@ -543,13 +543,15 @@ class ShellSession:
         if not name:
             return self.user_id
         wanted = name.lstrip("@").lower()
-        for user_id, user in self.emulator._users.items():
+        for user_id, user in self.emulator.workspace.users.items():
             if wanted in {user_id.lower(), str(user.get("name", "")).lower()} and not user.get(
                 "is_bot"
             ):
                 return user_id
         people = sorted(
-            str(u.get("name")) for u in self.emulator._users.values() if not u.get("is_bot")
+            str(u.get("name"))
+            for u in self.emulator.workspace.users.values()
+            if not u.get("is_bot")
         )
         raise ValueError(f"no person {name!r} here; there are {', '.join(people)}")
 
@@ -557,7 +559,7 @@ class ShellSession:
         """Posts `text` in the channel as you (or as another person), and delivers the message
         event to the bot."""
         user = self.person(as_user)
-        ts = self.emulator._next_ts()
+        ts = self.emulator.workspace.next_ts()
         self.emulator.add_message(SHELL_CHANNEL, ts=ts, text=text, user=user)
         key = f"msg:{SHELL_CHANNEL}:{ts}"
         number = self._next_message
@@ -565,7 +567,7 @@ class ShellSession:
         self.shown[key] = Shown(
             key, "message", {"text": text}, channel=SHELL_CHANNEL, ts=ts, number=number
         )
-        by = "you" if user == self.user_id else self.emulator._users[user]["name"]
+        by = "you" if user == self.user_id else self.emulator.workspace.users[user]["name"]
         said = Output("notice", {"text": f"(message {number}, by {by}) {text}"})
         event = {
             "type": "message",
@@ -938,7 +940,7 @@ class ShellSession:
         return value
 
     def _named(self, match: re.Match[str]) -> str:
-        user = self.emulator._users.get(match.group(1))
+        user = self.emulator.workspace.users.get(match.group(1))
         return f"<@{match.group(1)}|{user['name']}>" if user else match.group(0)
 
     def _forget_old(self) -> None:

@@ -15,7 +15,7 @@ from slack_sdk.signature import SignatureVerifier
 
 from bot.app import SLACK_EVENTS_PATH, Bot, create_bot
 from bot.config import load_settings
-from bot.shell.slack_emulator import SlackEmulator
+from bot.shell.emulator import SlackEmulator
 
 SIGNING_SECRET = "e2e-signing-secret"
 

@@ -25,7 +25,7 @@ from bot.render.alerts import (
     ALERT_RESUME_ACTION,
     ALERT_RESUME_ANYWAY_ACTION,
 )
-from bot.shell.slack_emulator import SlackEmulator, validate_blocks
+from bot.shell.emulator import SlackEmulator, validate_blocks
 from handlers.alertmanager import ALERTMANAGER_PATH
 from tests.conftest import RedisServer
 from tests.e2e.conftest import Slack, bot_settings

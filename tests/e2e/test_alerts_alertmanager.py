@@ -14,7 +14,7 @@ import pytest
 from bot.backends.alertmanager import AlertmanagerClient
 from bot.backends.errors import BackendError
 from bot.render.alerts import ALERT_SILENCE_ACTION
-from bot.shell.slack_emulator import SlackEmulator
+from bot.shell.emulator import SlackEmulator
 from tests.conftest import need_service
 from tests.e2e.test_alerts import CHANNEL, StartReplica, settle, start_replica, team, top_level
 

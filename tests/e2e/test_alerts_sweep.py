@@ -28,7 +28,7 @@ from bot.backends.sim.metrics import SimInventory, SimMetrics
 from bot.backends.state import key
 from bot.models import FaultKind
 from bot.render.alerts import RESOLVED_EMOJI
-from bot.shell.slack_emulator import SlackEmulator, validate_blocks
+from bot.shell.emulator import SlackEmulator, validate_blocks
 from bot.triage.service import fleet_faults
 from tests.e2e.test_alerts import CHANNEL, StartReplica, settle, start_replica, team, top_level
 

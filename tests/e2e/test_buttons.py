@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import secrets
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
@@ -32,7 +31,7 @@ from bot.render.blocks import base_action_id
 from bot.render.jobslow import PICK_ACTION
 from bot.render.palette import PALETTE_COMMAND
 from bot.render.triage import DRAIN_ACTION, RESUME_ACTION
-from bot.shell.slack_emulator import SlackEmulator
+from bot.shell.emulator import SlackEmulator
 from handlers.alertmanager import ALERTMANAGER_PATH
 from tests.conftest import need_service
 from tests.e2e.conftest import Slack, bot_settings
@@ -110,7 +109,7 @@ class Crawl:
     def surfaces(self) -> list[Surface]:
         emu = self.emu
         out: list[Surface] = []
-        for channel in list(emu._channels):
+        for channel in list(emu.workspace.channels):
             for msg in emu.messages(channel):
                 out.append(Surface("message", channel, msg.get("blocks") or [], ts=msg["ts"]))
         # Every version the bot sent, not only the last: a person presses what their client
@@ -123,7 +122,7 @@ class Crawl:
                 blocks = json.loads(blocks)
             channel = str(call.args.get("channel", ""))
             if channel.startswith("U"):
-                channel = emu._im_with(channel).id
+                channel = emu.workspace.im_with(channel).id
             # A posted version's ts is the stored message's; the handlers read the value, so
             # any ts of the channel serves.
             ts = str(call.args.get("ts") or "1.000001")
@@ -166,57 +165,18 @@ class Crawl:
     def payload(
         self, s: Surface, block: dict[str, Any], el: dict[str, Any], option: Any
     ) -> dict[str, Any]:
-        emu = self.emu
-        user = emu._users[USER]
-        action: dict[str, Any] = {
-            "type": el["type"],
-            "action_id": el["action_id"],
-            "block_id": block.get("block_id") or secrets.token_hex(3),
-            "action_ts": f"{time.time():.6f}",
-        }
-        if el["type"] == "button":
-            action["text"] = el["text"]
-            if "value" in el:
-                action["value"] = el["value"]
-        elif el["type"].startswith("multi_"):
-            action["selected_options"] = [option]
-        else:
-            action["selected_option"] = option
-        body: dict[str, Any] = {
-            "type": "block_actions",
-            "user": {
-                "id": USER,
-                "username": user["name"],
-                "name": user["name"],
-                "team_id": emu.team_id,
-            },
-            "api_app_id": emu.app_id,
-            "token": "verification-token",
-            "trigger_id": emu.new_trigger_id(),
-            "team": {"id": emu.team_id, "domain": "emu"},
-            "is_enterprise_install": False,
-            "actions": [action],
+        emu, action_id = self.emu, el["action_id"]
+        press: dict[str, Any] = {
+            "user": USER,
+            "selected_value": None if option is None else option["value"],
+            "block_id": block.get("block_id"),
         }
         if s.kind in {"view", "home"}:
             assert s.view is not None
-            body["container"] = {"type": "view", "view_id": s.view["id"]}
-            body["view"] = s.view
-            return body
+            return emu.view_actions_payload(s.view, action_id, **press)
         if s.kind == "ephemeral":
-            url, _ = emu.responses[int(s.where)]
-            entry = next(e for e in emu._response_urls.values() if e.url == url)
-            channel, ts = str(entry.channel), f"{time.time():.6f}"
-        else:
-            channel, ts = s.where, s.ts
-        body["container"] = {"type": "message", "message_ts": ts, "channel_id": channel,
-                             "is_ephemeral": s.kind == "ephemeral"}  # fmt: skip
-        body["channel"] = {"id": channel, "name": getattr(emu._channels.get(channel), "name", "")}
-        body["message"] = {"type": "message", "ts": ts, "text": "", "blocks": s.blocks}
-        body["state"] = {"values": {}}
-        body["response_url"] = emu.new_response_url(
-            channel=channel, message_ts=ts, ephemeral=s.kind == "ephemeral"
-        )
-        return body
+            return emu.ephemeral_actions_payload(int(s.where), action_id, **press)
+        return emu.block_actions_payload(s.where, s.ts, action_id, blocks=s.blocks, **press)
 
     async def press_all(self, s: Surface) -> int:
         done = 0
@@ -288,15 +248,7 @@ class Crawl:
             done += 1
             await self.settle()
             before = self.shown()
-            emu = self.emu
-            body = {
-                "type": "view_submission",
-                "team": {"id": emu.team_id, "domain": "emu"},
-                "user": {"id": USER, "username": "ana", "team_id": emu.team_id},
-                "api_app_id": emu.app_id,
-                "trigger_id": emu.new_trigger_id(),
-                "view": {**view, "state": {"values": values}},
-            }
+            body = self.emu.view_submission_payload(view, values, user=USER)
             status, text, _ = await self.slack.interactive(body)
             self.callbacks_submitted.add(view["callback_id"])
             label = f"form {view['callback_id']} ({variant})"
@@ -433,12 +385,13 @@ async def test_every_button_and_form_of_every_message_answers(bot_slack: Slack) 
     # The palette ran every command, /playground with its form in the palette's place.
     palette = [c for c in emu.calls_to("views.update") if "Playground" in json.dumps(c.args)]
     assert palette, "the palette's /playground opened no form"
-    dm = json.dumps(emu.messages(emu._im_with(USER).id))
+    dm = json.dumps(emu.messages(emu.workspace.im_with(USER).id))
     assert "is not built yet" not in dm and "issue" not in dm.lower()
     # What a press of an id nobody listens for gets: the 404 the crawl would have reported.
-    stray = crawl.payload(Surface("message", CHANNEL, [], ts="1.000001"), {"block_id": "b"},
-                          {"type": "button", "action_id": "meowbot_nobody_listens",
-                           "text": {"type": "plain_text", "text": "x"}}, None)  # fmt: skip
+    nobody = {"type": "button", "action_id": "meowbot_nobody_listens",
+              "text": {"type": "plain_text", "text": "x"}}  # fmt: skip
+    blocks = [{"type": "actions", "block_id": "b", "elements": [nobody]}]
+    stray = emu.block_actions_payload(CHANNEL, "1.000001", nobody["action_id"], blocks=blocks)
     assert (await slack.interactive(stray))[0] == 404
 
 

@@ -24,7 +24,7 @@ from bot.backends.slack_directory import DIGEST_EVENT_TYPE
 from bot.highlights.backfill import backfill
 from bot.highlights.models import Highlight
 from bot.highlights.service import Highlights
-from bot.shell.slack_emulator import SlackEmulator, validate_blocks
+from bot.shell.emulator import SlackEmulator, validate_blocks
 from tests.conftest import RedisServer
 from tests.e2e.conftest import Slack, bot_settings
 

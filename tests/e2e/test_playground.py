@@ -28,7 +28,7 @@ from bot.render.playground import (
     RUN_PICK_ACTION,
     WATCH_ACTION,
 )
-from bot.shell.slack_emulator import SlackEmulator
+from bot.shell.emulator import SlackEmulator
 from scripts.testsvc.common import free_port
 from tests.conftest import need_service
 from tests.e2e.conftest import Slack, bot_settings

@@ -13,7 +13,7 @@ from asyncio.subprocess import Process
 
 import aiohttp
 
-from bot.shell.slack_emulator import SlackEmulator, validate_blocks
+from bot.shell.emulator import SlackEmulator, validate_blocks
 
 SECRET_TOKEN = "xoxb-e2e-process-secret"
 

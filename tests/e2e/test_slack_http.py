@@ -10,7 +10,7 @@ import urllib.parse
 import aiohttp
 
 from bot.render.palette import OPEN_PALETTE_ACTION, PALETTE_CALLBACK, PALETTE_COMMAND, PALETTE_TEXT
-from bot.shell.slack_emulator import validate_blocks
+from bot.shell.emulator import validate_blocks
 from handlers.registry import Registry
 from tests.e2e.conftest import Slack
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bot.app import create_bot
 from bot.config import Mode, load_settings
-from bot.shell.slack_emulator import SlackEmulator
+from bot.shell.emulator import SlackEmulator
 
 
 async def test_socket_mode_slash_command(emulator: SlackEmulator, redis_url: str) -> None:

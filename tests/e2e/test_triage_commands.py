@@ -16,7 +16,7 @@ from bot.app import SLACK_EVENTS_PATH, create_bot
 from bot.backends.resume_store import RedisResumes
 from bot.models import FaultKind
 from bot.render.triage import DRAIN_ACTION, RESUME_ACTION, RESUME_ANYWAY_ACTION
-from bot.shell.slack_emulator import SlackEmulator, validate_blocks
+from bot.shell.emulator import SlackEmulator, validate_blocks
 from tests.conftest import need_service
 from tests.e2e.conftest import Slack, bot_settings
 
@@ -24,7 +24,7 @@ from tests.e2e.conftest import Slack, bot_settings
 def press(emu: SlackEmulator, action_id: str, value: str, user: str) -> dict[str, Any]:
     return {
         "type": "block_actions",
-        "user": {"id": user, "username": emu._users[user]["name"], "team_id": emu.team_id},
+        "user": {"id": user, "username": emu.workspace.users[user]["name"], "team_id": emu.team_id},
         "api_app_id": "A0TEST",
         "team": {"id": emu.team_id, "domain": "emu"},
         "container": {"type": "message", "message_ts": "1.2", "channel_id": "C0GENERAL"},

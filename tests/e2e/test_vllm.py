@@ -23,7 +23,7 @@ from bot.backends.errors import BackendError
 from bot.backends.openai_compat import CheckpointServers
 from bot.playground.config import Endpoint
 from bot.playground.models import Prompt
-from bot.shell.slack_emulator import SlackEmulator
+from bot.shell.emulator import SlackEmulator
 from scripts.testsvc.common import free_port
 from tests.conftest import need_service
 from tests.e2e.test_playground import finished, start, top_ts

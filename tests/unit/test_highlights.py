@@ -21,7 +21,7 @@ from bot.highlights.service import Names
 from bot.highlights.stats import build_stats
 from bot.render.charts import MAX_BYTES, highlights_chart
 from bot.render.highlights import neutral, render_digest, render_stats, render_week
-from bot.shell.slack_emulator import validate_blocks
+from bot.shell.emulator import validate_blocks
 from bot.wiring import highlights_config
 
 BERLIN = DigestSchedule.parse("fri 16:00 Europe/Berlin")

@@ -20,7 +20,7 @@ from bot.playground.models import Mode, Output, OutputState, Prompt
 from bot.playground.naming import parse_model_id, valid_run
 from bot.playground.sse import SseDecoder, parse_chunk
 from bot.render.playground import parse_submission, render_modal, render_session
-from bot.shell.slack_emulator import validate_blocks, validate_view
+from bot.shell.emulator import validate_blocks, validate_view
 
 NOW = datetime(2026, 12, 4, 12, tzinfo=UTC)
 PATTERNS = PlaygroundConfig().patterns

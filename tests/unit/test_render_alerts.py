@@ -23,7 +23,7 @@ from bot.render.alerts import (
 )
 from bot.render.blocks import SlackMessage, base_action_id
 from bot.render.mrkdwn import WORD_JOINER
-from bot.shell.slack_emulator import validate_blocks
+from bot.shell.emulator import validate_blocks
 
 T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 NOW = T0 + timedelta(minutes=25)

@@ -9,7 +9,7 @@ from typing import Any
 
 from bot.render import mrkdwn
 from bot.render.blocks import HomeTab, Message, Modal, button, image_element, select
-from bot.render.terminal import (
+from bot.shell.terminal import (
     button_targets,
     message_targets,
     render_message,

@@ -17,7 +17,7 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from bot.shell.slack_emulator import SlackEmulator, validate_blocks
+from bot.shell.emulator import SlackEmulator, validate_blocks
 
 
 @pytest.fixture
