@@ -18,7 +18,7 @@ import pytest
 
 from bot.app import SLACK_EVENTS_PATH, create_bot
 from bot.render.palette import OPEN_PALETTE_ACTION, PALETTE_CALLBACK, PALETTE_COMMAND, PALETTE_TEXT
-from bot.shell.slack_emulator import SlackEmulator
+from bot.shell.emulator import SlackEmulator
 from handlers.commands import COMMANDS, Command
 from tests.e2e.conftest import Slack, bot_settings
 from tests.e2e.test_playground import start
