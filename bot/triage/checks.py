@@ -199,6 +199,17 @@ class Sets:
 
 
 @dataclass(frozen=True)
+class Exported:
+    """A family a check reads that the simulated exporters do not already export: its HELP
+    line, and the value every healthy GPU (or node) shows."""
+
+    metric: str
+    help: str
+    healthy: float
+    per: Literal["gpu", "node"] = "gpu"
+
+
+@dataclass(frozen=True)
 class Injects:
     """How the simulator shows a fault of the kind: what it sits on, how much slower it makes
     a job's ranks on the node (0: none; else at least 6 %, clear of the +-1.5 % jitter), and
@@ -210,6 +221,10 @@ class Injects:
     sets: tuple[Sets, ...] = ()
     # The DCGM health watch the fault also trips: (watch, result, DCGM_FR_ error code).
     health: tuple[str, int, str] | None = None
+    # Drawn among the random faults of a seeded fleet: a kind added later says False, so
+    # that every seeded fleet (and every test built on one) stays what it was.
+    at_random: bool = True
+    exports: tuple[Exported, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -226,7 +241,8 @@ class Check:
 
     `severity` and `action` are what it finds (at worst, where the finding decides: an Xid by
     NVIDIA's catalog, DCGM's watch by fail or warn); `reads` the HealthConfig fields it reads;
-    `group_by` its alert grouping; `explained_by` the kinds that explain it on the same GPU
+    `group_by` its alert grouping; `filters` the words people type in `/hw-faults` for it and
+    its family (`temp`: every thermal kind); `explained_by` the kinds that explain it on the same GPU
     (it is folded into them as evidence, not a row of its own); `injects` how the simulator
     shows it.
     """
@@ -240,6 +256,7 @@ class Check:
     injects: Injects
     reads: tuple[str, ...] = ()
     group_by: GroupBy = "node"
+    filters: tuple[str, ...] = ()
     explained_by: frozenset[FaultKind] = frozenset()
 
     @property
@@ -664,6 +681,7 @@ def _clock_event(
     *more: Sets,
     health: tuple[str, int, str] | None = None,
     group_by: GroupBy = "node",
+    filters: tuple[str, ...] = ("throttle",),
 ) -> Check:
     """A clock-event kind: its bit, meaning, severity and action are its row of THROTTLE_BITS;
     the simulator sets its bit in both names of the bitmask and holds the SM clock down."""
@@ -677,7 +695,7 @@ def _clock_event(
     return Check(
         kind, f"clock-event (throttle) reasons: {meaning}", words, THROTTLE, severity, action,
         Injects("gpu", slowdown, sets, health), ("throttled_share", "min_throttled_ns"),
-        group_by,
+        group_by, filters,
     )  # fmt: skip
 
 
@@ -688,6 +706,9 @@ _THERMAL_WATCH = ("THERMAL", m.HEALTH_WARN, "DCGM_FR_CLOCK_THROTTLE_THERMAL")
 _HOT = Sets(m.DCGM_FI_DEV_GPU_TEMP, "at_least", "temp_c")
 _HELD_THERMAL = Sets(m.DCGM_FI_DEV_THERMAL_VIOLATION, "held")
 _THERMAL_KINDS = frozenset({FaultKind.THROTTLE_SW_THERMAL, FaultKind.THROTTLE_HW_THERMAL})
+_THERMAL = ("thermal", "temperature", "temp", "hot")
+_ECC = ("ecc", "memory")
+_IB = ("ib", "infiniband", "network")
 
 CHECKS: tuple[Check, ...] = (
     Check(
@@ -704,6 +725,7 @@ CHECKS: tuple[Check, ...] = (
         Severity.CRITICAL, Action.DRAIN,
         Injects("gpu", sets=(Sets(m.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, "plus", "count"),),
                 health=("MEM", m.HEALTH_FAIL, "DCGM_FR_VOLATILE_DBE_DETECTED")),
+        filters=_ECC,
     ),
     Check(
         FaultKind.ROW_REMAP_FAILURE, "row-remap failure", "row-remap failure",
@@ -712,6 +734,7 @@ CHECKS: tuple[Check, ...] = (
         Severity.CRITICAL, Action.RMA,
         Injects("gpu", sets=(Sets(m.DCGM_FI_DEV_ROW_REMAP_FAILURE, "const", 1.0),),
                 health=("MEM", m.HEALTH_FAIL, "DCGM_FR_ROW_REMAP_FAILURE")),
+        filters=(*_ECC, "remap"),
     ),
     Check(
         FaultKind.ROW_REMAP_PENDING, "pending row remaps", "pending row remap",
@@ -720,25 +743,28 @@ CHECKS: tuple[Check, ...] = (
         Severity.WARNING, Action.RESET_GPU,
         Injects("gpu", sets=(Sets(m.DCGM_FI_DEV_ROW_REMAP_PENDING, "const", 1.0),),
                 health=("MEM", m.HEALTH_WARN, "DCGM_FR_PENDING_ROW_REMAP")),
+        filters=(*_ECC, "remap"),
     ),
     _clock_event(
         FaultKind.THROTTLE_POWER, "power-cap slowdown", 0.08,
         Sets(m.DCGM_FI_DEV_POWER_USAGE, "set", "power_w"),
         Sets(m.DCGM_FI_DEV_POWER_VIOLATION, "held"),
         health=("POWER", m.HEALTH_WARN, "DCGM_FR_CLOCK_THROTTLE_POWER"), group_by="rack",
+        filters=("throttle", "power"),
     ),
     _clock_event(FaultKind.THROTTLE_HW_SLOWDOWN, "hardware slowdown", 0.35),
     _clock_event(
         FaultKind.THROTTLE_SW_THERMAL, "software thermal slowdown", 0.12, _HOT, _HELD_THERMAL,
-        health=_THERMAL_WATCH, group_by="rack",
+        health=_THERMAL_WATCH, group_by="rack", filters=("throttle", *_THERMAL),
     ),
     _clock_event(
         FaultKind.THROTTLE_HW_THERMAL, "hardware thermal slowdown", 0.25, _HOT, _HELD_THERMAL,
-        health=_THERMAL_WATCH, group_by="rack",
+        health=_THERMAL_WATCH, group_by="rack", filters=("throttle", *_THERMAL),
     ),
     _clock_event(
         FaultKind.POWER_BRAKE, "power brake", 0.5,
         Sets(m.DCGM_FI_DEV_POWER_USAGE, "at_most", "power_w"), group_by="rack",
+        filters=("throttle", "power"),
     ),
     Check(
         FaultKind.HIGH_TEMPERATURE, "GPU temperature", "high GPU temperature",
@@ -746,7 +772,7 @@ CHECKS: tuple[Check, ...] = (
                    lambda v, c: f"GPU at {v:.0f} °C (limit {c.max_gpu_temp_c:.0f} °C): check cooling",
                    keep="> {max_gpu_temp_c}"),),
         Severity.WARNING, Action.WATCH, Injects("gpu", sets=(_HOT,)), ("max_gpu_temp_c",),
-        group_by="rack", explained_by=_THERMAL_KINDS,
+        group_by="rack", filters=_THERMAL, explained_by=_THERMAL_KINDS,
     ),
     Check(
         FaultKind.NVLINK_CRC, "NVLink CRC errors", "NVLink CRC errors",
@@ -756,7 +782,7 @@ CHECKS: tuple[Check, ...] = (
         Severity.WARNING, Action.DRAIN,
         Injects("gpu", 0.06, (Sets(m.DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, "counter", "per_min"),
                               _NVLINK_SHARE), _NVLINK_WATCH),
-        ("nvlink_crc_per_window",),
+        ("nvlink_crc_per_window",), filters=("nvlink",),
     ),
     Check(
         FaultKind.NVLINK_REPLAY, "NVLink replay errors", "NVLink replays",
@@ -766,7 +792,7 @@ CHECKS: tuple[Check, ...] = (
         Severity.WARNING, Action.DRAIN,
         Injects("gpu", 0.06, (Sets(m.DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL, "counter", "per_min"),
                               _NVLINK_SHARE), _NVLINK_WATCH),
-        ("nvlink_replay_per_window",),
+        ("nvlink_replay_per_window",), filters=("nvlink",),
     ),
     Check(
         FaultKind.PCIE_REPLAY, "PCIe replays", "PCIe replays",
@@ -775,7 +801,7 @@ CHECKS: tuple[Check, ...] = (
         Severity.WARNING, Action.WATCH,
         Injects("gpu", 0.06, (Sets(m.DCGM_FI_DEV_PCIE_REPLAY_COUNTER, "counter", "per_min"),),
                 ("PCIE", m.HEALTH_WARN, "DCGM_FR_PCI_REPLAY_RATE")),
-        ("pcie_replay_per_window",),
+        ("pcie_replay_per_window",), filters=("pcie",),
     ),
     Check(
         FaultKind.PCIE_DOWNTRAINED, "PCIe link width and generation", "PCIe link below its speed",
@@ -788,7 +814,7 @@ CHECKS: tuple[Check, ...] = (
         Severity.WARNING, Action.DRAIN,
         Injects("gpu", 0.08, (Sets(m.DCGM_FI_DEV_PCIE_LINK_WIDTH, "if_given", "width"),
                               Sets(m.DCGM_FI_DEV_PCIE_LINK_GEN, "if_given", "gen"))),
-        ("expected_pcie_width", "expected_pcie_gen"),
+        ("expected_pcie_width", "expected_pcie_gen"), filters=("pcie",),
     ),
     Check(
         FaultKind.IB_LINK_DOWN, "InfiniBand port state", "InfiniBand link down",
@@ -799,7 +825,7 @@ CHECKS: tuple[Check, ...] = (
                              Sets(m.NODE_INFINIBAND_PHYSICAL_STATE_ID, "const",
                                   float(m.IB_PHYSICAL_STATE_POLLING)),
                              Sets(m.NODE_INFINIBAND_LINK_DOWNED_TOTAL, "bump", 1.0))),
-        group_by="leaf_switch", explained_by=frozenset({FaultKind.IB_FLAPPING}),
+        group_by="leaf_switch", filters=_IB, explained_by=frozenset({FaultKind.IB_FLAPPING}),
     ),
     Check(
         FaultKind.IB_FLAPPING, "InfiniBand flapping", "InfiniBand link flapping",
@@ -811,7 +837,7 @@ CHECKS: tuple[Check, ...] = (
                               Sets(m.NODE_INFINIBAND_STATE_ID, "flap_state", float(m.IB_STATE_DOWN)),
                               Sets(m.NODE_INFINIBAND_PHYSICAL_STATE_ID, "flap_state",
                                    float(m.IB_PHYSICAL_STATE_POLLING)))),
-        ("ib_flaps_per_window",), "leaf_switch",
+        ("ib_flaps_per_window",), "leaf_switch", _IB,
     ),
     Check(
         FaultKind.IB_SYMBOL_ERRORS, "InfiniBand symbol errors", "InfiniBand symbol errors",
@@ -820,7 +846,7 @@ CHECKS: tuple[Check, ...] = (
                    per_gpu=False),),
         Severity.WARNING, Action.WATCH,
         Injects("nic", 0.06, (Sets(m.NODE_INFINIBAND_SYMBOL_ERROR_TOTAL, "counter", "per_min"),)),
-        ("ib_symbol_errors_per_window",), "leaf_switch",
+        ("ib_symbol_errors_per_window",), "leaf_switch", _IB,
     ),
     Check(
         FaultKind.NIC_ERRORS, "NIC receive and transmit errors", "network card errors",
@@ -831,36 +857,40 @@ CHECKS: tuple[Check, ...] = (
         Severity.WARNING, Action.WATCH,
         Injects("netdev", 0.06, (Sets(m.NODE_NETWORK_RECEIVE_ERRS_TOTAL, "counter", "per_min"),
                                  Sets(m.NODE_NETWORK_TRANSMIT_ERRS_TOTAL, "counter", "per_min", 0.25))),
-        ("nic_errors_per_window",), "leaf_switch",
+        ("nic_errors_per_window",), "leaf_switch", ("network", "nic"),
     ),
     Check(
         FaultKind.UNEXPECTED_REBOOT, "unexpected reboot", "unexpected reboot",
         (Threshold(m.NODE_BOOT_TIME_SECONDS, CHG, lambda v, c: v > 0,
                    lambda v, c: "the node rebooted in the window (boot time moved)", per_gpu=False),),
         Severity.WARNING, Action.WATCH,
-        Injects("node", sets=(Sets(m.NODE_BOOT_TIME_SECONDS, "since"),)),
+        Injects("node", sets=(Sets(m.NODE_BOOT_TIME_SECONDS, "since"),)), filters=("reboot",),
     ),
     Check(
         FaultKind.GPU_MISSING, "GPUs visible against the expected count", "GPU missing",
         Custom((GPU_COUNT_REQUEST,), _gpu_count), Severity.CRITICAL, Action.DRAIN,
-        Injects("gpu"), ("expected_gpus",),
+        Injects("gpu"), ("expected_gpus",), filters=("missing",),
     ),
     Check(
         FaultKind.DCGM_HEALTH, "DCGM's own health watches", "DCGM health watch failing",
         Custom((MetricRequest(m.DCGM_EXP_GPU_HEALTH_STATUS, V, "> 0"),), _dcgm_health),
-        Severity.CRITICAL, Action.DRAIN, Injects("gpu"),
+        # A watch's fault shows only where the newer exporter runs: never drawn at random.
+        Severity.CRITICAL, Action.DRAIN, Injects("gpu", at_random=False),
+        filters=("health", "dcgm"),
     ),
     Check(
         FaultKind.DRIVER_DRIFT, "driver differs from the fleet majority",
         "driver differs from the fleet",
         _drift(FaultKind.DRIVER_DRIFT, "driver", m.DCGM_FI_DEV_GPU_TEMP, m.LABEL_DRIVER_VERSION),
         Severity.WARNING, Action.WATCH, Injects("node", 0.06), ("drift_min_nodes",),
+        filters=("drift", "driver"),
     ),
     Check(
         FaultKind.KERNEL_DRIFT, "kernel differs from the fleet majority",
         "kernel differs from the fleet",
         _drift(FaultKind.KERNEL_DRIFT, "kernel", m.NODE_UNAME_INFO, "release"),
         Severity.WARNING, Action.WATCH, Injects("node", 0.06), ("drift_min_nodes",),
+        filters=("drift", "kernel"),
     ),
     Check(
         FaultKind.FIRMWARE_DRIFT, "firmware (VBIOS) differs from the fleet majority",
@@ -868,6 +898,7 @@ CHECKS: tuple[Check, ...] = (
         _drift(FaultKind.FIRMWARE_DRIFT, "firmware (VBIOS)", m.DCGM_FI_DEV_GPU_TEMP,
                m.LABEL_VBIOS_VERSION),
         Severity.WARNING, Action.WATCH, Injects("node", 0.06), ("drift_min_nodes",),
+        filters=("drift", "firmware"),
     ),
 )  # fmt: skip
 

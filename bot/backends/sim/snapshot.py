@@ -26,7 +26,7 @@ from bot.backends.sim.faults import EFFECTS, Effect, InjectedFault
 from bot.backends.sim.inventory import GPU_MODEL
 from bot.backends.sim.workload import COMM_SHARE, REPORT_JITTER, STEP_JITTER
 from bot.models import FaultKind
-from bot.triage.checks import CHECKS
+from bot.triage.checks import CHECKS, Exported
 
 if TYPE_CHECKING:
     from bot.backends.sim.fleet import SimFleet
@@ -61,6 +61,8 @@ CLOCK_EVENT_OF: dict[FaultKind, int] = {
 HEALTH_WATCHES = (
     "PCIE", "NVLINK", "PMU", "MCU", "MEM", "SM", "INFOROM", "THERMAL", "POWER", "DRIVER", "ALL",
 )  # fmt: skip
+# Families a check entry adds to the simulated exporters, with their healthy value.
+EXPORTED: dict[str, Exported] = {e.metric: e for c in CHECKS for e in c.injects.exports}
 # What each fault kind makes DCGM's watches report: (watch, result, DCGM_FR_ error code).
 HEALTH_EFFECTS: dict[FaultKind, tuple[str, int, str]] = {
     c.kind: c.injects.health for c in CHECKS if c.injects.health is not None
@@ -527,6 +529,9 @@ class FleetSnapshot:
         if metric == m.NODE_MEMORY_NUMA_NUMA_MISS_TOTAL:
             rates = self._gather(f.hardware.numa_nodes, f.numa_miss_rates())
             return [float(int(r * age)) for r in rates]
+        exported = EXPORTED.get(metric)
+        if exported is not None:
+            return [exported.healthy] * self.scope.size(self.scope.mult[exported.per])
         raise KeyError(f"no column for {metric!r}")
 
     def _ib_rx_lost(self, value: float, placed: Placed, nic: int) -> float:
