@@ -5,6 +5,13 @@ its evidence, severity and action, or says which of its metrics were absent: a n
 called healthy on data that was not there. No I/O: the same checks run on Prometheus, the
 simulated fleet and plain test data. Only flagged rows are looked at in detail, so a fleet of
 400,000 GPUs costs one pass over each column.
+
+A check is one entry of `CHECKS` (`Check`), named for the fault kind it finds, and everything
+else about it lives in that entry: what the simulator does to show it, how its alerts group,
+its words, the `/hw-faults` words for it, which kinds explain it. Readers of the entries:
+bot/triage/kinds.py (words), bot/triage/targets.py (filters), bot/triage/service.py (folding),
+bot/alerts/dispatch.py (grouping), bot/render/triage.py (`/hw-faults help`, checks not run)
+and bot/backends/sim (effects, scopes, clock bits, health watches, exported families).
 """
 
 from __future__ import annotations
