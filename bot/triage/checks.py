@@ -240,18 +240,19 @@ class Check:
 
     Its name is its fault kind's code (`high_temperature`, `xid`), the code a Slurm reason
     shows (`meowbot: ecc_dbe gpu2`), an alert groups by and `/hw-faults` filters on: the word
-    in a reason is the word `health.disabled` takes. A check finds exactly one kind: where one
-    reading finds several (the clock-event bits), each kind is an entry and the entries share
-    one `Custom`, run once a read; where several metrics show one kind (PCIe width and
-    generation, NIC receive and transmit errors), one entry reads them all. The names checks
-    had before they were named for their kind are still accepted (`OLD_NAMES`).
+    in a reason is the word `health.disabled` takes (an Xid's reason adds its code: `xid79` is
+    the check `xid`). A check finds exactly one kind: where one reading finds several (the
+    clock-event bits), each kind is an entry and the entries share one `Custom`, run once a
+    read; where several metrics show one kind (PCIe width and generation, NIC receive and
+    transmit errors), one entry reads them all. The names checks had before they were named
+    for their kind are still accepted (`OLD_NAMES`).
 
     `severity` and `action` are what it finds (at worst, where the finding decides: an Xid by
     NVIDIA's catalog, DCGM's watch by fail or warn); `reads` the HealthConfig fields it reads;
     `group_by` its alert grouping; `filters` the words people type in `/hw-faults` for it and
-    its family (`temp`: every thermal kind); `explained_by` the kinds that explain it on the same GPU
-    (it is folded into them as evidence, not a row of its own); `injects` how the simulator
-    shows it.
+    its family (`temp`: every thermal kind); `explained_by` the kinds that explain it on the
+    same GPU (it is folded into them as evidence, not a row of its own); `injects` how the
+    simulator shows it.
     """
 
     kind: FaultKind
