@@ -13,6 +13,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from bot import drain_reason
 from bot.models import Job
 
 
@@ -41,7 +42,7 @@ class SchedulerNode(BaseModel):
 
     @property
     def reason_is_ours(self) -> bool:
-        return bool(self.reason and self.reason.startswith("meowbot:"))
+        return drain_reason.is_ours(self.reason)
 
 
 class Scheduler(Protocol):

@@ -12,18 +12,13 @@ from enum import StrEnum
 
 from bot.alerts.config import AlertsConfig
 from bot.alerts.models import Alert, AlertGroup, AlertSource, AlertStatus, GroupKey, Scope
+from bot.triage.checks import CHECKS
 from bot.triage.topology import Located
 
-LEAF_SWITCH_CAUSES = frozenset({"ib_link_down", "ib_flapping", "ib_symbol_errors", "nic_errors"})
-RACK_CAUSES = frozenset(
-    {
-        "throttle_hw_thermal",
-        "throttle_sw_thermal",
-        "high_temperature",
-        "power_brake",
-        "throttle_power",
-    }
-)
+# A check's alerts group by what its entry says (bot/triage/checks.py `group_by`): an IB
+# or NIC fault by leaf switch, a thermal or power one by rack, the rest by node.
+LEAF_SWITCH_CAUSES = frozenset(c.name for c in CHECKS if c.group_by == "leaf_switch")
+RACK_CAUSES = frozenset(c.name for c in CHECKS if c.group_by == "rack")
 
 
 class Change(StrEnum):

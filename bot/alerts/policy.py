@@ -18,9 +18,6 @@ DRAIN_AFTER_JOBS = "drain_after_jobs"
 """Drain the node once its running jobs end (Slurm's DRAIN: no new jobs, running ones finish)."""
 RESUME = "resume"
 
-REASON_PREFIX = "meowbot:"
-MAX_REASON = 120
-
 
 def offered_actions(group: AlertGroup) -> list[str]:
     """What the group's buttons offer: none once it is resolved; a drain only when it names nodes.
@@ -46,19 +43,6 @@ def _drain_worthy(alert: Alert) -> bool:
     if alert.source is not AlertSource.SWEEP or alert.action is Action.NONE:
         return True
     return level_of(alert.severity, alert.action) >= VerdictLevel.DRAIN
-
-
-def drain_reason(cause: str, user_name: str) -> str:
-    """`meowbot: <cause> by @user`, at most 120 characters; the cause is cut, never the user."""
-    cause_text = " ".join(cause.split()) or "alert"
-    user = " ".join(user_name.split()).lstrip("@") or "unknown"
-    tail = f" by @{user}"
-    room = MAX_REASON - len(REASON_PREFIX) - 1 - len(tail)
-    if room < 1:
-        return f"{REASON_PREFIX} {cause_text}{tail}"[:MAX_REASON]
-    if len(cause_text) > room:
-        cause_text = cause_text[: room - 1] + "…"
-    return f"{REASON_PREFIX} {cause_text}{tail}"
 
 
 class Outcome(StrEnum):

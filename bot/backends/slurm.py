@@ -19,7 +19,7 @@ same token in `SLURM_JWT`, so scontrol acts as the same Slurm user as the REST c
 fallback is logged once per adapter.
 
 Everything that goes into a URL or a command line is validated first: node names against a
-strict pattern, job ids as digits, reasons without control characters and at most 200 chars.
+strict pattern, job ids as digits, reasons as bot/drain_reason.py checks them.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from urllib.parse import quote
 import aiohttp
 import hostlist
 
+from bot import drain_reason
 from bot.backends.errors import BackendError
 from bot.backends.http import Deadline, request_json
 from bot.models import Job, JobState
@@ -47,7 +48,6 @@ log = logging.getLogger(__name__)
 NAME = "Slurm"
 NODE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 JOB_ID_RE = re.compile(r"^[0-9]{1,12}$")
-MAX_REASON_CHARS = 200
 MAX_HOSTLIST_NAMES = 100_000
 """A job's node list is never expanded past this many names (a hostlist is tiny to send and
 can be huge to expand)."""
@@ -115,18 +115,6 @@ def check_job_id(job_id: str) -> str:
     if not JOB_ID_RE.fullmatch(text):
         raise ValueError(f"{job_id!r} is not a Slurm job id: a job id is digits only.")
     return text
-
-
-def check_reason(reason: str) -> str:
-    if not isinstance(reason, str) or not reason.strip():
-        raise ValueError("A drain reason is required.")
-    if len(reason) > MAX_REASON_CHARS:
-        raise ValueError(f"A drain reason is at most {MAX_REASON_CHARS} characters.")
-    if any(ch in reason for ch in "\r\n\x00") or any(
-        ord(ch) < 0x20 or ord(ch) == 0x7F for ch in reason
-    ):
-        raise ValueError("A drain reason must be one line without control characters.")
-    return reason
 
 
 # ---------------------------------------------------------------- pure parsing of both versions
@@ -596,7 +584,7 @@ class SlurmRest:
 
     async def drain(self, node: str, reason: str, *, now: bool = False) -> None:
         name = check_node_name(node)
-        why = check_reason(reason)
+        why = drain_reason.check(reason)
         state = "DOWN" if now else "DRAIN"
         await self._update_node(name, {"state": [state], "reason": why},
                                 [f"state={state.lower()}", f"reason={why}"])  # fmt: skip

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bot import drain_reason
 from bot.models import Job
 from bot.render.blocks import Message, SlackMessage, button
 from bot.render.mrkdwn import code, escape
@@ -110,11 +111,6 @@ def _node_health_hint(stragglers: Sequence[Straggler]) -> str:
     return " ".join(parts)
 
 
-def drain_reason(job: Job, s: Straggler) -> str:
-    cause = s.cause.kind.value if s.cause else "straggler"
-    return f"meowbot: slows job {job.job_id} ({cause})"[:120]
-
-
 def verdict_line(d: Diagnosis) -> str:
     n = len(d.job.nodes)
     if d.stragglers:
@@ -179,7 +175,13 @@ def render_answer(r: SlowJobReport, *, can_act: bool = True) -> SlackMessage:
     if can_act:
         for s in d.stragglers[:MAX_DRAIN_BUTTONS]:
             if s.node not in r.out_of_service:
-                buttons.append(drain_button(s.node, drain_reason(job, s), f"Drain {s.node}"))
+                buttons.append(
+                    drain_button(
+                        s.node,
+                        drain_reason.for_straggler(job.job_id, s.cause.kind if s.cause else None),
+                        f"Drain {s.node}",
+                    )
+                )
     if buttons:
         msg.actions(*buttons)
     drained = [s.node for s in d.stragglers if s.node in r.out_of_service]

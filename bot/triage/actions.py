@@ -10,12 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from bot import drain_reason
 from bot.backends.errors import BackendError
 from bot.scheduler import Scheduler
 from bot.triage.resumes import ResumeMemory
 from bot.triage.targets import NODE_RE
-
-MAX_REASON = 120
 
 
 @dataclass(frozen=True)
@@ -33,9 +32,7 @@ async def drain(
         return Done("No scheduler is configured (set SLURM_REST_URL), so I cannot drain anything.")
     if not NODE_RE.fullmatch(node):
         return Done("That button carries no valid node name; nothing was changed.")
-    if not cause.startswith("meowbot:"):
-        cause = f"meowbot: {cause}".strip()
-    reason = f"{cause} by @{user_name}"[:MAX_REASON]
+    reason = drain_reason.by_user(cause, user_name)
     try:
         current = (await scheduler.nodes([node])).get(node)
         if current is None:

@@ -5,6 +5,13 @@ its evidence, severity and action, or says which of its metrics were absent: a n
 called healthy on data that was not there. No I/O: the same checks run on Prometheus, the
 simulated fleet and plain test data. Only flagged rows are looked at in detail, so a fleet of
 400,000 GPUs costs one pass over each column.
+
+A check is one entry of `CHECKS` (`Check`), named for the fault kind it finds, and everything
+else about it lives in that entry: what the simulator does to show it, how its alerts group,
+its words, the `/hw-faults` words for it, which kinds explain it. Readers of the entries:
+bot/triage/kinds.py (words), bot/triage/targets.py (filters), bot/triage/service.py (folding),
+bot/alerts/dispatch.py (grouping), bot/render/triage.py (`/hw-faults help`, checks not run)
+and bot/backends/sim (effects, scopes, clock bits, health watches, exported families).
 """
 
 from __future__ import annotations
@@ -14,8 +21,9 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from bot import metric_names as m
 from bot.models import Action, Evidence, Fault, FaultKind, Severity
@@ -49,11 +57,31 @@ THROTTLE_BITS: tuple[tuple[int, FaultKind, str, Severity, Action], ...] = (
 )
 
 
+# The names checks had before each was named for its fault kind, and the checks each now
+# stands for: configs that name them in `health.disabled` keep working. `pcie_width` and
+# `pcie_gen` were two checks of one kind (so were the NIC's receive and transmit errors): either
+# old name now turns off the one check of that kind.
+_CLOCK_KINDS = frozenset(kind for _, kind, *_ in THROTTLE_BITS)
+OLD_NAMES: dict[str, frozenset[FaultKind]] = {
+    "throttle": _CLOCK_KINDS,
+    "temperature": frozenset({FaultKind.HIGH_TEMPERATURE}),
+    "pcie_width": frozenset({FaultKind.PCIE_DOWNTRAINED}),
+    "pcie_gen": frozenset({FaultKind.PCIE_DOWNTRAINED}),
+    "ib_link": frozenset({FaultKind.IB_LINK_DOWN}),
+    "nic_rx_errors": frozenset({FaultKind.NIC_ERRORS}),
+    "nic_tx_errors": frozenset({FaultKind.NIC_ERRORS}),
+    "reboot": frozenset({FaultKind.UNEXPECTED_REBOOT}),
+    "gpu_count": frozenset({FaultKind.GPU_MISSING}),
+}
+
+
 class HealthConfig(BaseModel):
     """Thresholds and switches; the defaults suit an H100 fleet. YAML key: `health`."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    # Checks turned off, by name: a check's name is its fault kind's code, the word a drain
+    # reason shows (`ecc_dbe`); the old check names (OLD_NAMES) are read as the new ones.
     disabled: frozenset[str] = frozenset()
     window_s: float = 3600.0
     expected_gpus: int = 8
@@ -82,6 +110,14 @@ class HealthConfig(BaseModel):
     # Prometheus keeps them up to date; off, every read is raw.
     recorded_rules: bool = True
 
+    @field_validator("disabled", mode="after")
+    @classmethod
+    def _new_names(cls, names: frozenset[str]) -> frozenset[str]:
+        return frozenset(
+            new for name in names for new in ((k.value for k in OLD_NAMES[name])
+                                              if name in OLD_NAMES else (name,))
+        )  # fmt: skip
+
 
 @dataclass(frozen=True)
 class Findings:
@@ -95,14 +131,166 @@ CheckFn = Callable[[Table, HealthConfig], Findings]
 
 
 @dataclass(frozen=True)
-class Check:
-    name: str
-    description: str
+class Threshold:
+    """A check that is one comparison on one metric, a row at a time: declared, not coded."""
+
+    metric: str
+    reading: Reading
+    test: Callable[[float, HealthConfig], bool]
+    summary: Callable[[float, HealthConfig], str]
+    per_gpu: bool = True
+    # The plain comparison that prefilters the rows (fast over 400,000 of them) before `test`.
+    floor: Callable[[HealthConfig], float] | None = lambda c: 0.0
+    ceiling: Callable[[HealthConfig], float] | None = None
+    keep: str = "> 0"
+
+    @property
+    def request(self) -> MetricRequest:
+        return MetricRequest(self.metric, self.reading, self.keep)
+
+    def find(self, table: Table, cfg: HealthConfig, entry: Check) -> Findings:
+        col = table.get(self.metric)
+        if col is None:
+            return Findings(missing=[self.metric])
+        candidates: Iterable[int]
+        if self.ceiling is not None:
+            limit = self.ceiling(cfg)
+            candidates = [i for i, v in enumerate(col.values) if 0 < v < limit]
+        elif self.floor is not None:
+            candidates = _above(col.values, self.floor(cfg))
+        else:
+            candidates = range(len(col))
+        faults = [
+            _fault(table, col, i, entry.kind, entry.severity, entry.action,
+                   self.summary(col.values[i], cfg), per_gpu=self.per_gpu)
+            for i in candidates
+            if col.values[i] == col.values[i] and self.test(col.values[i], cfg)
+        ]  # fmt: skip
+        return Findings(faults=faults)
+
+
+@dataclass(frozen=True, eq=False)
+class Custom:
+    """A check that needs code: several metrics read together, or findings that decide their
+    own severity (the Xid catalog, DCGM's watches). Entries that share one `Custom` (the five
+    clock-event kinds) run it once a read and each keeps the faults of its kind."""
+
     needs: tuple[MetricRequest, ...]
     run: CheckFn
-    # The fault kinds it can find: a check that could not run says nothing about them, so the
-    # alert sweep must not resolve their alerts on its silence.
-    kinds: tuple[FaultKind, ...] = ()
+
+
+# How meowbot's alerts group a kind's alerts: one broken leaf switch is one message, not 32;
+# a hot rack (cooling) one, not one per GPU. The names are bot.alerts.models.Scope's values.
+GroupBy = Literal["node", "rack", "leaf_switch"]
+# What a simulated fault of a kind sits on (bot/backends/sim/faults.py `Scope`).
+SimOn = Literal["gpu", "nic", "netdev", "node"]
+# How a simulated fault moves one series; the simulator's vocabulary (sim/faults.py EFFECT_OF):
+# set: the detail's value `arg`; const: the number `arg`; at_least / at_most / times / plus: the
+# healthy value against the detail's `arg`; counter: ticks once, then `arg` a minute (times
+# `scale`); bits: ORs in the bit `arg`; held: grows 1 s a second (a violation counter, ns);
+# flap_count / flap_state: down a minute every `period_s` (state `arg` while down); if_given:
+# the detail's `arg` where the fault has it; bump: plus the number `arg`; since: the fault's
+# start (a boot time).
+How = Literal[
+    "set", "const", "at_least", "at_most", "times", "plus", "counter", "bits", "held",
+    "flap_count", "flap_state", "if_given", "bump", "since",
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Sets:
+    metric: str
+    how: How
+    arg: str | float = ""
+    scale: float = 1.0
+
+
+@dataclass(frozen=True)
+class Exported:
+    """A family a check reads that the simulated exporters do not already export: its HELP
+    line, and the value every healthy GPU (or node) shows."""
+
+    metric: str
+    help: str
+    healthy: float
+    per: Literal["gpu", "node"] = "gpu"
+
+
+@dataclass(frozen=True)
+class Injects:
+    """How the simulator shows a fault of the kind: what it sits on, how much slower it makes
+    a job's ranks on the node (0: none; else at least 6 %, clear of the +-1.5 % jitter), and
+    the series it moves. Presence (a GPU gone), versions (drift) and DCGM's watch rows are
+    written by the simulator's engine, not a value transform: `sets` is empty for those."""
+
+    on: SimOn
+    slowdown: float = 0.0
+    sets: tuple[Sets, ...] = ()
+    # The DCGM health watch the fault also trips: (watch, result, DCGM_FR_ error code).
+    health: tuple[str, int, str] | None = None
+    # Drawn among the random faults of a seeded fleet: a kind added later says False, so
+    # that every seeded fleet (and every test built on one) stays what it was.
+    at_random: bool = True
+    exports: tuple[Exported, ...] = ()
+
+
+@dataclass(frozen=True)
+class Check:
+    """One health check: everything about it is here, and the rest of meowbot reads it.
+
+    Its name is its fault kind's code (`high_temperature`, `xid`), the code a Slurm reason
+    shows (`meowbot: ecc_dbe gpu2`), an alert groups by and `/hw-faults` filters on: the word
+    in a reason is the word `health.disabled` takes (an Xid's reason adds its code: `xid79` is
+    the check `xid`). A check finds exactly one kind: where one reading finds several (the
+    clock-event bits), each kind is an entry and the entries share one `Custom`, run once a
+    read; where several metrics show one kind (PCIe width and generation, NIC receive and
+    transmit errors), one entry reads them all. The names checks had before they were named
+    for their kind are still accepted (`OLD_NAMES`).
+
+    `severity` and `action` are what it finds (at worst, where the finding decides: an Xid by
+    NVIDIA's catalog, DCGM's watch by fail or warn); `reads` the HealthConfig fields it reads;
+    `group_by` its alert grouping; `filters` the words people type in `/hw-faults` for it and
+    its family (`temp`: every thermal kind); `explained_by` the kinds that explain it on the
+    same GPU (it is folded into them as evidence, not a row of its own); `injects` how the
+    simulator shows it.
+    """
+
+    kind: FaultKind
+    description: str
+    words: str
+    finds: tuple[Threshold, ...] | Custom
+    severity: Severity
+    action: Action
+    injects: Injects
+    reads: tuple[str, ...] = ()
+    group_by: GroupBy = "node"
+    filters: tuple[str, ...] = ()
+    explained_by: frozenset[FaultKind] = frozenset()
+
+    @property
+    def name(self) -> str:
+        return self.kind.value
+
+    @property
+    def kinds(self) -> tuple[FaultKind, ...]:
+        """The kinds it can find (one): a check that could not run says nothing about them, so
+        the alert sweep must not resolve their alerts on its silence."""
+        return (self.kind,)
+
+    @property
+    def needs(self) -> tuple[MetricRequest, ...]:
+        if isinstance(self.finds, Custom):
+            return self.finds.needs
+        return tuple(t.request for t in self.finds)
+
+    def run(self, table: Table, cfg: HealthConfig) -> Findings:
+        if isinstance(self.finds, Custom):
+            found = self.finds.run(table, cfg)
+            return Findings([f for f in found.faults if f.kind is self.kind], found.missing)
+        parts = [t.find(table, cfg, self) for t in self.finds]
+        return Findings(
+            [f for p in parts for f in p.faults], [mt for p in parts for mt in p.missing]
+        )
 
 
 def _gpu(labels: Mapping[str, str]) -> int | None:
@@ -141,48 +329,6 @@ def _fault(
 
 def _above(values: Sequence[float], limit: float) -> list[int]:
     return [i for i, v in enumerate(values) if v > limit]  # NaN compares false: skipped
-
-
-def _threshold_check(
-    name: str,
-    kind: FaultKind,
-    metric: str,
-    reading: Reading,
-    test: Callable[[float, HealthConfig], bool],
-    severity: Severity,
-    action: Action,
-    summary: Callable[[float, HealthConfig], str],
-    description: str,
-    *,
-    per_gpu: bool = True,
-    floor: Callable[[HealthConfig], float] | None = lambda c: 0.0,
-    ceiling: Callable[[HealthConfig], float] | None = None,
-    keep: str = "> 0",
-) -> Check:
-    def run(table: Table, cfg: HealthConfig) -> Findings:
-        col = table.get(metric)
-        if col is None:
-            return Findings(missing=[metric])
-        # Prefilter with a plain comparison (fast over 400,000 rows), then apply the exact
-        # test to the few rows left.
-        candidates: Iterable[int]
-        if ceiling is not None:
-            limit = ceiling(cfg)
-            candidates = [i for i, v in enumerate(col.values) if 0 < v < limit]
-        elif floor is not None:
-            candidates = _above(col.values, floor(cfg))
-        else:
-            candidates = range(len(col))
-        faults = [
-            _fault(
-                table, col, i, kind, severity, action, summary(col.values[i], cfg), per_gpu=per_gpu
-            )
-            for i in candidates
-            if col.values[i] == col.values[i] and test(col.values[i], cfg)
-        ]
-        return Findings(faults=faults)
-
-    return Check(name, description, (MetricRequest(metric, reading, keep),), run, (kind,))
 
 
 # --- the checks ------------------------------------------------------------------------------
@@ -484,7 +630,7 @@ def _drifted(versions: Mapping[str, int], majority: str) -> tuple[str, int]:
     return next(((v, i) for v, i in versions.items() if v != majority), ("", -1))
 
 
-def _drift(kind: FaultKind, what: str, metric: str, label: str) -> Check:
+def _drift(kind: FaultKind, what: str, metric: str, label: str) -> Custom:
     # One row a node tells its version: the backend may answer one a node.
     labels = tuple(lb for mt, lb in VERSION_LABELS if mt == metric)
     request = MetricRequest(metric, V, per_node=True, by=labels)
@@ -524,116 +670,251 @@ def _drift(kind: FaultKind, what: str, metric: str, label: str) -> Check:
         ]  # fmt: skip
         return Findings(faults=faults)
 
-    return Check(kind.value, f"{what} differs from the fleet majority", (request,), run, (kind,))
+    return Custom((request,), run)
 
+
+THROTTLE = Custom(
+    # Above 1: bit 0x1 alone is an idle GPU.
+    (MetricRequest(m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS, V, "> 1"),
+     MetricRequest(m.DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, V, "> 1"),
+     *VIOLATION_REQUESTS, *VIOLATION_NODES, CLOCK_EVENTS_REQUEST),
+    _throttle,
+)  # fmt: skip
+
+
+def _clock_event(
+    kind: FaultKind,
+    words: str,
+    slowdown: float,
+    *more: Sets,
+    health: tuple[str, int, str] | None = None,
+    group_by: GroupBy = "node",
+    filters: tuple[str, ...] = ("throttle",),
+) -> Check:
+    """A clock-event kind: its bit, meaning, severity and action are its row of THROTTLE_BITS;
+    the simulator sets its bit in both names of the bitmask and holds the SM clock down."""
+    bit, _, meaning, severity, action = next(row for row in THROTTLE_BITS if row[1] is kind)
+    sets = (
+        Sets(m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS, "bits", bit),
+        Sets(m.DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, "bits", bit),
+        Sets(m.DCGM_FI_DEV_SM_CLOCK, "at_most", "sm_clock_mhz"),
+        *more,
+    )
+    return Check(
+        kind, f"clock-event (throttle) reasons: {meaning}", words, THROTTLE, severity, action,
+        Injects("gpu", slowdown, sets, health), ("throttled_share", "min_throttled_ns"),
+        group_by, filters,
+    )  # fmt: skip
+
+
+# A link that replays flits sends less data: the throughput proxy falls with the errors.
+_NVLINK_SHARE = Sets(m.DCGM_FI_PROF_NVLINK_TX_BYTES, "times", "nvlink_share")
+_NVLINK_WATCH = ("NVLINK", m.HEALTH_WARN, "DCGM_FR_NVLINK_ERROR_THRESHOLD")
+_THERMAL_WATCH = ("THERMAL", m.HEALTH_WARN, "DCGM_FR_CLOCK_THROTTLE_THERMAL")
+_HOT = Sets(m.DCGM_FI_DEV_GPU_TEMP, "at_least", "temp_c")
+_HELD_THERMAL = Sets(m.DCGM_FI_DEV_THERMAL_VIOLATION, "held")
+_THERMAL_KINDS = frozenset({FaultKind.THROTTLE_SW_THERMAL, FaultKind.THROTTLE_HW_THERMAL})
+_THERMAL = ("thermal", "temperature", "temp", "hot")
+_ECC = ("ecc", "memory")
+_IB = ("ib", "infiniband", "network")
 
 CHECKS: tuple[Check, ...] = (
     Check(
-        "xid", "GPU Xid errors, by NVIDIA's catalog",
-        (MetricRequest(m.DCGM_FI_DEV_XID_ERRORS, V, "> 0"), MetricRequest(m.DCGM_EXP_XID_ERRORS_COUNT, INC, "> 0"),
-         XID_TOTAL_REQUEST),
-        _xid, (FaultKind.XID,),
-    ),
-    _threshold_check(
-        "ecc_dbe", FaultKind.ECC_DBE, m.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, V, lambda v, c: v > 0,
-        Severity.CRITICAL, Action.DRAIN, lambda v, c: f"{count(v, 'double-bit ECC error')}: reset the GPU",
-        "double-bit (uncorrectable) ECC errors",
-    ),
-    _threshold_check(
-        "row_remap_failure", FaultKind.ROW_REMAP_FAILURE, m.DCGM_FI_DEV_ROW_REMAP_FAILURE, V,
-        lambda v, c: v > 0, Severity.CRITICAL, Action.RMA,
-        lambda v, c: "row remapping failed: the GPU's memory is out of spare rows (RMA)",
-        "row-remap failure",
-    ),
-    _threshold_check(
-        "row_remap_pending", FaultKind.ROW_REMAP_PENDING, m.DCGM_FI_DEV_ROW_REMAP_PENDING, V,
-        lambda v, c: v > 0, Severity.WARNING, Action.RESET_GPU,
-        lambda v, c: "a row remap is pending: reset the GPU when it is idle", "pending row remaps",
+        FaultKind.XID, "GPU Xid errors, by NVIDIA's catalog", "GPU Xid error",
+        Custom((MetricRequest(m.DCGM_FI_DEV_XID_ERRORS, V, "> 0"),
+                MetricRequest(m.DCGM_EXP_XID_ERRORS_COUNT, INC, "> 0"), XID_TOTAL_REQUEST), _xid),
+        Severity.CRITICAL, Action.DRAIN,
+        Injects("gpu", sets=(Sets(m.DCGM_FI_DEV_XID_ERRORS, "set", "xid"),)),
     ),
     Check(
-        "throttle", "clock-event (throttle) reasons",
-        # Above 1: bit 0x1 alone is an idle GPU.
-        (MetricRequest(m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS, V, "> 1"), MetricRequest(m.DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, V, "> 1"),
-         *VIOLATION_REQUESTS, *VIOLATION_NODES, CLOCK_EVENTS_REQUEST),
-        _throttle,
-        (FaultKind.THROTTLE_POWER, FaultKind.THROTTLE_HW_SLOWDOWN, FaultKind.THROTTLE_SW_THERMAL,
-         FaultKind.THROTTLE_HW_THERMAL, FaultKind.POWER_BRAKE),
+        FaultKind.ECC_DBE, "double-bit (uncorrectable) ECC errors", "double-bit ECC error",
+        (Threshold(m.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, V, lambda v, c: v > 0,
+                   lambda v, c: f"{count(v, 'double-bit ECC error')}: reset the GPU"),),
+        Severity.CRITICAL, Action.DRAIN,
+        Injects("gpu", sets=(Sets(m.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, "plus", "count"),),
+                health=("MEM", m.HEALTH_FAIL, "DCGM_FR_VOLATILE_DBE_DETECTED")),
+        filters=_ECC,
     ),
-    _threshold_check(
-        "temperature", FaultKind.HIGH_TEMPERATURE, m.DCGM_FI_DEV_GPU_TEMP, V,
-        lambda v, c: v > c.max_gpu_temp_c, Severity.WARNING, Action.WATCH,
-        lambda v, c: f"GPU at {v:.0f} °C (limit {c.max_gpu_temp_c:.0f} °C): check cooling",
-        "GPU temperature", keep="> {max_gpu_temp_c}",
-    ),
-    _threshold_check(
-        "nvlink_crc", FaultKind.NVLINK_CRC, m.DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, INC,
-        lambda v, c: v > c.nvlink_crc_per_window, Severity.WARNING, Action.DRAIN,
-        lambda v, c: f"{count(round(v), 'NVLink CRC flit error')} in the window", "NVLink CRC errors",
-    ),
-    _threshold_check(
-        "nvlink_replay", FaultKind.NVLINK_REPLAY, m.DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL, INC,
-        lambda v, c: v > c.nvlink_replay_per_window, Severity.WARNING, Action.DRAIN,
-        lambda v, c: f"{count(round(v), 'NVLink replay')} in the window", "NVLink replay errors",
-    ),
-    _threshold_check(
-        "pcie_replay", FaultKind.PCIE_REPLAY, m.DCGM_FI_DEV_PCIE_REPLAY_COUNTER, INC,
-        lambda v, c: v > c.pcie_replay_per_window, Severity.WARNING, Action.WATCH,
-        lambda v, c: f"{count(round(v), 'PCIe replay')} in the window", "PCIe replays",
-    ),
-    _threshold_check(
-        "pcie_width", FaultKind.PCIE_DOWNTRAINED, m.DCGM_FI_DEV_PCIE_LINK_WIDTH, V,
-        lambda v, c: 0 < v < c.expected_pcie_width, Severity.WARNING, Action.DRAIN,
-        lambda v, c: f"PCIe link trained at x{v:.0f}, expected x{c.expected_pcie_width}",
-        "PCIe link width", ceiling=lambda c: float(c.expected_pcie_width),
-        keep="< {expected_pcie_width}",
-    ),
-    _threshold_check(
-        "pcie_gen", FaultKind.PCIE_DOWNTRAINED, m.DCGM_FI_DEV_PCIE_LINK_GEN, V,
-        lambda v, c: 0 < v < c.expected_pcie_gen, Severity.WARNING, Action.DRAIN,
-        lambda v, c: f"PCIe link at gen {v:.0f}, expected gen {c.expected_pcie_gen}",
-        "PCIe link generation", ceiling=lambda c: float(c.expected_pcie_gen),
-        keep="< {expected_pcie_gen}",
-    ),
-    Check("ib_link", "InfiniBand port state", (MetricRequest(m.NODE_INFINIBAND_STATE_ID, V, "!= 4"),), _ib_link_down, (FaultKind.IB_LINK_DOWN,)),
-    _threshold_check(
-        "ib_flapping", FaultKind.IB_FLAPPING, m.NODE_INFINIBAND_LINK_DOWNED_TOTAL, INC,
-        lambda v, c: v >= c.ib_flaps_per_window, Severity.WARNING, Action.DRAIN,
-        lambda v, c: f"InfiniBand link went down {count(round(v), 'time')} in the window", "InfiniBand flapping",
-        per_gpu=False,
-    ),
-    _threshold_check(
-        "ib_symbol_errors", FaultKind.IB_SYMBOL_ERRORS, m.NODE_INFINIBAND_SYMBOL_ERROR_TOTAL, INC,
-        lambda v, c: v > c.ib_symbol_errors_per_window, Severity.WARNING, Action.WATCH,
-        lambda v, c: f"{count(round(v), 'InfiniBand symbol error')} in the window: check the cable",
-        "InfiniBand symbol errors", per_gpu=False,
-    ),
-    _threshold_check(
-        "nic_rx_errors", FaultKind.NIC_ERRORS, m.NODE_NETWORK_RECEIVE_ERRS_TOTAL, INC,
-        lambda v, c: v > c.nic_errors_per_window, Severity.WARNING, Action.WATCH,
-        lambda v, c: f"{count(round(v), 'NIC receive error')} in the window", "NIC receive errors", per_gpu=False,
-    ),
-    _threshold_check(
-        "nic_tx_errors", FaultKind.NIC_ERRORS, m.NODE_NETWORK_TRANSMIT_ERRS_TOTAL, INC,
-        lambda v, c: v > c.nic_errors_per_window, Severity.WARNING, Action.WATCH,
-        lambda v, c: f"{count(round(v), 'NIC transmit error')} in the window", "NIC transmit errors", per_gpu=False,
-    ),
-    _threshold_check(
-        "reboot", FaultKind.UNEXPECTED_REBOOT, m.NODE_BOOT_TIME_SECONDS, CHG,
-        lambda v, c: v > 0, Severity.WARNING, Action.WATCH,
-        lambda v, c: "the node rebooted in the window (boot time moved)", "unexpected reboot",
-        per_gpu=False,
-    ),
-    Check("gpu_count", "GPUs visible against the expected count", (GPU_COUNT_REQUEST,), _gpu_count, (FaultKind.GPU_MISSING,)),
     Check(
-        "dcgm_health", "DCGM's own health watches",
-        (MetricRequest(m.DCGM_EXP_GPU_HEALTH_STATUS, V, "> 0"),), _dcgm_health, (FaultKind.DCGM_HEALTH,),
+        FaultKind.ROW_REMAP_FAILURE, "row-remap failure", "row-remap failure",
+        (Threshold(m.DCGM_FI_DEV_ROW_REMAP_FAILURE, V, lambda v, c: v > 0,
+                   lambda v, c: "row remapping failed: the GPU's memory is out of spare rows (RMA)"),),
+        Severity.CRITICAL, Action.RMA,
+        Injects("gpu", sets=(Sets(m.DCGM_FI_DEV_ROW_REMAP_FAILURE, "const", 1.0),),
+                health=("MEM", m.HEALTH_FAIL, "DCGM_FR_ROW_REMAP_FAILURE")),
+        filters=(*_ECC, "remap"),
     ),
-    _drift(FaultKind.DRIVER_DRIFT, "driver", m.DCGM_FI_DEV_GPU_TEMP, m.LABEL_DRIVER_VERSION),
-    _drift(FaultKind.KERNEL_DRIFT, "kernel", m.NODE_UNAME_INFO, "release"),
-    _drift(FaultKind.FIRMWARE_DRIFT, "firmware (VBIOS)", m.DCGM_FI_DEV_GPU_TEMP, m.LABEL_VBIOS_VERSION),
+    Check(
+        FaultKind.ROW_REMAP_PENDING, "pending row remaps", "pending row remap",
+        (Threshold(m.DCGM_FI_DEV_ROW_REMAP_PENDING, V, lambda v, c: v > 0,
+                   lambda v, c: "a row remap is pending: reset the GPU when it is idle"),),
+        Severity.WARNING, Action.RESET_GPU,
+        Injects("gpu", sets=(Sets(m.DCGM_FI_DEV_ROW_REMAP_PENDING, "const", 1.0),),
+                health=("MEM", m.HEALTH_WARN, "DCGM_FR_PENDING_ROW_REMAP")),
+        filters=(*_ECC, "remap"),
+    ),
+    _clock_event(
+        FaultKind.THROTTLE_POWER, "power-cap slowdown", 0.08,
+        Sets(m.DCGM_FI_DEV_POWER_USAGE, "set", "power_w"),
+        Sets(m.DCGM_FI_DEV_POWER_VIOLATION, "held"),
+        health=("POWER", m.HEALTH_WARN, "DCGM_FR_CLOCK_THROTTLE_POWER"), group_by="rack",
+        filters=("throttle", "power"),
+    ),
+    _clock_event(FaultKind.THROTTLE_HW_SLOWDOWN, "hardware slowdown", 0.35),
+    _clock_event(
+        FaultKind.THROTTLE_SW_THERMAL, "software thermal slowdown", 0.12, _HOT, _HELD_THERMAL,
+        health=_THERMAL_WATCH, group_by="rack", filters=("throttle", *_THERMAL),
+    ),
+    _clock_event(
+        FaultKind.THROTTLE_HW_THERMAL, "hardware thermal slowdown", 0.25, _HOT, _HELD_THERMAL,
+        health=_THERMAL_WATCH, group_by="rack", filters=("throttle", *_THERMAL),
+    ),
+    _clock_event(
+        FaultKind.POWER_BRAKE, "power brake", 0.5,
+        Sets(m.DCGM_FI_DEV_POWER_USAGE, "at_most", "power_w"), group_by="rack",
+        filters=("throttle", "power"),
+    ),
+    Check(
+        FaultKind.HIGH_TEMPERATURE, "GPU temperature", "high GPU temperature",
+        (Threshold(m.DCGM_FI_DEV_GPU_TEMP, V, lambda v, c: v > c.max_gpu_temp_c,
+                   lambda v, c: f"GPU at {v:.0f} °C (limit {c.max_gpu_temp_c:.0f} °C): check cooling",
+                   keep="> {max_gpu_temp_c}"),),
+        Severity.WARNING, Action.WATCH, Injects("gpu", sets=(_HOT,)), ("max_gpu_temp_c",),
+        group_by="rack", filters=_THERMAL, explained_by=_THERMAL_KINDS,
+    ),
+    Check(
+        FaultKind.NVLINK_CRC, "NVLink CRC errors", "NVLink CRC errors",
+        (Threshold(m.DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, INC,
+                   lambda v, c: v > c.nvlink_crc_per_window,
+                   lambda v, c: f"{count(round(v), 'NVLink CRC flit error')} in the window"),),
+        Severity.WARNING, Action.DRAIN,
+        Injects("gpu", 0.06, (Sets(m.DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, "counter", "per_min"),
+                              _NVLINK_SHARE), _NVLINK_WATCH),
+        ("nvlink_crc_per_window",), filters=("nvlink",),
+    ),
+    Check(
+        FaultKind.NVLINK_REPLAY, "NVLink replay errors", "NVLink replays",
+        (Threshold(m.DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL, INC,
+                   lambda v, c: v > c.nvlink_replay_per_window,
+                   lambda v, c: f"{count(round(v), 'NVLink replay')} in the window"),),
+        Severity.WARNING, Action.DRAIN,
+        Injects("gpu", 0.06, (Sets(m.DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL, "counter", "per_min"),
+                              _NVLINK_SHARE), _NVLINK_WATCH),
+        ("nvlink_replay_per_window",), filters=("nvlink",),
+    ),
+    Check(
+        FaultKind.PCIE_REPLAY, "PCIe replays", "PCIe replays",
+        (Threshold(m.DCGM_FI_DEV_PCIE_REPLAY_COUNTER, INC, lambda v, c: v > c.pcie_replay_per_window,
+                   lambda v, c: f"{count(round(v), 'PCIe replay')} in the window"),),
+        Severity.WARNING, Action.WATCH,
+        Injects("gpu", 0.06, (Sets(m.DCGM_FI_DEV_PCIE_REPLAY_COUNTER, "counter", "per_min"),),
+                ("PCIE", m.HEALTH_WARN, "DCGM_FR_PCI_REPLAY_RATE")),
+        ("pcie_replay_per_window",), filters=("pcie",),
+    ),
+    Check(
+        FaultKind.PCIE_DOWNTRAINED, "PCIe link width and generation", "PCIe link below its speed",
+        (Threshold(m.DCGM_FI_DEV_PCIE_LINK_WIDTH, V, lambda v, c: 0 < v < c.expected_pcie_width,
+                   lambda v, c: f"PCIe link trained at x{v:.0f}, expected x{c.expected_pcie_width}",
+                   ceiling=lambda c: float(c.expected_pcie_width), keep="< {expected_pcie_width}"),
+         Threshold(m.DCGM_FI_DEV_PCIE_LINK_GEN, V, lambda v, c: 0 < v < c.expected_pcie_gen,
+                   lambda v, c: f"PCIe link at gen {v:.0f}, expected gen {c.expected_pcie_gen}",
+                   ceiling=lambda c: float(c.expected_pcie_gen), keep="< {expected_pcie_gen}")),
+        Severity.WARNING, Action.DRAIN,
+        Injects("gpu", 0.08, (Sets(m.DCGM_FI_DEV_PCIE_LINK_WIDTH, "if_given", "width"),
+                              Sets(m.DCGM_FI_DEV_PCIE_LINK_GEN, "if_given", "gen"))),
+        ("expected_pcie_width", "expected_pcie_gen"), filters=("pcie",),
+    ),
+    Check(
+        FaultKind.IB_LINK_DOWN, "InfiniBand port state", "InfiniBand link down",
+        Custom((MetricRequest(m.NODE_INFINIBAND_STATE_ID, V, "!= 4"),), _ib_link_down),
+        Severity.CRITICAL, Action.DRAIN,
+        # The received-bytes counter stops: the engine does that, knowing the baseline.
+        Injects("nic", sets=(Sets(m.NODE_INFINIBAND_STATE_ID, "const", float(m.IB_STATE_DOWN)),
+                             Sets(m.NODE_INFINIBAND_PHYSICAL_STATE_ID, "const",
+                                  float(m.IB_PHYSICAL_STATE_POLLING)),
+                             Sets(m.NODE_INFINIBAND_LINK_DOWNED_TOTAL, "bump", 1.0))),
+        group_by="leaf_switch", filters=_IB, explained_by=frozenset({FaultKind.IB_FLAPPING}),
+    ),
+    Check(
+        FaultKind.IB_FLAPPING, "InfiniBand flapping", "InfiniBand link flapping",
+        (Threshold(m.NODE_INFINIBAND_LINK_DOWNED_TOTAL, INC, lambda v, c: v >= c.ib_flaps_per_window,
+                   lambda v, c: f"InfiniBand link went down {count(round(v), 'time')} in the window",
+                   per_gpu=False),),
+        Severity.WARNING, Action.DRAIN,
+        Injects("nic", 0.06, (Sets(m.NODE_INFINIBAND_LINK_DOWNED_TOTAL, "flap_count"),
+                              Sets(m.NODE_INFINIBAND_STATE_ID, "flap_state", float(m.IB_STATE_DOWN)),
+                              Sets(m.NODE_INFINIBAND_PHYSICAL_STATE_ID, "flap_state",
+                                   float(m.IB_PHYSICAL_STATE_POLLING)))),
+        ("ib_flaps_per_window",), "leaf_switch", _IB,
+    ),
+    Check(
+        FaultKind.IB_SYMBOL_ERRORS, "InfiniBand symbol errors", "InfiniBand symbol errors",
+        (Threshold(m.NODE_INFINIBAND_SYMBOL_ERROR_TOTAL, INC, lambda v, c: v > c.ib_symbol_errors_per_window,
+                   lambda v, c: f"{count(round(v), 'InfiniBand symbol error')} in the window: check the cable",
+                   per_gpu=False),),
+        Severity.WARNING, Action.WATCH,
+        Injects("nic", 0.06, (Sets(m.NODE_INFINIBAND_SYMBOL_ERROR_TOTAL, "counter", "per_min"),)),
+        ("ib_symbol_errors_per_window",), "leaf_switch", _IB,
+    ),
+    Check(
+        FaultKind.NIC_ERRORS, "NIC receive and transmit errors", "network card errors",
+        (Threshold(m.NODE_NETWORK_RECEIVE_ERRS_TOTAL, INC, lambda v, c: v > c.nic_errors_per_window,
+                   lambda v, c: f"{count(round(v), 'NIC receive error')} in the window", per_gpu=False),
+         Threshold(m.NODE_NETWORK_TRANSMIT_ERRS_TOTAL, INC, lambda v, c: v > c.nic_errors_per_window,
+                   lambda v, c: f"{count(round(v), 'NIC transmit error')} in the window", per_gpu=False)),
+        Severity.WARNING, Action.WATCH,
+        Injects("netdev", 0.06, (Sets(m.NODE_NETWORK_RECEIVE_ERRS_TOTAL, "counter", "per_min"),
+                                 Sets(m.NODE_NETWORK_TRANSMIT_ERRS_TOTAL, "counter", "per_min", 0.25))),
+        ("nic_errors_per_window",), "leaf_switch", ("network", "nic"),
+    ),
+    Check(
+        FaultKind.UNEXPECTED_REBOOT, "unexpected reboot", "unexpected reboot",
+        (Threshold(m.NODE_BOOT_TIME_SECONDS, CHG, lambda v, c: v > 0,
+                   lambda v, c: "the node rebooted in the window (boot time moved)", per_gpu=False),),
+        Severity.WARNING, Action.WATCH,
+        Injects("node", sets=(Sets(m.NODE_BOOT_TIME_SECONDS, "since"),)), filters=("reboot",),
+    ),
+    Check(
+        FaultKind.GPU_MISSING, "GPUs visible against the expected count", "GPU missing",
+        Custom((GPU_COUNT_REQUEST,), _gpu_count), Severity.CRITICAL, Action.DRAIN,
+        Injects("gpu"), ("expected_gpus",), filters=("missing",),
+    ),
+    Check(
+        FaultKind.DCGM_HEALTH, "DCGM's own health watches", "DCGM health watch failing",
+        Custom((MetricRequest(m.DCGM_EXP_GPU_HEALTH_STATUS, V, "> 0"),), _dcgm_health),
+        # A watch's fault shows only where the newer exporter runs: never drawn at random.
+        Severity.CRITICAL, Action.DRAIN, Injects("gpu", at_random=False),
+        filters=("health", "dcgm"),
+    ),
+    Check(
+        FaultKind.DRIVER_DRIFT, "driver differs from the fleet majority",
+        "driver differs from the fleet",
+        _drift(FaultKind.DRIVER_DRIFT, "driver", m.DCGM_FI_DEV_GPU_TEMP, m.LABEL_DRIVER_VERSION),
+        Severity.WARNING, Action.WATCH, Injects("node", 0.06), ("drift_min_nodes",),
+        filters=("drift", "driver"),
+    ),
+    Check(
+        FaultKind.KERNEL_DRIFT, "kernel differs from the fleet majority",
+        "kernel differs from the fleet",
+        _drift(FaultKind.KERNEL_DRIFT, "kernel", m.NODE_UNAME_INFO, "release"),
+        Severity.WARNING, Action.WATCH, Injects("node", 0.06), ("drift_min_nodes",),
+        filters=("drift", "kernel"),
+    ),
+    Check(
+        FaultKind.FIRMWARE_DRIFT, "firmware (VBIOS) differs from the fleet majority",
+        "firmware differs from the fleet",
+        _drift(FaultKind.FIRMWARE_DRIFT, "firmware (VBIOS)", m.DCGM_FI_DEV_GPU_TEMP,
+               m.LABEL_VBIOS_VERSION),
+        Severity.WARNING, Action.WATCH, Injects("node", 0.06), ("drift_min_nodes",),
+        filters=("drift", "firmware"),
+    ),
 )  # fmt: skip
 
 CHECKS_BY_NAME: dict[str, Check] = {c.name: c for c in CHECKS}
+CHECK_OF: dict[FaultKind, Check] = {c.kind: c for c in CHECKS}
+assert len(CHECK_OF) == len(CHECKS), "one entry a kind"
+assert all(f in HealthConfig.model_fields for c in CHECKS for f in c.reads), "reads a field"
+assert all(k in CHECK_OF for ks in OLD_NAMES.values() for k in ks), "old names name checks"
 
 
 def enabled_checks(cfg: HealthConfig) -> list[Check]:
@@ -668,8 +949,22 @@ class HealthRun:
 def run_checks(table: Table, cfg: HealthConfig, checks: Sequence[Check] | None = None) -> HealthRun:
     faults: list[Fault] = []
     not_run: dict[str, list[str]] = {}
-    for check in checks if checks is not None else enabled_checks(cfg):
-        found = check.run(table, cfg)
+    chosen = list(checks if checks is not None else enabled_checks(cfg))
+    ran: set[int] = set()
+    for check in chosen:
+        # Entries that share a reading (the clock-event kinds) run it once, where the first
+        # of them stands, and each keeps its kind's faults.
+        sharing = [check]
+        if isinstance(check.finds, Custom):
+            if id(check.finds) in ran:
+                continue
+            ran.add(id(check.finds))
+            sharing = [c for c in chosen if c.finds is check.finds]
+            found = check.finds.run(table, cfg)
+            wanted = {c.kind for c in sharing}
+            found = Findings([f for f in found.faults if f.kind in wanted], found.missing)
+        else:
+            found = check.run(table, cfg)
         # Checks say "in the window"; the answer names it, so that counts read over
         # different windows (/node-health's hour, /hw-faults' day) are not taken for a
         # contradiction.
@@ -680,5 +975,6 @@ def run_checks(table: Table, cfg: HealthConfig, checks: Sequence[Check] | None =
             for f in found.faults
         )
         if found.missing and not found.faults:
-            not_run[check.name] = found.missing
+            for c in sharing:
+                not_run[c.name] = found.missing
     return HealthRun(at=table.at, faults=faults, not_run=not_run)

@@ -18,6 +18,7 @@ from bot.backends.errors import BackendError
 from bot.models import Fault, FaultKind, Job, Node, Severity, Verdict, VerdictLevel
 from bot.scheduler import Scheduler, SchedulerNode
 from bot.triage.checks import (
+    CHECKS,
     CHECKS_BY_NAME,
     HealthConfig,
     HealthRun,
@@ -255,12 +256,10 @@ def _fault_order(f: Fault) -> tuple[int, int, str, int]:
     return (-fault_level(f).rank, -f.severity.rank, f.node, f.gpu if f.gpu is not None else -1)
 
 
-# A symptom folded into the fault that explains it on the same node (and GPU).
+# A symptom folded into the fault that explains it on the same node (and GPU): the check
+# entries say which (`explained_by`).
 _EXPLAINED_BY: dict[FaultKind, frozenset[FaultKind]] = {
-    FaultKind.HIGH_TEMPERATURE: frozenset(
-        {FaultKind.THROTTLE_SW_THERMAL, FaultKind.THROTTLE_HW_THERMAL}
-    ),
-    FaultKind.IB_LINK_DOWN: frozenset({FaultKind.IB_FLAPPING}),
+    c.kind: c.explained_by for c in CHECKS if c.explained_by
 }
 
 

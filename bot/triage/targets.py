@@ -7,6 +7,7 @@ import re
 import hostlist
 
 from bot.models import FaultKind
+from bot.triage.checks import CHECKS
 
 NODE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 HOSTLIST_RE = re.compile(r"^[A-Za-z0-9._\-\[\],]{1,2000}$")
@@ -15,45 +16,12 @@ DURATION_RE = re.compile(r"^(\d{1,4})([smhd])$")
 MAX_WINDOW_S = 7 * 86400
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
-_THERMAL = frozenset(
-    {FaultKind.THROTTLE_SW_THERMAL, FaultKind.THROTTLE_HW_THERMAL, FaultKind.HIGH_TEMPERATURE}
-)
-_ECC = frozenset({FaultKind.ECC_DBE, FaultKind.ROW_REMAP_FAILURE, FaultKind.ROW_REMAP_PENDING})
-_IB = frozenset({FaultKind.IB_LINK_DOWN, FaultKind.IB_FLAPPING, FaultKind.IB_SYMBOL_ERRORS})
 # Words people use for a fault kind or a family of them, in `/hw-faults <filter>`: someone
-# looking for hot GPUs types "temperature", not "high_temperature".
+# looking for hot GPUs types "temperature", not "high_temperature". Each check's entry lists
+# the words that take it in (bot/triage/checks.py `filters`).
 KIND_ALIASES: dict[str, frozenset[FaultKind]] = {
-    "ecc": _ECC,
-    "memory": _ECC,
-    "remap": frozenset({FaultKind.ROW_REMAP_FAILURE, FaultKind.ROW_REMAP_PENDING}),
-    "throttle": frozenset(
-        {
-            FaultKind.THROTTLE_POWER,
-            FaultKind.THROTTLE_HW_SLOWDOWN,
-            FaultKind.THROTTLE_SW_THERMAL,
-            FaultKind.THROTTLE_HW_THERMAL,
-            FaultKind.POWER_BRAKE,
-        }
-    ),
-    "power": frozenset({FaultKind.THROTTLE_POWER, FaultKind.POWER_BRAKE}),
-    "thermal": _THERMAL,
-    "temperature": _THERMAL,
-    "temp": _THERMAL,
-    "hot": _THERMAL,
-    "nvlink": frozenset({FaultKind.NVLINK_CRC, FaultKind.NVLINK_REPLAY}),
-    "pcie": frozenset({FaultKind.PCIE_REPLAY, FaultKind.PCIE_DOWNTRAINED}),
-    "ib": _IB,
-    "infiniband": _IB,
-    "network": _IB | {FaultKind.NIC_ERRORS},
-    "nic": frozenset({FaultKind.NIC_ERRORS}),
-    "reboot": frozenset({FaultKind.UNEXPECTED_REBOOT}),
-    "missing": frozenset({FaultKind.GPU_MISSING}),
-    "drift": frozenset({FaultKind.DRIVER_DRIFT, FaultKind.KERNEL_DRIFT, FaultKind.FIRMWARE_DRIFT}),
-    "driver": frozenset({FaultKind.DRIVER_DRIFT}),
-    "kernel": frozenset({FaultKind.KERNEL_DRIFT}),
-    "firmware": frozenset({FaultKind.FIRMWARE_DRIFT}),
-    "health": frozenset({FaultKind.DCGM_HEALTH}),
-    "dcgm": frozenset({FaultKind.DCGM_HEALTH}),
+    word: frozenset(c.kind for c in CHECKS if word in c.filters)
+    for word in dict.fromkeys(w for c in CHECKS for w in c.filters)
 }
 
 

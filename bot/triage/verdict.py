@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from bot.models import Action, Fault, FaultKind, Severity, Verdict, VerdictLevel
-
-MAX_DRAIN_REASON = 60
+from bot import drain_reason
+from bot.models import Action, Fault, Severity, Verdict, VerdictLevel
 
 _LEVEL_OF_ACTION = {
     Action.RMA: VerdictLevel.RMA,
@@ -35,20 +34,6 @@ def fault_level(fault: Fault) -> VerdictLevel:
     return level_of(fault.severity, fault.action)
 
 
-def short_cause(fault: Fault) -> str:
-    """`xid79`, `ecc_dbe`, `ib_link_down`: the cause as Slurm's reason shows it."""
-    if fault.kind is FaultKind.XID and fault.evidence:
-        ev = fault.evidence[0]
-        code = ev.labels.get("xid")  # per-code counter: the value is a count, not the code
-        return f"xid{code if code and code.isdigit() else int(ev.value)}"
-    return fault.kind.value
-
-
-def drain_reason(fault: Fault) -> str:
-    gpu = f" gpu{fault.gpu}" if fault.gpu is not None else ""
-    return f"meowbot: {short_cause(fault)}{gpu}"[:MAX_DRAIN_REASON]
-
-
 def _order(fault: Fault) -> tuple[int, int]:
     return (-fault_level(fault).rank, -fault.severity.rank)
 
@@ -60,7 +45,7 @@ def verdict(node: str, faults: Iterable[Fault]) -> Verdict:
     level = max((fault_level(f) for f in ordered), key=lambda lv: lv.rank)
     reasons = tuple(dict.fromkeys(f.summary for f in ordered))
     worst = ordered[0]
-    reason = drain_reason(worst) if level.rank >= VerdictLevel.DRAIN.rank else None
+    reason = drain_reason.for_fault(worst) if level.rank >= VerdictLevel.DRAIN.rank else None
     return Verdict(node=node, level=level, reasons=reasons, drain_reason=reason)
 
 

@@ -21,12 +21,12 @@ from bot.alerts.policy import (
     Outcome,
     auto_drain,
     blast_radius,
-    drain_reason,
     offered_actions,
 )
 from bot.alerts.route import route
 from bot.alerts.sweep import alerts_from_faults, resolved_by_sweep
 from bot.config import ConfigError, load_settings
+from bot.drain_reason import by_user as drain_reason
 from bot.models import Action, Fault, FaultKind, Node, Severity
 
 T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)

@@ -17,7 +17,6 @@ from bot.backends.errors import BackendError
 from bot.backends.slurm import (
     check_job_id,
     check_node_name,
-    check_reason,
     expand_nodes,
     hostlist_size,
     parse_gpus_per_node,
@@ -30,6 +29,7 @@ from bot.backends.slurm import (
     parse_time,
     slurm_errors,
 )
+from bot.drain_reason import check as check_reason
 from bot.models import JobState
 
 # ---------------------------------------------------------------- recorded: 22.05, v0.0.38

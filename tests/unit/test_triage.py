@@ -100,6 +100,7 @@ def test_old_throttle_metric_name_is_read_too() -> None:
         (FaultKind.THROTTLE_HW_SLOWDOWN, "gpu-0003", 2)
     ]
     assert "throttle" not in run.not_run
+    assert "throttle_hw_slowdown" not in run.not_run  # the clock-event checks are named by kind
 
 
 def test_a_check_can_be_turned_off() -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
 from bot import metric_names as m
+from bot.triage.checks import CHECKS
 
 Labels = tuple[tuple[str, str], ...]
 Entity = Literal["gpu", "xid", "health", "clock", "nic", "netdev", "node", "uname", "numa", "step"]
@@ -153,6 +154,8 @@ FAMILIES: tuple[Family, ...] = (
         "Time of the last iteration this rank spent in the collective, waiting for the others.",
     ),
 )
+# Families a check reads that the list above does not have: its entry says (`exports`).
+FAMILIES += tuple(Family(e.metric, e.per, e.help) for c in CHECKS for e in c.injects.exports)
 FAMILY_BY_NAME: dict[str, Family] = {f.name: f for f in FAMILIES}
 
 

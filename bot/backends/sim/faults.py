@@ -18,6 +18,7 @@ from typing import Literal
 
 from bot import metric_names as m
 from bot.models import FaultKind
+from bot.triage.checks import CHECKS, Sets
 
 DetailValue = str | int | float | bool
 Scope = Literal["gpu", "nic", "netdev", "node", "job"]
@@ -43,32 +44,11 @@ class KindSpec:
 
 
 KIND_SPECS: dict[FaultKind, KindSpec] = {
-    FaultKind.XID: KindSpec("gpu", 0.0),
-    FaultKind.ECC_DBE: KindSpec("gpu", 0.0),
-    FaultKind.ROW_REMAP_FAILURE: KindSpec("gpu", 0.0),
-    FaultKind.ROW_REMAP_PENDING: KindSpec("gpu", 0.0),
-    FaultKind.THROTTLE_POWER: KindSpec("gpu", 0.08),
-    FaultKind.THROTTLE_HW_SLOWDOWN: KindSpec("gpu", 0.35),
-    FaultKind.THROTTLE_SW_THERMAL: KindSpec("gpu", 0.12),
-    FaultKind.THROTTLE_HW_THERMAL: KindSpec("gpu", 0.25),
-    FaultKind.POWER_BRAKE: KindSpec("gpu", 0.5),
-    FaultKind.HIGH_TEMPERATURE: KindSpec("gpu", 0.0),
-    FaultKind.NVLINK_CRC: KindSpec("gpu", 0.06),
-    FaultKind.NVLINK_REPLAY: KindSpec("gpu", 0.06),
-    FaultKind.PCIE_REPLAY: KindSpec("gpu", 0.06),
-    FaultKind.PCIE_DOWNTRAINED: KindSpec("gpu", 0.08),
-    FaultKind.GPU_MISSING: KindSpec("gpu", 0.0),
-    FaultKind.DCGM_HEALTH: KindSpec("gpu", 0.0),
+    # A health check's kind: as its entry says (bot/triage/checks.py `injects`).
+    **{c.kind: KindSpec(c.injects.on, c.injects.slowdown) for c in CHECKS},
+    # The causes of a slow job that no health check finds.
     FaultKind.LOW_SM_CLOCK: KindSpec("gpu", 0.12),
     FaultKind.NUMA_MISPLACEMENT: KindSpec("gpu", 0.07),
-    FaultKind.IB_LINK_DOWN: KindSpec("nic", 0.0),
-    FaultKind.IB_FLAPPING: KindSpec("nic", 0.06),
-    FaultKind.IB_SYMBOL_ERRORS: KindSpec("nic", 0.06),
-    FaultKind.NIC_ERRORS: KindSpec("netdev", 0.06),
-    FaultKind.UNEXPECTED_REBOOT: KindSpec("node", 0.0),
-    FaultKind.DRIVER_DRIFT: KindSpec("node", 0.06),
-    FaultKind.KERNEL_DRIFT: KindSpec("node", 0.06),
-    FaultKind.FIRMWARE_DRIFT: KindSpec("node", 0.06),
     FaultKind.CPU_CONTENTION: KindSpec("node", 0.10),
     FaultKind.PIPELINE_IMBALANCE: KindSpec("job", 0.12),
     FaultKind.GC_STALLS: KindSpec("job", 0.8),
@@ -302,94 +282,61 @@ def _rate_counter_frac(key: str) -> Effect:
     return effect
 
 
-_CLOCK_REASON_METRICS = (m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS, m.DCGM_FI_DEV_CLOCK_THROTTLE_REASONS)
-
-
 def _held(value: float, fault: InjectedFault, t_s: float) -> float:
     """A violation counter (ns) growing all the time the fault holds the clocks back."""
     return value + float(int(fault.elapsed_s(t_s) * 1e9))
 
 
-def _throttle(bit: int, **more: Effect) -> dict[str, Effect]:
-    effects = {name: _bits(bit) for name in _CLOCK_REASON_METRICS}
-    effects[m.DCGM_FI_DEV_SM_CLOCK] = _at_most("sm_clock_mhz")
-    effects.update(more)
-    return effects
+def _since(value: float, fault: InjectedFault, t_s: float) -> float:
+    return fault.since_s
+
+
+def _key(s: Sets) -> str:
+    return str(s.arg)
+
+
+def _number(s: Sets) -> float:
+    return float(s.arg)
+
+
+# The words of a check entry's `Sets.how` (bot/triage/checks.py), each the effect it names.
+EFFECT_OF: dict[str, Callable[[Sets], Effect]] = {
+    "set": lambda s: _set(_key(s)),
+    "const": lambda s: _const(_number(s)),
+    "at_least": lambda s: _at_least(_key(s)),
+    "at_most": lambda s: _at_most(_key(s)),
+    "times": lambda s: _times(_key(s)),
+    "plus": lambda s: _plus(_key(s)),
+    "counter": lambda s: _counter(_key(s), s.scale),
+    "bits": lambda s: _bits(int(_number(s))),
+    "held": lambda s: _held,
+    "flap_count": lambda s: _flap_count,
+    "flap_state": lambda s: _flap_state(_number(s)),
+    "if_given": lambda s: _pcie(_key(s)),
+    "bump": lambda s: _add_const(_number(s)),
+    "since": lambda s: _since,
+}
+
+
+def _add_const(n: float) -> Effect:
+    return lambda value, fault, t_s: value + n
 
 
 EFFECTS: dict[FaultKind, dict[str, Effect]] = {
-    FaultKind.XID: {m.DCGM_FI_DEV_XID_ERRORS: _set("xid")},
-    FaultKind.ECC_DBE: {m.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL: _plus("count")},
-    FaultKind.ROW_REMAP_FAILURE: {m.DCGM_FI_DEV_ROW_REMAP_FAILURE: _const(1.0)},
-    FaultKind.ROW_REMAP_PENDING: {m.DCGM_FI_DEV_ROW_REMAP_PENDING: _const(1.0)},
-    FaultKind.THROTTLE_POWER: _throttle(
-        m.CLOCK_EVENT_SW_POWER_CAP,
-        **{m.DCGM_FI_DEV_POWER_USAGE: _set("power_w"), m.DCGM_FI_DEV_POWER_VIOLATION: _held},
-    ),
-    FaultKind.THROTTLE_HW_SLOWDOWN: _throttle(m.CLOCK_EVENT_HW_SLOWDOWN),
-    FaultKind.THROTTLE_SW_THERMAL: _throttle(
-        m.CLOCK_EVENT_SW_THERMAL,
-        **{m.DCGM_FI_DEV_GPU_TEMP: _at_least("temp_c"), m.DCGM_FI_DEV_THERMAL_VIOLATION: _held},
-    ),
-    FaultKind.THROTTLE_HW_THERMAL: _throttle(
-        m.CLOCK_EVENT_HW_THERMAL,
-        **{m.DCGM_FI_DEV_GPU_TEMP: _at_least("temp_c"), m.DCGM_FI_DEV_THERMAL_VIOLATION: _held},
-    ),
-    FaultKind.POWER_BRAKE: _throttle(
-        m.CLOCK_EVENT_HW_POWER_BRAKE, **{m.DCGM_FI_DEV_POWER_USAGE: _at_most("power_w")}
-    ),
-    FaultKind.HIGH_TEMPERATURE: {m.DCGM_FI_DEV_GPU_TEMP: _at_least("temp_c")},
-    # A link that replays flits sends less data: the throughput proxy falls with the errors.
-    FaultKind.NVLINK_CRC: {
-        m.DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL: _counter("per_min"),
-        m.DCGM_FI_PROF_NVLINK_TX_BYTES: _times("nvlink_share"),
-    },
-    FaultKind.NVLINK_REPLAY: {
-        m.DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL: _counter("per_min"),
-        m.DCGM_FI_PROF_NVLINK_TX_BYTES: _times("nvlink_share"),
-    },
-    FaultKind.PCIE_REPLAY: {m.DCGM_FI_DEV_PCIE_REPLAY_COUNTER: _counter("per_min")},
-    FaultKind.PCIE_DOWNTRAINED: {
-        m.DCGM_FI_DEV_PCIE_LINK_WIDTH: _pcie("width"),
-        m.DCGM_FI_DEV_PCIE_LINK_GEN: _pcie("gen"),
-    },
+    **{c.kind: {s.metric: EFFECT_OF[s.how](s) for s in c.injects.sets} for c in CHECKS},
     FaultKind.LOW_SM_CLOCK: {m.DCGM_FI_DEV_SM_CLOCK: _at_most("sm_clock_mhz")},
     # The host feeds the GPU late: it idles between kernels.
     FaultKind.NUMA_MISPLACEMENT: {
         m.NODE_MEMORY_NUMA_NUMA_MISS_TOTAL: _rate_counter("miss_pages_per_s"),
         m.DCGM_FI_DEV_GPU_UTIL: _times("gpu_util_share"),
     },
-    FaultKind.IB_LINK_DOWN: {
-        m.NODE_INFINIBAND_STATE_ID: _const(float(m.IB_STATE_DOWN)),
-        m.NODE_INFINIBAND_PHYSICAL_STATE_ID: _const(float(m.IB_PHYSICAL_STATE_POLLING)),
-        m.NODE_INFINIBAND_LINK_DOWNED_TOTAL: lambda value, fault, t_s: value + 1.0,
-        # The received-bytes counter stops: handled by the engine, which knows the baseline.
-    },
-    FaultKind.IB_FLAPPING: {
-        m.NODE_INFINIBAND_LINK_DOWNED_TOTAL: _flap_count,
-        m.NODE_INFINIBAND_STATE_ID: _flap_state(float(m.IB_STATE_DOWN)),
-        m.NODE_INFINIBAND_PHYSICAL_STATE_ID: _flap_state(float(m.IB_PHYSICAL_STATE_POLLING)),
-    },
-    FaultKind.IB_SYMBOL_ERRORS: {m.NODE_INFINIBAND_SYMBOL_ERROR_TOTAL: _counter("per_min")},
-    FaultKind.NIC_ERRORS: {
-        m.NODE_NETWORK_RECEIVE_ERRS_TOTAL: _counter("per_min"),
-        m.NODE_NETWORK_TRANSMIT_ERRS_TOTAL: _counter("per_min", 0.25),
-    },
-    FaultKind.UNEXPECTED_REBOOT: {
-        m.NODE_BOOT_TIME_SECONDS: lambda value, fault, t_s: fault.since_s,
-    },
     FaultKind.CPU_CONTENTION: {
         m.NODE_LOAD1: _add("load"),
         m.NODE_PRESSURE_CPU_WAITING_SECONDS_TOTAL: _rate_counter_frac("psi_per_s"),
         m.DCGM_FI_DEV_GPU_UTIL: _times("gpu_util_share"),  # every GPU of the node
     },
-    # Presence (gpu_missing), versions (drift), topology (numa) and step times (job kinds and
-    # slowdowns) are not a value transform: the engine applies them.
-    FaultKind.GPU_MISSING: {},
-    FaultKind.DCGM_HEALTH: {},  # a health watch's row: the engine writes it (health_rows)
-    FaultKind.DRIVER_DRIFT: {},
-    FaultKind.KERNEL_DRIFT: {},
-    FaultKind.FIRMWARE_DRIFT: {},
+    # Topology (numa) and step times (job kinds and slowdowns) are not a value transform: the
+    # engine applies them.
     FaultKind.PIPELINE_IMBALANCE: {},
     FaultKind.GC_STALLS: {},
     FaultKind.JOB_SLOWDOWN: {},

@@ -50,6 +50,7 @@ from bot.backends.sim.inventory import (
 from bot.backends.sim.snapshot import NOISE_BITS, FleetSnapshot, Placed, Scope
 from bot.backends.sim.workload import JobSpec, build_run, generate_jobs, make_spec
 from bot.models import JOB_LEVEL_KINDS, FaultKind, Gpu, Job, JobState, Nic, Node, TrainingRun
+from bot.triage.checks import CHECK_OF
 
 MAX_NODES = 50_000
 ORIGIN_AGE_S = 30 * 86400
@@ -58,10 +59,11 @@ ORIGIN_AGE_S = 30 * 86400
 HostLabel = Literal["Hostname", "hostname", "mixed"]
 
 NODE_KINDS: tuple[FaultKind, ...] = tuple(k for k in FaultKind if k not in JOB_LEVEL_KINDS)
-# What random faults are drawn from: a DCGM health-watch fault shows only where the newer
-# exporter runs, and leaving it out keeps every seeded fleet what it was before it existed.
+# What random faults are drawn from: the kinds whose check entry allows it (a DCGM
+# health-watch fault shows only where the newer exporter runs, and a kind added later keeps
+# every seeded fleet what it was before it existed), and the causes of a slow job.
 RANDOM_NODE_KINDS: tuple[FaultKind, ...] = tuple(
-    k for k in NODE_KINDS if k is not FaultKind.DCGM_HEALTH
+    k for k in NODE_KINDS if k not in CHECK_OF or CHECK_OF[k].injects.at_random
 )
 # Families only the newer dcgm-exporter exports (its rack under host_label="mixed", every node
 # under "hostname", none under "Hostname"): the cumulative Xid and clock-event counters and

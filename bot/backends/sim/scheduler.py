@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+from bot import drain_reason
 from bot.backends.sim.fleet import SimFleet
 from bot.models import Job, JobState
 from bot.scheduler import SchedulerNode
@@ -54,7 +55,7 @@ class SimScheduler:
 
     async def drain(self, node: str, reason: str, *, now: bool = False) -> None:
         self.fleet.topology.index(node)  # unknown nodes raise, as Slurm refuses them
-        self._drained[node] = (reason, datetime.now(UTC), now)
+        self._drained[node] = (drain_reason.check(reason), datetime.now(UTC), now)
 
     async def resume(self, node: str) -> None:
         self._drained.pop(node, None)

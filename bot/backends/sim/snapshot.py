@@ -26,6 +26,7 @@ from bot.backends.sim.faults import EFFECTS, Effect, InjectedFault
 from bot.backends.sim.inventory import GPU_MODEL
 from bot.backends.sim.workload import COMM_SHARE, REPORT_JITTER, STEP_JITTER
 from bot.models import FaultKind
+from bot.triage.checks import CHECKS, Exported
 
 if TYPE_CHECKING:
     from bot.backends.sim.fleet import SimFleet
@@ -47,13 +48,12 @@ IDLE_DIP_SM_CLOCK = 1410.0
 IDLE_DIP_GPU_UTIL = 61.0
 STICKY_GAUGES = frozenset({m.DCGM_FI_DEV_XID_ERRORS})
 POWER_CAP_BURST_EVERY_S = 600.0  # how often a GPU that touches its power cap comes on it
-# The clock-event reason each throttle kind turns on (its bit of the bitmask).
+# The clock-event reason each throttle kind turns on (its bit of the bitmask), from its entry.
 CLOCK_EVENT_OF: dict[FaultKind, int] = {
-    FaultKind.THROTTLE_POWER: m.CLOCK_EVENT_SW_POWER_CAP,
-    FaultKind.THROTTLE_HW_SLOWDOWN: m.CLOCK_EVENT_HW_SLOWDOWN,
-    FaultKind.THROTTLE_SW_THERMAL: m.CLOCK_EVENT_SW_THERMAL,
-    FaultKind.THROTTLE_HW_THERMAL: m.CLOCK_EVENT_HW_THERMAL,
-    FaultKind.POWER_BRAKE: m.CLOCK_EVENT_HW_POWER_BRAKE,
+    c.kind: int(s.arg)
+    for c in CHECKS
+    for s in c.injects.sets
+    if s.how == "bits" and s.metric == m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS
 }
 
 # DCGM's health watches as dcgm-exporter lists them (gpu_health_collector.go, gpuHealthChecks),
@@ -61,17 +61,11 @@ CLOCK_EVENT_OF: dict[FaultKind, int] = {
 HEALTH_WATCHES = (
     "PCIE", "NVLINK", "PMU", "MCU", "MEM", "SM", "INFOROM", "THERMAL", "POWER", "DRIVER", "ALL",
 )  # fmt: skip
+# Families a check entry adds to the simulated exporters, with their healthy value.
+EXPORTED: dict[str, Exported] = {e.metric: e for c in CHECKS for e in c.injects.exports}
 # What each fault kind makes DCGM's watches report: (watch, result, DCGM_FR_ error code).
 HEALTH_EFFECTS: dict[FaultKind, tuple[str, int, str]] = {
-    FaultKind.ECC_DBE: ("MEM", m.HEALTH_FAIL, "DCGM_FR_VOLATILE_DBE_DETECTED"),
-    FaultKind.ROW_REMAP_FAILURE: ("MEM", m.HEALTH_FAIL, "DCGM_FR_ROW_REMAP_FAILURE"),
-    FaultKind.ROW_REMAP_PENDING: ("MEM", m.HEALTH_WARN, "DCGM_FR_PENDING_ROW_REMAP"),
-    FaultKind.PCIE_REPLAY: ("PCIE", m.HEALTH_WARN, "DCGM_FR_PCI_REPLAY_RATE"),
-    FaultKind.NVLINK_CRC: ("NVLINK", m.HEALTH_WARN, "DCGM_FR_NVLINK_ERROR_THRESHOLD"),
-    FaultKind.NVLINK_REPLAY: ("NVLINK", m.HEALTH_WARN, "DCGM_FR_NVLINK_ERROR_THRESHOLD"),
-    FaultKind.THROTTLE_SW_THERMAL: ("THERMAL", m.HEALTH_WARN, "DCGM_FR_CLOCK_THROTTLE_THERMAL"),
-    FaultKind.THROTTLE_HW_THERMAL: ("THERMAL", m.HEALTH_WARN, "DCGM_FR_CLOCK_THROTTLE_THERMAL"),
-    FaultKind.THROTTLE_POWER: ("POWER", m.HEALTH_WARN, "DCGM_FR_CLOCK_THROTTLE_POWER"),
+    c.kind: c.injects.health for c in CHECKS if c.injects.health is not None
 }
 
 Formula = Callable[[list[float], list[float]], list[float]]
@@ -535,6 +529,9 @@ class FleetSnapshot:
         if metric == m.NODE_MEMORY_NUMA_NUMA_MISS_TOTAL:
             rates = self._gather(f.hardware.numa_nodes, f.numa_miss_rates())
             return [float(int(r * age)) for r in rates]
+        exported = EXPORTED.get(metric)
+        if exported is not None:
+            return [exported.healthy] * self.scope.size(self.scope.mult[exported.per])
         raise KeyError(f"no column for {metric!r}")
 
     def _ib_rx_lost(self, value: float, placed: Placed, nic: int) -> float:
