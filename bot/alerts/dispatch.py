@@ -12,7 +12,7 @@ from enum import StrEnum
 
 from bot.alerts.config import AlertsConfig
 from bot.alerts.models import Alert, AlertGroup, AlertSource, AlertStatus, GroupKey, Scope
-from bot.triage.topology import Located
+from bot.ports import Located
 
 LEAF_SWITCH_CAUSES = frozenset({"ib_link_down", "ib_flapping", "ib_symbol_errors", "nic_errors"})
 RACK_CAUSES = frozenset(

@@ -37,10 +37,10 @@ from urllib.parse import quote
 import aiohttp
 import hostlist
 
-from bot.backends.errors import BackendError
 from bot.backends.http import Deadline, request_json
+from bot.errors import BackendError
 from bot.models import Job, JobState
-from bot.scheduler import SchedulerNode
+from bot.ports import SchedulerNode
 
 log = logging.getLogger(__name__)
 

@@ -3,9 +3,10 @@
 The usual imports::
 
     from bot.render import Message, button, select, error, usage, working
-    from bot.render.mrkdwn import escape, code
+    from bot.mrkdwn import escape, code
 """
 
+from bot.mrkdwn import code, code_block, escape, truncate
 from bot.render.blocks import (
     HomeTab,
     Message,
@@ -24,7 +25,6 @@ from bot.render.blocks import (
     usage,
     working,
 )
-from bot.render.mrkdwn import code, code_block, escape, truncate
 from bot.render.terminal import button_targets, render_message, render_terminal, render_view
 
 __all__ = [

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bot.models import Job
+from bot.mrkdwn import code, escape
 from bot.render.blocks import Message, SlackMessage, button
-from bot.render.mrkdwn import code, escape
 from bot.render.triage import drain_button, kind_label
 from bot.triage.checks import CHECKS
 from bot.triage.jobs import SlowJobReport

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from bot.commands import BY_NAME, COMMANDS
+from bot.mrkdwn import code
 from bot.render.blocks import HomeTab, Modal, button
-from bot.render.mrkdwn import code
 
 OPEN_PALETTE_ACTION = "meowbot_open_palette"
 PALETTE_CALLBACK = "meowbot_palette"

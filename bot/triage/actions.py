@@ -10,9 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from bot.backends.errors import BackendError
-from bot.scheduler import Scheduler
-from bot.triage.resumes import ResumeMemory
+from bot.errors import BackendError
+from bot.ports import ResumeMemory, Scheduler
 from bot.triage.targets import NODE_RE
 
 MAX_REASON = 120
