@@ -1,9 +1,9 @@
 """The ports more than one domain takes: protocols the adapters in bot/backends/ implement.
 
 A port used by one domain lives in that domain's `ports.py`; the ones here are shared: the
-state store, the scheduler (triage and the alerts drain and resume through it), where a node
-sits (triage and the alerts group by it), the resume memory (triage reads it, both write it),
-and the fenced lock (the alert notifier and the weekly digest).
+state store, the scheduler (triage and the alerts drain and resume through it), the inventory
+and where a node sits (triage and the alerts group by it), the resume memory (triage reads it,
+both write it), and the fenced lock (the alert notifier and the weekly digest).
 
 The scheduler port is kept to nodes with state and reason, jobs with node lists, and
 drain/resume, so that a Kubernetes adapter fits the same shape as Slurm's (conditions -> state
@@ -18,7 +18,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from bot.models import Job
+from bot.models import Job, Node
 
 
 class StateStore(Protocol):
@@ -56,6 +56,24 @@ class Located(Protocol):
 
     @property
     def rack(self) -> str: ...
+
+
+class Inventory(Protocol):
+    """What the cluster is made of: node names, topology, expected hardware."""
+
+    async def load(self) -> None:
+        """Refreshes what it knows when that is stale (cheap when it is not)."""
+        ...
+
+    def names(self) -> Sequence[str]: ...
+
+    def node(self, name: str) -> Node | None: ...
+
+    def leaf_switch(self, name: str) -> str | None: ...
+
+    def place(self, name: str) -> Located | None:
+        """Where the node sits, for grouping; None when the inventory does not know."""
+        ...
 
 
 class ResumeMemory(Protocol):

@@ -1,6 +1,6 @@
-"""The ports triage takes: the metrics it reads and the inventory of the cluster. Adapters in
-bot/backends/ (Prometheus, the simulator) implement them; the scheduler, where a node sits and
-the resume memory are shared with the alerts (bot/ports.py)."""
+"""The port only triage takes: the metrics it reads (Prometheus and the simulator implement it,
+in bot/backends/). The inventory, the scheduler, where a node sits and the resume memory are
+shared with the alerts: bot/ports.py."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
-from bot.models import Node
-from bot.ports import Located
 from bot.triage.stragglers import PacePoint, RankTime, StragglerConfig
 from bot.triage.table import MetricRequest, Table
 
@@ -55,22 +53,4 @@ class Metrics(Reader, Protocol):
         timeout_s: float | None = None,
     ) -> list[PacePoint]:
         """A job's slowest and median rank over time."""
-        ...
-
-
-class Inventory(Protocol):
-    """What the cluster is made of: node names, topology, expected hardware."""
-
-    async def load(self) -> None:
-        """Refreshes what it knows when that is stale (cheap when it is not)."""
-        ...
-
-    def names(self) -> Sequence[str]: ...
-
-    def node(self, name: str) -> Node | None: ...
-
-    def leaf_switch(self, name: str) -> str | None: ...
-
-    def place(self, name: str) -> Located | None:
-        """Where the node sits, for grouping; None when the inventory does not know."""
         ...

@@ -15,7 +15,7 @@ from datetime import datetime
 
 from bot.errors import BackendError
 from bot.models import Fault, FaultKind, Job, Node, Severity, Verdict, VerdictLevel
-from bot.ports import ResumeMemory, Scheduler, SchedulerNode
+from bot.ports import Inventory, ResumeMemory, Scheduler, SchedulerNode
 from bot.triage.checks import (
     CHECKS_BY_NAME,
     HealthConfig,
@@ -25,7 +25,7 @@ from bot.triage.checks import (
     run_checks,
 )
 from bot.triage.kinds import words
-from bot.triage.ports import Inventory, Metrics
+from bot.triage.ports import Metrics
 from bot.triage.resumes import apply_resume_memory
 from bot.triage.stragglers import StragglerConfig
 from bot.triage.targets import BadInput, expand_nodes, parse_duration, parse_kinds
