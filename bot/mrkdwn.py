@@ -1,11 +1,11 @@
 """Slack mrkdwn helpers: escaping, visible truncation, code spans and blocks.
 
 Plain text functions, no Block Kit: mrkdwn is the text every answer is written in, so the core
-writes its lines with them too (an alert's thread lines are stored as mrkdwn). The builders in
-`bot.render.blocks` take mrkdwn as given, so that a renderer can write
-`*bold*` and mention `<@U123>` on purpose. Text that comes from users, backends or a model
-must go through `escape` (or `code` / `code_block`) first: after that it can never ping a
-channel, mention a user, or become a link.
+writes its own lines with them too (an alert's thread lines are stored as mrkdwn). The builders
+in `bot.render.blocks` take mrkdwn as given, so that a renderer can write `*bold*` and mention
+`<@U123>` on purpose. Text that comes from users, backends or a model must go through `escape`
+(or `code` / `code_block`) first: after that it can never ping a channel, mention a user, or
+become a link.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Slack rendering: Block Kit builders that keep Slack's limits, mrkdwn helpers, terminal view.
+"""Slack rendering: Block Kit builders that keep Slack's limits, and the terminal view (the
+mrkdwn text helpers are bot/mrkdwn.py).
 
 The usual imports::
 
@@ -6,7 +7,6 @@ The usual imports::
     from bot.mrkdwn import escape, code
 """
 
-from bot.mrkdwn import code, code_block, escape, truncate
 from bot.render.blocks import (
     HomeTab,
     Message,
@@ -36,11 +36,8 @@ __all__ = [
     "base_action_id",
     "button",
     "button_targets",
-    "code",
-    "code_block",
     "confirm_dialog",
     "error",
-    "escape",
     "image_element",
     "option",
     "plain_text_input",
@@ -49,7 +46,6 @@ __all__ = [
     "render_view",
     "select",
     "success",
-    "truncate",
     "usage",
     "working",
 ]

@@ -4,8 +4,8 @@ Every number here is a limit Slack enforces by rejecting the request (`invalid_b
 `msg_blocks_too_long`, ...). The builders in `bot.render.blocks` keep them by truncating
 visibly; nothing else in meowbot should hard-code them.
 
-Lengths are measured with `bot.mrkdwn.text_length`, which counts UTF-16 code units: never fewer than
-the characters Slack counts, so a string that fits by our count fits by Slack's.
+Lengths are measured with `bot.mrkdwn.text_length`, which counts UTF-16 code units: never
+fewer than the characters Slack counts, so a string that fits by our count fits by Slack's.
 """
 
 from __future__ import annotations
