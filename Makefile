@@ -42,6 +42,9 @@ shell: $(RUN_STAMP)
 lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check bot handlers tests bench scripts
 	$(VENV)/bin/mypy
+	@# The core (triage, alerts, highlights, playground) imports no adapter, renderer or
+	@# Slack/Redis/HTTP library: the contract is [tool.importlinter] in pyproject.toml.
+	$(VENV)/bin/lint-imports
 
 # Starts redis-server (and the other services) on loopback, runs every test, stops them.
 test: $(TEST_STAMP) lint
@@ -66,4 +69,4 @@ bench: $(TEST_STAMP)
 	$(PY) scripts/testenv.py -- sh -c '$(PY) bench/ack.py && $(PY) bench/health.py && $(PY) bench/diagnosis.py && $(PY) bench/health_prometheus.py && $(PY) bench/storm.py && $(PY) bench/storm.py --replicas 3 && $(PY) bench/highlights.py && $(PY) bench/playground.py'
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VLLM_VENV) .mypy_cache .ruff_cache .import_linter_cache

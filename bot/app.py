@@ -50,6 +50,8 @@ from bot.highlights.service import Highlights
 from bot.inflight import InFlight
 from bot.playground.service import Playground
 from bot.ports import StateStore
+from bot.render.alerts import BlockKitAlertMessages
+from bot.render.highlights import render_digest
 from bot.telemetry import Telemetry
 from bot.triage.service import Triage
 from bot.usermap import UserMap
@@ -177,6 +179,7 @@ def make_alerting(
         SlackPoster(client),
         alerts_config(settings),
         triage,
+        BlockKitAlertMessages(),
         silencer=silencer,
     )
 
@@ -203,7 +206,7 @@ def make_highlights(
         return None  # reactions are counted across replicas: without Redis there is no count
     directory = SlackDirectory(client, channel_cache_s=cfg.channel_cache_s)
     hl = Highlights(RedisHighlightStore(store.redis), directory, cfg)
-    return hl, DigestRunner(hl, SlackDigestPoster(client), directory.team)
+    return hl, DigestRunner(hl, SlackDigestPoster(client), directory.team, render_digest)
 
 
 def make_web_client(settings: Settings, session: aiohttp.ClientSession) -> AsyncWebClient:

@@ -11,7 +11,7 @@ import time
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.render.mrkdwn import escape, user_mention
+from bot.mrkdwn import escape, user_mention
 
 CACHE_TTL_S = 300.0
 MAX_NAMED = 5  # a refusal names this many admins at most: enough to find one awake

@@ -28,6 +28,7 @@ from bot.highlights.backfill import Progress, backfill
 from bot.highlights.runtime import DigestRunner
 from bot.highlights.schedule import Week
 from bot.highlights.service import Highlights
+from bot.render.highlights import render_digest
 from bot.wiring import highlights_config
 
 # The backfill makes thousands of calls: it waits out many more 429s than a listener would.
@@ -74,7 +75,7 @@ async def digest_now(settings: Settings, channel: str | None) -> str | None:
             raise ConfigError("MEOWBOT_DIGEST_CHANNEL must be set, or pass --channel.")
         now = p.hl.clock()
         week = Week(start=now - timedelta(days=7), end=now, id=f"now-{now:%Y%m%dT%H%M%S}")
-        runner = DigestRunner(p.hl, SlackDigestPoster(p.client), p.directory.team)
+        runner = DigestRunner(p.hl, SlackDigestPoster(p.client), p.directory.team, render_digest)
         return await runner.post_digest(await p.directory.team(), target, week, tag=False)
 
 

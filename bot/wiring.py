@@ -12,7 +12,7 @@ from bot.backends.prometheus import PrometheusInventory, PrometheusMetrics
 from bot.config import ConfigError, Settings
 from bot.highlights.config import HighlightsConfig
 from bot.playground.config import PlaygroundConfig, parse_dirs, parse_endpoints
-from bot.scheduler import Scheduler
+from bot.ports import Scheduler
 from bot.triage.checks import HealthConfig
 from bot.triage.service import Triage
 from bot.triage.stragglers import StragglerConfig

@@ -10,29 +10,18 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
 
 from bot.alerts.config import AlertsConfig
+from bot.alerts.lines import audit_line
 from bot.alerts.models import AlertGroup, AlertSource, Claim
 from bot.alerts.policy import DRAIN_NOW, auto_drain, blast_radius, offered_actions
-from bot.alerts.ports import AlertStore
-from bot.backends.alert_store import Update
-from bot.backends.errors import BackendError
-from bot.render.alerts import audit_line
-from bot.scheduler import Scheduler
+from bot.alerts.ports import AlertStore, Silencer, Update
+from bot.errors import BackendError
+from bot.ports import ResumeMemory, Scheduler
 from bot.triage import actions as node_actions
-from bot.triage.resumes import ResumeMemory
 
 CONFIRM_TTL_S = 15 * 60
 NODE_LABELS = ("Hostname", "hostname", "node", "instance")
-
-
-class Silencer(Protocol):
-    async def create_silence(
-        self, matchers: dict[str, str], duration_s: float, created_by: str, comment: str
-    ) -> str: ...
-
-    async def close(self) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from enum import StrEnum
 
 from bot.alerts.config import AlertsConfig
 from bot.alerts.models import Alert, AlertGroup, AlertSource, AlertStatus, GroupKey, Scope
+from bot.ports import Located
 from bot.triage.checks import CHECKS
-from bot.triage.topology import Located
 
 # A check's alerts group by what its entry says (bot/triage/checks.py `group_by`): an IB
 # or NIC fault by leaf switch, a thermal or power one by rack, the rest by node.

@@ -14,11 +14,10 @@ from datetime import datetime
 
 from bot.alerts.config import AlertsConfig
 from bot.alerts.dispatch import Change, group_key, merge
+from bot.alerts.lines import repeat_line
 from bot.alerts.models import Alert, AlertGroup, GroupKey
-from bot.alerts.ports import AlertStore
-from bot.backends.alert_store import Fence, Update
-from bot.render.alerts import repeat_line
-from bot.triage.topology import Located
+from bot.alerts.ports import AlertStore, Update
+from bot.ports import Fence, Located
 
 MAX_REPLIES = 50  # waiting thread lines a group keeps; a flapping alert cannot grow it forever
 

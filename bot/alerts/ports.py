@@ -1,18 +1,29 @@
-"""The ports the alert services take; bot/backends/ implements them (Redis, Slack, Alertmanager)."""
+"""The ports the alert services take; bot/backends/ implements them (Redis, Slack, Alertmanager),
+and bot/render/alerts.py the messages the notifier posts."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, Protocol, TypeVar
 
+from bot.alerts.config import AlertsConfig
 from bot.alerts.models import AlertGroup
+from bot.ports import Fence
 
 T = TypeVar("T")
 
 
-class Fence(Protocol):
-    name: str
-    token: str
+@dataclass(frozen=True)
+class Update(Generic[T]):
+    """What a change of a group returns to `AlertStore.update`: the group to store and what
+    the caller gets back."""
+
+    group: AlertGroup | None  # None: leave the stored group as it was
+    result: T
+    dirty: bool  # the group's message must be posted or updated
+    fingerprints: tuple[str, ...] = ()  # indexed to this group
 
 
 class AlertStore(Protocol):
@@ -25,9 +36,14 @@ class AlertStore(Protocol):
     async def open_ids(self) -> list[str]: ...
 
     async def update(
-        self, gid: str, change: Callable[[AlertGroup | None], Any], *, fence: Any = None
-    ) -> Any:
-        """Applies `change` (group -> Update) atomically; returns the Update's result."""
+        self,
+        gid: str,
+        change: Callable[[AlertGroup | None], Update[T]],
+        *,
+        fence: Fence | None = None,
+    ) -> T:
+        """Applies `change` atomically; returns the Update's result. Fenced writes raise
+        `bot.errors.FenceLost` when the lock is no longer the caller's."""
         ...
 
     async def dirty(self, limit: int = 1000) -> list[tuple[str, float]]: ...
@@ -38,13 +54,13 @@ class AlertStore(Protocol):
 
     async def storm_ts(self, channel: str) -> str | None: ...
 
-    async def set_storm_ts(self, channel: str, ts: str | None, fence: Any) -> None: ...
+    async def set_storm_ts(self, channel: str, ts: str | None, fence: Fence) -> None: ...
 
-    async def acquire(self, name: str, ttl_ms: int) -> Any: ...
+    async def acquire(self, name: str, ttl_ms: int) -> Fence | None: ...
 
-    async def renew(self, fence: Any, ttl_ms: int) -> bool: ...
+    async def renew(self, fence: Fence, ttl_ms: int) -> bool: ...
 
-    async def release(self, fence: Any) -> None: ...
+    async def release(self, fence: Fence) -> None: ...
 
     async def audit(self, entry: dict[str, str]) -> None: ...
 
@@ -60,7 +76,8 @@ class AlertStore(Protocol):
 
 
 class Poster(Protocol):
-    """Slack, as the notifier needs it. Raises PostError when Slack will not take the call."""
+    """Slack, as the notifier needs it. Raises `bot.errors.PostError` when Slack will not take
+    the call."""
 
     async def post(self, channel: str, message: Any, *, thread_ts: str | None = None) -> str:
         """Returns the new message's ts."""
@@ -69,9 +86,35 @@ class Poster(Protocol):
     async def update(self, channel: str, ts: str, message: Any) -> None: ...
 
 
-class PostError(Exception):
-    """Slack refused a call for good (not a rate limit: those are retried by slack_sdk)."""
+class AlertMessages(Protocol):
+    """The notifier's messages, built at the edge (Block Kit in bot/render/alerts.py) and handed
+    to the `Poster` as they are."""
 
-    def __init__(self, error: str) -> None:
-        super().__init__(error)
-        self.error = error
+    def group(
+        self,
+        group: AlertGroup,
+        cfg: AlertsConfig,
+        now: datetime,
+        out_of_service: frozenset[str] | None,
+    ) -> Any:
+        """The group's message; `out_of_service`: its nodes out of scheduling now (None: the
+        scheduler cannot say)."""
+        ...
+
+    def storm(self, groups: Sequence[AlertGroup], now: datetime) -> Any:
+        """The storm summary of a channel's open groups (none: the storm is over)."""
+        ...
+
+    def reply(self, text: str) -> Any:
+        """A thread reply carrying `text` as it is."""
+        ...
+
+
+class Silencer(Protocol):
+    """Alertmanager's silences."""
+
+    async def create_silence(
+        self, matchers: dict[str, str], duration_s: float, created_by: str, comment: str
+    ) -> str: ...
+
+    async def close(self) -> None: ...

@@ -17,19 +17,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from bot.alerts import acts, notify, policy
-from bot.alerts.acts import Silencer
 from bot.alerts.config import AlertsConfig
 from bot.alerts.ingest import Ingested, ingest
 from bot.alerts.models import Alert, AlertGroup, AlertSource
-from bot.alerts.ports import AlertStore, Poster, PostError
+from bot.alerts.ports import AlertMessages, AlertStore, Poster, Silencer, Update
 from bot.alerts.route import route
 from bot.alerts.sweep import alerts_from_faults, resolved_by_sweep
-from bot.backends.alert_store import Fence, FenceLost, Update
-from bot.backends.errors import BackendError
-from bot.render import SlackMessage
-from bot.render.alerts import render_group, render_storm
+from bot.errors import BackendError, FenceLost, PostError
+from bot.ports import Fence, Located
 from bot.triage.service import Triage, fleet_faults
-from bot.triage.topology import Located
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +42,7 @@ class Alerting:
     poster: Poster
     cfg: AlertsConfig
     triage: Triage
+    messages: AlertMessages  # what the notifier posts, built at the edge
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     # The notifier's memory of its own calls, for Slack's one message a second a channel.
@@ -202,7 +199,7 @@ class Alerting:
         channel = step.channel
         try:
             if step.kind is notify.StepKind.STORM_SUMMARY:
-                message = render_storm(step.groups, self.clock())
+                message = self.messages.storm(step.groups, self.clock())
                 ts = await self.store.storm_ts(channel)
                 if ts is None:
                     ts = await self.poster.post(channel, message)
@@ -218,10 +215,13 @@ class Alerting:
             gid = group.key.id
             if step.kind is notify.StepKind.THREAD_REPLY:
                 if group.ts:
-                    await self.poster.post(channel, SlackMessage(step.text, []), thread_ts=group.ts)
+                    await self.poster.post(
+                        channel, self.messages.reply(step.text), thread_ts=group.ts
+                    )
                 await self.store.update(gid, _drop_replies(group.replies), fence=fence)
                 return 1
-            message = render_group(group, self.cfg, self.clock(), await self._out_of_service(group))
+            now = self.clock()
+            message = self.messages.group(group, self.cfg, now, await self._out_of_service(group))
             ts = group.ts
             if ts is None:
                 ts = await self.poster.post(channel, message)

@@ -17,17 +17,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
 from redis.exceptions import WatchError
 
 from bot.alerts.models import AlertGroup
-from bot.backends.locks import Fence as Fence
-from bot.backends.locks import FenceLost as FenceLost
+from bot.alerts.ports import Update
 from bot.backends.locks import RedisLocks
 from bot.backends.state import key
+from bot.errors import FenceLost
+from bot.ports import Fence
 
 T = TypeVar("T")
 AUDIT_MAXLEN = 100_000
@@ -47,14 +47,6 @@ _CLEAN = (
     "return redis.call('zrem', KEYS[1], ARGV[1]) end "
     "return 0"
 )
-
-
-@dataclass(frozen=True)
-class Update(Generic[T]):
-    group: AlertGroup | None  # None: leave the stored group as it was
-    result: T
-    dirty: bool  # the group's message must be posted or updated
-    fingerprints: tuple[str, ...] = ()  # indexed to this group
 
 
 class RedisAlertStore:

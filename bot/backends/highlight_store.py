@@ -26,10 +26,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.backends.locks import Fence, RedisLocks
+from bot.backends.locks import RedisLocks
 from bot.backends.state import key
 from bot.highlights.models import Highlight, Reaction
 from bot.highlights.ports import Reacted
+from bot.ports import Fence
 
 EVENT_CLAIM_TTL_S = 2 * 3600  # as handlers/events.py: Slack retries for about 1.5 h
 REACTORS_TTL_S = 2 * 3600  # a message whose last reaction went keeps its reactors this long

@@ -19,7 +19,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from bot.backends.errors import BackendError
+from bot.errors import BackendError
 
 RETRY_STATUSES = {502, 503, 504}
 DEFAULT_ATTEMPTS = 4

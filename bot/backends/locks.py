@@ -12,6 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bot.errors import FenceLost
+from bot.ports import Fence
+
 # Deletes the lock only when it is still ours, and extends it likewise.
 _RELEASE = (
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
@@ -22,12 +25,10 @@ _RENEW = (
 )
 
 
-class FenceLost(Exception):
-    """The lock this write was made under is no longer ours: the write did not happen."""
-
-
 @dataclass(frozen=True)
-class Fence:
+class RedisFence:
+    """A held lock (`bot.ports.Fence`): its name and the token it was taken with."""
+
     name: str
     token: str
 
@@ -43,10 +44,10 @@ class RedisLocks:
         self.lock_key = lock_key
         self.fence_key = fence_key
 
-    async def acquire(self, name: str, ttl_ms: int) -> Fence | None:
+    async def acquire(self, name: str, ttl_ms: int) -> RedisFence | None:
         token = str(await self.redis.incr(self.fence_key(name)))
         if await self.redis.set(self.lock_key(name), token, nx=True, px=ttl_ms):
-            return Fence(name, token)
+            return RedisFence(name, token)
         return None
 
     async def renew(self, fence: Fence, ttl_ms: int) -> bool:

@@ -17,8 +17,8 @@ from typing import Any
 
 import aiohttp
 
-from bot.backends.errors import BackendError, StreamStalled
 from bot.backends.http import Deadline, request_json
+from bot.errors import BackendError, StreamStalled
 from bot.playground.catalog import ServedModel
 from bot.playground.config import Endpoint
 from bot.playground.models import Mode, Prompt

@@ -20,8 +20,8 @@ import aiohttp
 
 from bot import metric_names as m
 from bot.backends import prometheus_rules as rules
-from bot.backends.errors import BackendError
 from bot.backends.http import Deadline, request_json
+from bot.errors import BackendError
 from bot.triage.stragglers import PacePoint, RankTime, StragglerConfig
 from bot.triage.table import VERSION_LABELS, Column, MetricRequest, Reading, Table, node_name
 from bot.triage.topology import Place, Topology

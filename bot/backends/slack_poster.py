@@ -10,7 +10,7 @@ from __future__ import annotations
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.alerts.ports import PostError
+from bot.errors import PostError
 from bot.render import SlackMessage
 
 

@@ -38,10 +38,10 @@ import aiohttp
 import hostlist
 
 from bot import drain_reason
-from bot.backends.errors import BackendError
 from bot.backends.http import Deadline, request_json
+from bot.errors import BackendError
 from bot.models import Job, JobState
-from bot.scheduler import SchedulerNode
+from bot.ports import SchedulerNode
 
 log = logging.getLogger(__name__)
 

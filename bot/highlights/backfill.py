@@ -13,37 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from bot.highlights.models import ChannelInfo, MessageInfo, Reaction, Visibility
+from bot.highlights.ports import HistoryWalker, ProgressStore
 from bot.highlights.rules import base_emoji, is_tracked
 from bot.highlights.service import Highlights, Outcome
-
-
-class Page(Protocol):
-    messages: list[dict[str, Any]]
-    next_cursor: str | None
-
-
-class HistoryWalker(Protocol):
-    def member_public_channels(self) -> AsyncIterator[ChannelInfo]: ...
-
-    async def history(self, channel: str, *, oldest: float, cursor: str | None) -> Page: ...
-
-    async def replies(self, channel: str, ts: str) -> list[dict[str, Any]]: ...
-
-    async def reactions(self, channel: str, ts: str) -> list[dict[str, Any]]: ...
-
-
-class ProgressStore(Protocol):
-    async def backfill_progress(self, team: str, run: str, channel: str) -> dict[str, str]: ...
-
-    async def save_backfill_progress(
-        self, team: str, run: str, channel: str, progress: dict[str, str]
-    ) -> None: ...
 
 
 @dataclass

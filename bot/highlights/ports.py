@@ -1,13 +1,20 @@
-"""The ports the highlights take; bot/backends/ implements them (Redis, Slack's Web API)."""
+"""The ports the highlights take; bot/backends/ implements them (Redis, Slack's Web API), and
+bot/render/highlights.py the digest's messages."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+from zoneinfo import ZoneInfo
 
+from bot.highlights.digest import Digest
 from bot.highlights.models import ChannelInfo, Highlight, MessageInfo, Person, Reaction
+from bot.ports import Fence
+
+if TYPE_CHECKING:  # the service takes these ports: importing it here would be a cycle
+    from bot.highlights.service import Names
 
 
 @dataclass(frozen=True)
@@ -18,11 +25,6 @@ class Reacted:
     created: bool  # this reaction created the record: its caller fetches excerpt and link
     duplicate: bool = False  # the delivery was seen before: nothing changed
     gone: bool = False  # the message was deleted (or is a bot's): nothing recorded
-
-
-class Fence(Protocol):
-    name: str
-    token: str
 
 
 class HighlightStore(Protocol):
@@ -72,14 +74,14 @@ class HighlightStore(Protocol):
     async def digest_state(self, team: str, channel: str, week: str) -> str | None: ...
 
     async def set_digest_state(
-        self, team: str, channel: str, week: str, state: str, fence: Any
+        self, team: str, channel: str, week: str, state: str, fence: Fence
     ) -> None:
-        """Fenced: raises FenceLost when the lock is no longer the caller's."""
+        """Fenced: raises bot.errors.FenceLost when the lock is no longer the caller's."""
         ...
 
-    async def acquire(self, team: str, name: str, ttl_ms: int) -> Any: ...
+    async def acquire(self, team: str, name: str, ttl_ms: int) -> Fence | None: ...
 
-    async def release(self, team: str, fence: Any) -> None: ...
+    async def release(self, team: str, fence: Fence) -> None: ...
 
 
 class Directory(Protocol):
@@ -108,5 +110,38 @@ class DigestPoster(Protocol):
 
 
 class HistoryPage(Protocol):
-    messages: Sequence[dict[str, Any]]
+    """One page of a channel's history, newest first."""
+
+    messages: list[dict[str, Any]]
     next_cursor: str | None
+
+
+class HistoryWalker(Protocol):
+    """Slack's history, as `meowbot backfill-highlights` reads it."""
+
+    def member_public_channels(self) -> AsyncIterator[ChannelInfo]: ...
+
+    async def history(self, channel: str, *, oldest: float, cursor: str | None) -> HistoryPage: ...
+
+    async def replies(self, channel: str, ts: str) -> list[dict[str, Any]]: ...
+
+    async def reactions(self, channel: str, ts: str) -> list[dict[str, Any]]: ...
+
+
+class ProgressStore(Protocol):
+    """Where a backfill keeps its cursor and counts, so an interrupted run resumes."""
+
+    async def backfill_progress(self, team: str, run: str, channel: str) -> dict[str, str]: ...
+
+    async def save_backfill_progress(
+        self, team: str, run: str, channel: str, progress: dict[str, str]
+    ) -> None: ...
+
+
+class DigestRenderer(Protocol):
+    """The weekly digest as messages, built at the edge (Block Kit in bot/render/highlights.py):
+    the digest message and the thread replies holding the rest (maybe none)."""
+
+    def __call__(
+        self, digest: Digest, names: Names, *, emoji: str, zone: ZoneInfo
+    ) -> tuple[Any, list[Any]]: ...

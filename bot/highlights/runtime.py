@@ -22,10 +22,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from bot.highlights.ports import DigestPoster
+from bot.highlights.ports import DigestPoster, DigestRenderer
 from bot.highlights.schedule import Week
 from bot.highlights.service import Highlights
-from bot.render.highlights import render_digest
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +39,7 @@ class DigestRunner:
     hl: Highlights
     poster: DigestPoster
     team: Callable[[], Awaitable[str]]
+    render: DigestRenderer  # the digest's messages, built at the edge
     lock_ttl_ms: int = LOCK_TTL_MS
     tick_s: float = TICK_S
 
@@ -51,7 +51,7 @@ class DigestRunner:
         digest, names = await self.hl.digest(team, week, channel, own_only=own_only)
         if digest.empty and cfg.empty_week == "skip":
             return None
-        main, replies = render_digest(digest, names, emoji=cfg.emoji[0], zone=cfg.schedule.zone)
+        main, replies = self.render(digest, names, emoji=cfg.emoji[0], zone=cfg.schedule.zone)
         ts = await self.poster.post(channel, main, week=week.id if tag else None)
         for reply in replies:
             await self.poster.post(channel, reply, thread_ts=ts)

@@ -1,11 +1,17 @@
-"""What the playground needs from shared state: limits, sessions, cancels and watches."""
+"""The ports the playground takes: the checkpoint servers, the folders checkpoints are saved in,
+training metrics, and shared state (limits, sessions, cancels and watches)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
-from bot.playground.models import Watch
+from bot.playground.catalog import FolderCheckpoint, ServedModel
+from bot.playground.config import Endpoint
+from bot.playground.models import Prompt, Watch
+from bot.playground.sse import Delta
 
 
 @dataclass(frozen=True)
@@ -46,3 +52,30 @@ class PlaygroundStore(Protocol):
     async def claim_watch_run(self, watch_id: str, step: int) -> bool:
         """True once per (watch, step), across replicas."""
         ...
+
+
+class Servers(Protocol):
+    """The checkpoint servers (OpenAI-compatible HTTP): what they serve, and a prompt streamed."""
+
+    async def models(self, endpoint: Endpoint, timeout_s: float = 5.0) -> list[ServedModel]: ...
+
+    def stream(
+        self, endpoint: Endpoint, model_id: str, prompt: Prompt, *,
+        first_token_s: float, stall_s: float, total_s: float,
+    ) -> AsyncIterator[Delta]: ...  # fmt: skip
+
+    async def close(self) -> None: ...
+
+
+class Training(Protocol):
+    """Training metrics of the runs (loss, tokens seen) by (run, step)."""
+
+    async def read(
+        self, timeout_s: float = 5.0
+    ) -> dict[tuple[str, int], tuple[float | None, int | None]]: ...
+
+    async def close(self) -> None: ...
+
+
+# Finds the checkpoints saved in folders (and says which folders it could not read).
+Scanner = Callable[[Sequence[Path]], Awaitable[tuple[list[FolderCheckpoint], list[str]]]]

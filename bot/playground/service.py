@@ -11,15 +11,12 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Protocol
 
-from bot.backends.errors import BackendError, StreamStalled
+from bot.errors import BackendError, StreamStalled
 from bot.playground.catalog import (
-    FolderCheckpoint,
     ServedModel,
     build_catalog,
     default_picks,
@@ -29,35 +26,12 @@ from bot.playground.catalog import (
 from bot.playground.config import Endpoint, PlaygroundConfig
 from bot.playground.models import Catalog, Checkpoint, Output, OutputState, Prompt, Watch
 from bot.playground.naming import valid_run
-from bot.playground.ports import Limits, PlaygroundStore
-from bot.playground.sse import Delta
+from bot.playground.ports import Limits, PlaygroundStore, Scanner, Servers, Training
 
 log = logging.getLogger(__name__)
 
 Publish = Callable[[list[Output], bool], Awaitable[None]]
 PostWatch = Callable[[Watch, Output], Awaitable[None]]
-
-
-class Servers(Protocol):
-    async def models(self, endpoint: Endpoint, timeout_s: float = 5.0) -> list[ServedModel]: ...
-
-    def stream(
-        self, endpoint: Endpoint, model_id: str, prompt: Prompt, *,
-        first_token_s: float, stall_s: float, total_s: float,
-    ) -> AsyncIterator[Delta]: ...  # fmt: skip
-
-    async def close(self) -> None: ...
-
-
-class Training(Protocol):
-    async def read(
-        self, timeout_s: float = 5.0
-    ) -> dict[tuple[str, int], tuple[float | None, int | None]]: ...
-
-    async def close(self) -> None: ...
-
-
-Scanner = Callable[[Sequence[Path]], Awaitable[tuple[list[FolderCheckpoint], list[str]]]]
 
 
 @dataclass(frozen=True)

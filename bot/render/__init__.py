@@ -1,9 +1,10 @@
-"""Slack rendering: Block Kit builders that keep Slack's limits, mrkdwn helpers.
+"""Slack rendering: Block Kit builders that keep Slack's limits (the mrkdwn text helpers are
+bot/mrkdwn.py).
 
 The usual imports::
 
     from bot.render import Message, button, select, error, usage, working
-    from bot.render.mrkdwn import escape, code
+    from bot.mrkdwn import escape, code
 """
 
 from bot.render.blocks import (
@@ -24,7 +25,6 @@ from bot.render.blocks import (
     usage,
     working,
 )
-from bot.render.mrkdwn import code, code_block, escape, truncate
 
 __all__ = [
     "HomeTab",
@@ -34,17 +34,13 @@ __all__ = [
     "action_id_pattern",
     "base_action_id",
     "button",
-    "code",
-    "code_block",
     "confirm_dialog",
     "error",
-    "escape",
     "image_element",
     "option",
     "plain_text_input",
     "select",
     "success",
-    "truncate",
     "usage",
     "working",
 ]

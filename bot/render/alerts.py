@@ -16,8 +16,8 @@ from bot.alerts.config import AlertsConfig
 from bot.alerts.models import Alert, AlertGroup, AlertStatus, GroupKey, Scope
 from bot.alerts.policy import ACK, DRAIN_AFTER_JOBS, DRAIN_NOW, RESUME, SILENCE, offered_actions
 from bot.models import FaultKind, Severity
+from bot.mrkdwn import code, escape, truncate, user_mention
 from bot.render.blocks import Message, SlackMessage, button, confirm_dialog, select
-from bot.render.mrkdwn import code, escape, truncate, user_mention
 from bot.triage.kinds import words
 from bot.words import count as plural_count
 from bot.words import plural
@@ -231,25 +231,6 @@ def render_storm(channel_groups: Sequence[AlertGroup], now: datetime) -> SlackMe
     return msg.build()
 
 
-def audit_line(user_name: str, verb: str, detail: str = "") -> str:
-    """A thread reply recording an action: "@ana drained node-7: meowbot: xid by @ana"."""
-    line = f"{escape('@' + user_name)} {escape(verb)}"
-    if detail:
-        line += f": {escape(detail)}"
-    return truncate(line, 3000)
-
-
-def repeat_line(alert: Alert) -> str:
-    """A thread reply for an alert that fired again while its group is open."""
-    where = code(alert.node) if alert.node else "cluster"
-    if alert.gpu is not None:
-        where += f" GPU {alert.gpu}"
-    summary = escape(" ".join(alert.summary.split()))
-    return truncate(
-        f":repeat: {where} again: {summary}" if summary else f":repeat: {where} again", 3000
-    )
-
-
 def confirm_drain_message(pending_id: str, node: str, asker: str) -> SlackMessage:
     """Past the hourly drain limit: a button for a second authorised person (not the asker)."""
     text = (
@@ -260,3 +241,22 @@ def confirm_drain_message(pending_id: str, node: str, asker: str) -> SlackMessag
     msg.actions(button(f"Confirm drain of {node}", ALERT_CONFIRM_DRAIN_ACTION, pending_id,
                        style="danger"))  # fmt: skip
     return msg.build()
+
+
+class BlockKitAlertMessages:
+    """The notifier's messages as Block Kit (`bot.alerts.ports.AlertMessages`)."""
+
+    def group(
+        self,
+        group: AlertGroup,
+        cfg: AlertsConfig,
+        now: datetime,
+        out_of_service: frozenset[str] | None,
+    ) -> SlackMessage:
+        return render_group(group, cfg, now, out_of_service)
+
+    def storm(self, groups: Sequence[AlertGroup], now: datetime) -> SlackMessage:
+        return render_storm(groups, now)
+
+    def reply(self, text: str) -> SlackMessage:
+        return SlackMessage(text, [])

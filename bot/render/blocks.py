@@ -30,9 +30,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Self
 
+from bot.mrkdwn import and_more, bold, code_block, text_length, truncate
 from bot.render import limits
-from bot.render.limits import text_length
-from bot.render.mrkdwn import and_more, bold, code_block, truncate
 
 __all__ = [
     "NO_OPTION_VALUE",

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 from bot import drain_reason
 from bot.models import Job
+from bot.mrkdwn import code, escape
 from bot.render.blocks import Message, SlackMessage, button
-from bot.render.mrkdwn import code, escape
 from bot.render.triage import drain_button, kind_label
 from bot.triage.checks import CHECKS
 from bot.triage.jobs import SlowJobReport

@@ -4,8 +4,8 @@ Every number here is a limit Slack enforces by rejecting the request (`invalid_b
 `msg_blocks_too_long`, ...). The builders in `bot.render.blocks` keep them by truncating
 visibly; nothing else in meowbot should hard-code them.
 
-Lengths are measured with `text_length`, which counts UTF-16 code units: never fewer than
-the characters Slack counts, so a string that fits by our count fits by Slack's.
+Lengths are measured with `bot.mrkdwn.text_length`, which counts UTF-16 code units: never
+fewer than the characters Slack counts, so a string that fits by our count fits by Slack's.
 """
 
 from __future__ import annotations
@@ -88,11 +88,3 @@ MAX_VIEW_SUBMIT: Final = 24
 MAX_VIEW_CLOSE: Final = 24
 MAX_PRIVATE_METADATA: Final = 3000
 MAX_EXTERNAL_ID: Final = 255
-
-
-def text_length(text: str) -> int:
-    """Length of `text` as counted against Slack's limits (UTF-16 code units, conservative)."""
-    if text.isascii():
-        return len(text)
-    # Astral characters (most emoji) are two UTF-16 units; everything else is one.
-    return len(text.encode("utf-16-le", "surrogatepass")) // 2

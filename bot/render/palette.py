@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any, Protocol
 
+from bot.mrkdwn import code
 from bot.render.blocks import HomeTab, Modal, button
-from bot.render.mrkdwn import code
 
 OPEN_PALETTE_ACTION = "meowbot_open_palette"
 PALETTE_CALLBACK = "meowbot_palette"

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from bot.mrkdwn import code, code_block, escape, truncate
 from bot.playground.models import Catalog, Checkpoint, Mode, Output, OutputState, Prompt, Watch
 from bot.render.blocks import Block, Message, Modal, SlackMessage, button, option
-from bot.render.mrkdwn import code, code_block, escape, truncate
 from bot.words import count
 
 CANCEL_ACTION = "meowbot_playground_cancel"

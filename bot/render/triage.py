@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from bot.models import Fault, FaultKind, VerdictLevel
+from bot.mrkdwn import code, escape
 from bot.render.blocks import Block, Message, SlackMessage, button, confirm_dialog
 from bot.render.blocks import error as error_message
-from bot.render.mrkdwn import code, escape
 from bot.triage.checks import CHECKS, CHECKS_BY_NAME
 from bot.triage.kinds import words
 from bot.triage.service import (

@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from bot import drain_reason
-from bot.backends.errors import BackendError
-from bot.scheduler import Scheduler
-from bot.triage.resumes import ResumeMemory
+from bot.errors import BackendError
+from bot.ports import ResumeMemory, Scheduler
 from bot.triage.targets import NODE_RE
 
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from bot.backends.errors import BackendError
+from bot.errors import BackendError
 from bot.models import FaultKind, Job, JobState
 from bot.triage.checks import CHECKS_BY_NAME, enabled_checks, requests_for, run_checks
 from bot.triage.resumes import apply_resume_memory

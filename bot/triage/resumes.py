@@ -15,13 +15,14 @@ meowbot (scontrol) is not known here.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Protocol
 
 from bot import metric_names as m
 from bot.models import Action, Fault, FaultKind, Severity
+from bot.ports import ResumeMemory
 from bot.triage.checks import HealthRun
+from bot.triage.ports import Reader
 from bot.triage.table import MetricRequest, Table
 
 # The Xid series whose value at the resume says whether the finding came before it: the
@@ -34,31 +35,6 @@ REREAD: tuple[str, ...] = (
     m.DCGM_EXP_XID_ERRORS_COUNT,
 )
 WINDOW_LABEL = "window_size_in_ms"  # on DCGM_EXP_XID_ERRORS_COUNT (collector/const.go)
-
-
-class ResumeMemory(Protocol):
-    """When meowbot last resumed each node (shared by every replica)."""
-
-    async def record_resume(self, node: str, at: datetime) -> None: ...
-
-    async def resumes(self, nodes: Sequence[str]) -> dict[str, datetime]:
-        """The last resume of each of `nodes` that meowbot made (nodes it never resumed left
-        out)."""
-        ...
-
-
-class Reader(Protocol):
-    """The metrics port's read (`service.Metrics` extends it): all the resume memory needs."""
-
-    async def read(
-        self,
-        requests: Sequence[MetricRequest],
-        *,
-        nodes: Sequence[str] | None,
-        window_s: float,
-        at: datetime | None = None,
-        timeout_s: float | None = None,
-    ) -> Table: ...
 
 
 def _key(series: str, labels: Mapping[str, str], node: str) -> tuple[str, str, str, str]:

@@ -12,11 +12,10 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
 
-from bot.backends.errors import BackendError
+from bot.errors import BackendError
 from bot.models import Fault, FaultKind, Job, Node, Severity, Verdict, VerdictLevel
-from bot.scheduler import Scheduler, SchedulerNode
+from bot.ports import Inventory, ResumeMemory, Scheduler, SchedulerNode
 from bot.triage.checks import (
     CHECKS,
     CHECKS_BY_NAME,
@@ -27,62 +26,14 @@ from bot.triage.checks import (
     run_checks,
 )
 from bot.triage.kinds import words
-from bot.triage.resumes import Reader, ResumeMemory, apply_resume_memory
-from bot.triage.stragglers import PacePoint, RankTime, StragglerConfig
+from bot.triage.ports import Metrics
+from bot.triage.resumes import apply_resume_memory
+from bot.triage.stragglers import StragglerConfig
 from bot.triage.targets import BadInput, expand_nodes, parse_duration, parse_kinds
-from bot.triage.topology import Located
 from bot.triage.verdict import fault_level, verdicts
 
 # Nodes under one leaf switch with the same fault at once point at the switch.
 SWITCH_SUSPECT_MIN_NODES = 4
-
-
-class Metrics(Reader, Protocol):
-    name: str
-
-    async def step_times(
-        self,
-        job_id: str,
-        cfg: StragglerConfig,
-        *,
-        at: datetime | None = None,
-        timeout_s: float | None = None,
-        metric: str | None = None,
-    ) -> list[RankTime]:
-        """Each rank's step time of a job (empty when it exports none), or another per-rank
-        training metric of it (`cfg.compute_metric`, `cfg.wait_metric`)."""
-        ...
-
-    async def pace(
-        self,
-        job_id: str,
-        cfg: StragglerConfig,
-        *,
-        start: datetime,
-        end: datetime,
-        step_s: int,
-        timeout_s: float | None = None,
-    ) -> list[PacePoint]:
-        """A job's slowest and median rank over time."""
-        ...
-
-
-class Inventory(Protocol):
-    """What the cluster is made of: node names, topology, expected hardware."""
-
-    async def load(self) -> None:
-        """Refreshes what it knows when that is stale (cheap when it is not)."""
-        ...
-
-    def names(self) -> Sequence[str]: ...
-
-    def node(self, name: str) -> Node | None: ...
-
-    def leaf_switch(self, name: str) -> str | None: ...
-
-    def place(self, name: str) -> Located | None:
-        """Where the node sits, for grouping; None when the inventory does not know."""
-        ...
 
 
 @dataclass

@@ -10,21 +10,10 @@ broken switch as one fault, as they do on the simulated fleet.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from bot.triage.targets import BadInput, expand_nodes
-
-
-class Located(Protocol):
-    """What grouping needs of a node: its leaf switch and rack ("" when unknown)."""
-
-    @property
-    def leaf_switch(self) -> str: ...
-
-    @property
-    def rack(self) -> str: ...
 
 
 class TopologyConfig(BaseModel):

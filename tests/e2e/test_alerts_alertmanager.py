@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bot.backends.alertmanager import AlertmanagerClient
-from bot.backends.errors import BackendError
+from bot.errors import BackendError
 from bot.render.alerts import ALERT_SILENCE_ACTION
 from bot.shell.emulator import SlackEmulator
 from tests.conftest import need_service

@@ -22,10 +22,11 @@ from bot.alerts.dispatch import Change
 from bot.alerts.models import AlertSource, AlertStatus
 from bot.alerts.runtime import SWEEP_LOCK, Alerting
 from bot.app import Bot
-from bot.backends.alert_store import FenceLost, RedisAlertStore
+from bot.backends.alert_store import RedisAlertStore
 from bot.backends.sim.fleet import SimFleet
 from bot.backends.sim.metrics import SimInventory, SimMetrics
 from bot.backends.state import key
+from bot.errors import FenceLost
 from bot.models import FaultKind
 from bot.render.alerts import RESOLVED_EMOJI
 from bot.shell.emulator import SlackEmulator, validate_blocks

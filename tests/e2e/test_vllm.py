@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.backends.errors import BackendError
 from bot.backends.openai_compat import CheckpointServers
+from bot.errors import BackendError
 from bot.playground.config import Endpoint
 from bot.playground.models import Prompt
 from bot.shell.emulator import SlackEmulator

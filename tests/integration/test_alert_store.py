@@ -10,7 +10,9 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.alerts.models import Alert, AlertGroup, AlertSource, AlertStatus, GroupKey, Scope
-from bot.backends.alert_store import FenceLost, RedisAlertStore, Update
+from bot.alerts.ports import Update
+from bot.backends.alert_store import RedisAlertStore
+from bot.errors import FenceLost
 from bot.models import Severity
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)

@@ -9,7 +9,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.backends.highlight_store import RedisHighlightStore
-from bot.backends.locks import FenceLost
+from bot.errors import FenceLost
 from bot.highlights.models import Reaction
 
 NOW = datetime(2026, 12, 2, 12, tzinfo=UTC)

@@ -30,7 +30,7 @@ from bot.backends.sim.fleet import STRAGGLER_NODE_KINDS, SimFleet
 from bot.backends.sim.scheduler import SimScheduler
 from bot.backends.slurm import SlurmRest
 from bot.models import FaultKind, Job, JobState
-from bot.scheduler import Scheduler
+from bot.ports import Scheduler
 from bot.triage.checks import HealthConfig
 from bot.triage.jobs import SlowJobReport, find_job, slow_job
 from bot.triage.service import Triage, UserError

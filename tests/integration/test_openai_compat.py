@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
-from bot.backends.errors import BackendError, StreamStalled
 from bot.backends.openai_compat import CheckpointServers
+from bot.errors import BackendError, StreamStalled
 from bot.playground.config import Endpoint
 from bot.playground.models import Mode, Prompt
 

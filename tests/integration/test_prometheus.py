@@ -21,7 +21,6 @@ import pytest
 from aiohttp import web
 
 from bot import metric_names as m
-from bot.backends.errors import BackendError
 from bot.backends.http import Deadline
 from bot.backends.prometheus import (
     InvalidNodeName,
@@ -33,6 +32,7 @@ from bot.backends.prometheus_rules import rule_groups, rules_yaml, worth_recordi
 from bot.backends.resume_store import MemoryResumes
 from bot.backends.sim.faults import KIND_SPECS, InjectedFault
 from bot.backends.sim.fleet import NODE_KINDS, SimFleet
+from bot.errors import BackendError
 from bot.models import VERSION_DRIFT_KINDS, Action, Fault, FaultKind, Severity, VerdictLevel
 from bot.triage import service
 from bot.triage.checks import (

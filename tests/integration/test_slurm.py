@@ -24,8 +24,8 @@ import hostlist
 import pytest
 from aiohttp import web
 
-from bot.backends.errors import BackendError
 from bot.backends.slurm import SlurmRest
+from bot.errors import BackendError
 from bot.models import JobState
 from tests.conftest import need_service
 

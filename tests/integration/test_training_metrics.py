@@ -15,9 +15,9 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from bot.backends.errors import BackendError
 from bot.backends.prometheus import PrometheusMetrics
 from bot.backends.training_metrics import TrainingMetrics, metric_query
+from bot.errors import BackendError
 from bot.playground.catalog import ServedModel, build_catalog
 from bot.playground.config import PlaygroundConfig, parse_endpoints
 from scripts.testsvc.common import free_port

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bot.authz import Authorizer
-from bot.render.mrkdwn import WORD_JOINER
+from bot.mrkdwn import WORD_JOINER
 
 
 def test_a_refusal_names_the_admins_to_ask() -> None:

@@ -6,8 +6,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot.alerts.config import AlertsConfig
+from bot.alerts.lines import audit_line, repeat_line
 from bot.alerts.models import Alert, AlertGroup, AlertSource, AlertStatus, Claim, GroupKey, Scope
 from bot.models import Severity
+from bot.mrkdwn import WORD_JOINER
 from bot.render.alerts import (
     ALERT_ACK_ACTION,
     ALERT_DRAIN_ACTION,
@@ -15,14 +17,11 @@ from bot.render.alerts import (
     ALERT_RUNBOOK_ACTION,
     ALERT_SILENCE_ACTION,
     MAX_NODE_BUTTONS,
-    audit_line,
     render_group,
     render_storm,
-    repeat_line,
     split_value,
 )
 from bot.render.blocks import SlackMessage, base_action_id
-from bot.render.mrkdwn import WORD_JOINER
 from bot.shell.emulator import validate_blocks
 
 T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)

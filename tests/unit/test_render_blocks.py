@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bot.render import mrkdwn
+from bot import mrkdwn
 from bot.render.blocks import (
     NO_OPTION_VALUE,
     HomeTab,

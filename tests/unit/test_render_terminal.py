@@ -7,7 +7,7 @@ import re
 import unicodedata
 from typing import Any
 
-from bot.render import mrkdwn
+from bot import mrkdwn
 from bot.render.blocks import HomeTab, Message, Modal, button, image_element, select
 from bot.shell.terminal import (
     button_targets,

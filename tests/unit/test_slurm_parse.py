@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from bot.backends.errors import BackendError
 from bot.backends.slurm import (
     check_job_id,
     check_node_name,
@@ -30,6 +29,7 @@ from bot.backends.slurm import (
     slurm_errors,
 )
 from bot.drain_reason import check as check_reason
+from bot.errors import BackendError
 from bot.models import JobState
 
 # ---------------------------------------------------------------- recorded: 22.05, v0.0.38

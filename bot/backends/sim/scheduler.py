@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from bot import drain_reason
 from bot.backends.sim.fleet import SimFleet
 from bot.models import Job, JobState
-from bot.scheduler import SchedulerNode
+from bot.ports import SchedulerNode
 
 
 class SimScheduler:

@@ -1,17 +1,17 @@
 """Slack mrkdwn helpers: escaping, visible truncation, code spans and blocks.
 
-The builders in `bot.render.blocks` take mrkdwn as given, so that a renderer can write
-`*bold*` and mention `<@U123>` on purpose. Text that comes from users, backends or a model
-must go through `escape` (or `code` / `code_block`) first: after that it can never ping a
-channel, mention a user, or become a link.
+Plain text functions, no Block Kit: mrkdwn is the text every answer is written in, so the core
+writes its own lines with them too (an alert's thread lines are stored as mrkdwn). The builders
+in `bot.render.blocks` take mrkdwn as given, so that a renderer can write `*bold*` and mention
+`<@U123>` on purpose. Text that comes from users, backends or a model must go through `escape`
+(or `code` / `code_block`) first: after that it can never ping a channel, mention a user, or
+become a link.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-
-from bot.render.limits import text_length
 
 __all__ = [
     "ELLIPSIS",
@@ -24,6 +24,7 @@ __all__ = [
     "escape",
     "italic",
     "link",
+    "text_length",
     "truncate",
     "user_mention",
 ]
@@ -43,6 +44,14 @@ _FENCE = "```"
 _AT_WORD = re.compile(r"(?<![\w.+\-])@(?=\w)")
 _ENTITY = re.compile(r"&(?:#\d{1,7}|#x[0-9a-fA-F]{1,6}|[A-Za-z]{1,8});")
 _SLACK_ID = re.compile(r"[A-Z0-9]{2,40}")
+
+
+def text_length(text: str) -> int:
+    """Length of `text` as counted against Slack's limits (UTF-16 code units, conservative)."""
+    if text.isascii():
+        return len(text)
+    # Astral characters (most emoji) are two UTF-16 units; everything else is one.
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def escape(text: str) -> str:

@@ -1,0 +1,56 @@
+"""The port only triage takes: the metrics it reads (Prometheus and the simulator implement it,
+in bot/backends/). The inventory, the scheduler, where a node sits and the resume memory are
+shared with the alerts: bot/ports.py."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+from bot.triage.stragglers import PacePoint, RankTime, StragglerConfig
+from bot.triage.table import MetricRequest, Table
+
+
+class Reader(Protocol):
+    """The metrics port's read (`Metrics` extends it): all the resume memory needs."""
+
+    async def read(
+        self,
+        requests: Sequence[MetricRequest],
+        *,
+        nodes: Sequence[str] | None,
+        window_s: float,
+        at: datetime | None = None,
+        timeout_s: float | None = None,
+    ) -> Table: ...
+
+
+class Metrics(Reader, Protocol):
+    name: str
+
+    async def step_times(
+        self,
+        job_id: str,
+        cfg: StragglerConfig,
+        *,
+        at: datetime | None = None,
+        timeout_s: float | None = None,
+        metric: str | None = None,
+    ) -> list[RankTime]:
+        """Each rank's step time of a job (empty when it exports none), or another per-rank
+        training metric of it (`cfg.compute_metric`, `cfg.wait_metric`)."""
+        ...
+
+    async def pace(
+        self,
+        job_id: str,
+        cfg: StragglerConfig,
+        *,
+        start: datetime,
+        end: datetime,
+        step_s: int,
+        timeout_s: float | None = None,
+    ) -> list[PacePoint]:
+        """A job's slowest and median rank over time."""
+        ...
