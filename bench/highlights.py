@@ -39,7 +39,7 @@ from slack_sdk.signature import SignatureVerifier
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.app import SLACK_EVENTS_PATH, create_bot
+from bot.app import create_bot
 from bot.backends.highlight_store import RedisHighlightStore
 from bot.backends.slack_directory import SlackDirectory
 from bot.config import load_settings
@@ -49,6 +49,7 @@ from bot.highlights.rules import base_emoji
 from bot.highlights.service import Highlights
 from bot.render.charts import highlights_chart
 from bot.render.highlights import render_digest, render_stats
+from bot.server import SLACK_EVENTS_PATH
 from bot.shell.slack_emulator import SlackEmulator
 from scripts.testsvc.common import free_port
 
