@@ -254,7 +254,6 @@ class HighlightsParts:
     digest: DigestRunner
     directory: SlackDirectory
     store: RedisHighlightStore
-    client: AsyncWebClient
 
 
 def highlights_parts(
@@ -270,7 +269,7 @@ def highlights_parts(
         else Highlights(store, directory, cfg, clock=clock)
     )  # fmt: skip
     digest = DigestRunner(hl, SlackDigestPoster(client), directory.team)
-    return HighlightsParts(hl, digest, directory, store, client)
+    return HighlightsParts(hl, digest, directory, store)
 
 
 def make_highlights(
