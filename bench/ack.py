@@ -25,8 +25,9 @@ from slack_sdk.signature import SignatureVerifier
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.app import SLACK_EVENTS_PATH, create_bot
+from bot.app import create_bot
 from bot.config import load_settings
+from bot.server import SLACK_EVENTS_PATH
 from bot.shell.emulator import SlackEmulator
 
 N = 200

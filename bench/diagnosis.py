@@ -17,11 +17,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bot.app import sim_triage
 from bot.backends.sim.fleet import SimFleet
-from bot.backends.sim.metrics import SimInventory, SimMetrics
 from bot.models import JOB_LEVEL_KINDS, FaultKind, VerdictLevel
 from bot.triage import service
-from bot.triage.service import FaultsReport, Triage
+from bot.triage.service import FaultsReport
 from bot.triage.verdict import fault_level, verdicts
 
 SCENARIOS = 200
@@ -43,7 +43,7 @@ async def main() -> None:
         fleet = SimFleet.scenario(seed, n_nodes=NODES, now=NOW)
         truth = {f.node: f.kind for f in fleet.injected if f.node and f.kind not in STRAGGLER_ONLY}
         ignored = {f.node for f in fleet.injected if f.node and f.kind in STRAGGLER_ONLY}
-        triage = Triage(SimMetrics(fleet), SimInventory(fleet))
+        triage = sim_triage(fleet)
         report = await service.hw_faults(triage, "--since 24h")
         assert isinstance(report, FaultsReport)
         faults = [f for g in report.groups for f in g.faults]

@@ -17,10 +17,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bot.app import sim_triage
 from bot.backends.sim.fleet import SimFleet
-from bot.backends.sim.metrics import SimInventory, SimMetrics
+from bot.backends.sim.metrics import SimMetrics
 from bot.triage import service
-from bot.triage.service import FaultsReport, Triage
+from bot.triage.service import FaultsReport
 
 TARGET_S = 1.0
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -29,8 +30,9 @@ NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 async def main() -> None:
     for n in (512, 4096, 50_000):
         fleet = SimFleet.scenario(seed=1, n_nodes=n, now=NOW)
-        metrics = SimMetrics(fleet)
-        triage = Triage(metrics, SimInventory(fleet))
+        triage = sim_triage(fleet)
+        metrics = triage.metrics
+        assert isinstance(metrics, SimMetrics)
         times = []
         report = None
         for minute in range(3):

@@ -79,8 +79,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.alerts.config import AlertsConfig
+from bot.app import prometheus_triage, sim_triage
 from bot.backends.http import Deadline
-from bot.backends.prometheus import PrometheusInventory, PrometheusMetrics, _offsets, query_for
+from bot.backends.prometheus import PrometheusMetrics, _offsets, query_for
 from bot.backends.prometheus_rules import (
     SENTINEL_LABEL,
     RuleGroup,
@@ -89,12 +90,11 @@ from bot.backends.prometheus_rules import (
     windows_for,
 )
 from bot.backends.sim.fleet import SimFleet
-from bot.backends.sim.metrics import SimInventory, SimMetrics
 from bot.models import FaultKind, Job
 from bot.triage import service
 from bot.triage.checks import HealthConfig, enabled_checks, requests_for
 from bot.triage.jobs import SlowJobReport, slow_job
-from bot.triage.service import FaultsReport, Triage
+from bot.triage.service import FaultsReport
 from bot.triage.stragglers import StragglerConfig, proxy_requests
 from bot.triage.table import Reading
 from scripts.testsvc.common import free_port, stop, wait_port
@@ -524,7 +524,7 @@ def p95(times: list[float]) -> float:
 
 def reference(fleet: SimFleet) -> dict[str, int]:
     """The same service over the same fleet in process (SimMetrics): the faults to expect."""
-    triage = Triage(SimMetrics(fleet), SimInventory(fleet))
+    triage = sim_triage(fleet)
     report = asyncio.run(service.hw_faults(triage, ""))
     assert isinstance(report, FaultsReport)
     return {k.value: c for k, c in report.counts.items()}
@@ -559,7 +559,7 @@ async def bench(
         report: FaultsReport | None = None
         for _ in range(runs):
             # A fresh inventory each call: it lists the nodes too (2 queries), the worst case.
-            triage = Triage(metrics, PrometheusInventory(metrics))
+            triage = prometheus_triage(metrics)
             before, before_rec = metrics.queries, metrics.recorded_reads
             started = time.perf_counter()
             answer = await service.hw_faults(triage, "")
@@ -576,7 +576,7 @@ async def bench(
                 )
         assert report is not None
 
-        triage = Triage(metrics, PrometheusInventory(metrics))
+        triage = prometheus_triage(metrics)
         before = metrics.queries
         started = time.perf_counter()
         small = await service.hw_faults(triage, hostlist)
@@ -633,7 +633,7 @@ async def bench_job(url: str, runs: int, job: Job, straggler: str, recorded: boo
     report: SlowJobReport | None = None
     try:
         for _ in range(runs + 1):
-            triage = Triage(metrics, PrometheusInventory(metrics))
+            triage = prometheus_triage(metrics)
             before, before_rec = metrics.queries, metrics.recorded_reads
             started, cpu = time.perf_counter(), time.process_time()
             answer = await slow_job(triage, job, cfg)
@@ -646,7 +646,7 @@ async def bench_job(url: str, runs: int, job: Job, straggler: str, recorded: boo
             report = answer
         small_job = job.model_copy(update={"nodes": job.nodes[:16]})
         before = metrics.queries
-        await slow_job(Triage(metrics, PrometheusInventory(metrics)), small_job, cfg)
+        await slow_job(prometheus_triage(metrics), small_job, cfg)
         small_queries = metrics.queries - before
     finally:
         await metrics.close()
@@ -869,9 +869,7 @@ def main(argv: list[str]) -> None:
         action="store_false",
         help="load no recording rules: every read raw (the old figure)",
     )
-    parser.add_argument(
-        "--job", action="store_true", help="/job-slow of one job on every node"
-    )
+    parser.add_argument("--job", action="store_true", help="/job-slow of one job on every node")
     parser.add_argument(
         "--proxies",
         action="store_true",

@@ -39,16 +39,15 @@ from slack_sdk.signature import SignatureVerifier
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.app import SLACK_EVENTS_PATH, create_bot
+from bot.app import create_bot, highlights_parts, make_web_client
 from bot.backends.highlight_store import RedisHighlightStore
-from bot.backends.slack_directory import SlackDirectory
 from bot.config import load_settings
 from bot.highlights.config import HighlightsConfig
 from bot.highlights.models import Reaction
 from bot.highlights.rules import base_emoji
-from bot.highlights.service import Highlights
 from bot.render.charts import highlights_chart
 from bot.render.highlights import render_digest, render_stats
+from bot.server import SLACK_EVENTS_PATH
 from bot.shell.emulator import SlackEmulator
 from scripts.testsvc.common import free_port
 
@@ -232,11 +231,10 @@ async def year(redis: Any, emu: SlackEmulator) -> tuple[list[float], float, int,
                            excerpt=f"highlight {i}: " + "words " * 20,
                            permalink=f"https://x.slack.com/archives/{channel}/p{i}")  # fmt: skip
     session = aiohttp.ClientSession()
-    from slack_sdk.web.async_client import AsyncWebClient
-
-    client = AsyncWebClient(token=emu.bot_token, base_url=emu.api_url, session=session)
-    cfg = HighlightsConfig()
-    hl = Highlights(store, SlackDirectory(client, channel_cache_s=3600), cfg, clock=lambda: now)
+    settings = load_settings(SLACK_BOT_TOKEN=emu.bot_token, SLACK_API_URL=emu.api_url)
+    cfg = HighlightsConfig(channel_cache_s=3600)
+    client = make_web_client(settings, session)
+    hl = highlights_parts(store, client, cfg, clock=lambda: now).hl
     week = cfg.schedule.last_week(now)
     zone = cfg.schedule.zone
 

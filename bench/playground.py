@@ -37,13 +37,14 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
-from bot.app import SLACK_EVENTS_PATH, create_bot
+from bot.app import create_bot
 from bot.backends.openai_compat import request_body
 from bot.config import load_settings
 from bot.playground.config import Endpoint
 from bot.playground.models import Mode, Prompt
 from bot.playground.sse import SseDecoder, parse_chunk
 from bot.render.playground import MODAL_CALLBACK, RERUN_ACTION, RUN_PICK_ACTION
+from bot.server import SLACK_EVENTS_PATH
 from bot.shell.emulator import SlackEmulator
 from tests.e2e.conftest import SIGNING_SECRET, Slack
 

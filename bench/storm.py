@@ -65,11 +65,12 @@ import redis.asyncio as aioredis
 from aiohttp import web
 
 from bot.alerts.models import AlertGroup
-from bot.app import Bot, create_bot
+from bot.app import create_bot
 from bot.backends.alert_store import RedisAlertStore
 from bot.backends.alertmanager import AlertmanagerClient
 from bot.backends.state import key
 from bot.config import load_settings
+from bot.server import Bot
 from bot.shell.emulator import Call, SlackEmulator
 
 CHANNEL = "C0STORM"

@@ -39,11 +39,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bot.app import sim_triage
 from bot.backends.sim.fleet import STRAGGLER_NODE_KINDS, SimFleet
-from bot.backends.sim.metrics import SimInventory, SimMetrics
-from bot.backends.sim.scheduler import SimScheduler
 from bot.models import FaultKind, Job
-from bot.triage.checks import HealthConfig
 from bot.triage.jobs import SlowJobReport, find_job, slow_job
 from bot.triage.service import Triage
 from bot.triage.stragglers import StragglerConfig
@@ -62,7 +60,7 @@ HEALTHY_SIZES = (4, 8, 16, 64, 256, 1024, 4096)
 
 
 def _triage(fleet: SimFleet, cfg: StragglerConfig) -> Triage:
-    return Triage(SimMetrics(fleet), SimInventory(fleet), SimScheduler(fleet), HealthConfig(), cfg)
+    return sim_triage(fleet, stragglers=cfg, sim_scheduler=True)
 
 
 async def _report(fleet: SimFleet, job: Job) -> tuple[SlowJobReport, float]:

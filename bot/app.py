@@ -1,8 +1,18 @@
-"""Wires everything: the Bolt AsyncApp, its aiohttp web application, the stores and the listeners.
+"""The composition root: the one place that knows all the parts and builds them from Settings.
 
-The only module that knows all the parts. Everything here is created inside the running event
-loop (`create_bot` is a coroutine): aiohttp sessions and the Socket Mode handler bind to the
-loop they are made in, and making them at import breaks under a second loop.
+Every entry builds through here and nowhere else: `meowbot run` (HTTP and Socket Mode, `serve`)
+and the terminal shell (`create_bot`), the CLI verbs (`highlights_job` for `digest --now` and
+`backfill-highlights`, `prometheus_rule_groups` for `prometheus-rules`), and the benchmarks
+(`create_bot`, or `sim_triage` / `prometheus_triage` / `highlights_parts` over a fleet or a
+store they set up themselves). One `make_*` function per part, so a new port is one more line
+in the function that needs it.
+
+What it leaves to others: bot/config_sections.py parses MEOWBOT_CONFIG's sections (no object
+is built there), bot/server.py runs the assembled bot (serving, background loops, shutdown).
+
+Everything is created inside the running event loop (`create_bot` is a coroutine): aiohttp
+sessions and the Socket Mode handler bind to the loop they are made in, and making them at
+import breaks under a second loop.
 """
 
 from __future__ import annotations
@@ -12,15 +22,12 @@ import contextlib
 import logging
 import secrets
 import signal
-import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
 
 import aiohttp
-from aiohttp import web
-from aiohttp.web_runner import AppRunner, TCPSite
-from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
@@ -37,135 +44,177 @@ from bot.backends.checkpoint_dirs import scan_async
 from bot.backends.highlight_store import RedisHighlightStore
 from bot.backends.openai_compat import CheckpointServers
 from bot.backends.playground_store import MemoryPlaygroundStore, RedisPlaygroundStore
-from bot.backends.prometheus import PrometheusMetrics
+from bot.backends.prometheus import PrometheusInventory, PrometheusMetrics
 from bot.backends.resume_store import MemoryResumes, RedisResumes
 from bot.backends.slack_directory import SlackDigestPoster, SlackDirectory
 from bot.backends.slack_poster import SlackPoster
 from bot.backends.state import MemoryStore, RedisStore
 from bot.backends.training_metrics import TrainingMetrics
-from bot.config import Settings
+from bot.config import ConfigError, Settings
+from bot.config_sections import (
+    alerts_config,
+    health_config,
+    highlights_config,
+    playground_config,
+    straggler_config,
+    topology_config,
+    user_mapping,
+)
 from bot.deps import Deps
+from bot.highlights.config import HighlightsConfig
 from bot.highlights.runtime import DigestRunner
 from bot.highlights.service import Highlights
 from bot.inflight import InFlight
 from bot.playground.service import Playground
-from bot.ports import StateStore
+from bot.ports import ResumeMemory, Scheduler, StateStore
 from bot.render.alerts import BlockKitAlertMessages
 from bot.render.highlights import render_digest
-from bot.telemetry import Telemetry
-from bot.triage.service import Triage
-from bot.usermap import UserMap
-from bot.wiring import (
-    alerts_config,
-    highlights_config,
-    make_triage,
-    playground_config,
-    user_mapping,
+from bot.server import (
+    SLACK_EVENTS_PATH,
+    Bot,
+    ack_timer,
+    healthz_endpoint,
+    metrics_endpoint,
 )
+from bot.telemetry import Telemetry
+from bot.triage.checks import HealthConfig
+from bot.triage.service import Triage
+from bot.triage.stragglers import StragglerConfig
+from bot.triage.topology import Topology
+from bot.usermap import UserMap
 from handlers import alertmanager
-from handlers import playground as playground_handlers
 from handlers.alertmanager import ALERTMANAGER_PATH
-from handlers.registry import Registered
+
+if TYPE_CHECKING:
+    from bot.backends.prometheus_rules import RuleGroup
+    from bot.backends.sim.fleet import SimFleet
 
 log = logging.getLogger(__name__)
 
-SLACK_EVENTS_PATH = "/slack/events"
-SHUTDOWN_GRACE_S = 10.0
 SLACK_HTTP_TIMEOUT_S = 10
-LISTEN_BACKLOG = 1024
+# The backfill makes thousands of calls: it waits out many more 429s than a listener would.
+BACKFILL_RATE_LIMIT_RETRIES = 20
 
 
-@dataclass
-class Bot:
-    settings: Settings
-    deps: Deps
-    app: AsyncApp
-    web: web.Application
-    registered: Registered
-    session: aiohttp.ClientSession
-    runner: AppRunner | None = None
-    socket_handler: AsyncSocketModeHandler | None = None
-    background: list[asyncio.Task[None]] = field(default_factory=list)
-    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+# Slack's Web API ---------------------------------------------------------------------------------
 
-    @property
-    def client(self) -> AsyncWebClient:
-        return self.app.client
 
-    async def start_http(self, host: str = "0.0.0.0", port: int | None = None) -> int:
-        """Serves the web app; returns the bound port (port 0 picks a free one)."""
-        self.runner = AppRunner(self.web, handle_signals=False, access_log=None)
-        await self.runner.setup()
-        # Slack delivers in bursts; aiohttp's default backlog of 128 drops SYNs past it and
-        # each dropped connect then waits a full second for its retransmit.
-        site = TCPSite(
-            self.runner, host, self.settings.port if port is None else port, backlog=LISTEN_BACKLOG
-        )
-        await site.start()
-        server = site._server
-        assert server is not None
-        sockets = getattr(server, "sockets", None) or []
-        return int(sockets[0].getsockname()[1]) if sockets else int(port or 0)
+def make_web_client(
+    settings: Settings, session: aiohttp.ClientSession, *, patient: bool = False
+) -> AsyncWebClient:
+    """The bot token's client. `patient` is for the long by-hand jobs (the backfill): they wait
+    out many more rate limits than a listener, which must answer while someone waits."""
+    token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else None
+    # slack_sdk honours Retry-After on 429 itself; our own tenacity retries are for our
+    # backends only, never stacked on Slack's rate limits.
+    retry_handlers = (
+        [
+            AsyncConnectionErrorRetryHandler(max_retry_count=5),
+            AsyncRateLimitErrorRetryHandler(max_retry_count=BACKFILL_RATE_LIMIT_RETRIES),
+        ]
+        if patient
+        else [
+            AsyncConnectionErrorRetryHandler(max_retry_count=2),
+            AsyncRateLimitErrorRetryHandler(max_retry_count=3),
+        ]
+    )
+    return AsyncWebClient(
+        token=token,
+        base_url=settings.slack_api_url,
+        session=session,
+        timeout=SLACK_HTTP_TIMEOUT_S,
+        retry_handlers=retry_handlers,
+    )
 
-    async def start_socket_mode(self) -> None:
-        token = self.settings.slack_app_token
-        assert token is not None
-        self.socket_handler = AsyncSocketModeHandler(self.app, token.get_secret_value())
-        await self.socket_handler.connect_async()  # type: ignore[no-untyped-call]
 
-    def start_background(self, *, sweep: bool = True, digest: bool = True) -> None:
-        """The alert notifier (and the passive sweep), the digest scheduler when a digest
-        channel is set, the playground's watches: `meowbot run` starts them; a test may."""
-        runner = self.deps.digest
-        if digest and runner is not None and runner.hl.cfg.digest_targets():
-            self.background.append(asyncio.create_task(runner.loop(self.stopping)))
-        if self.deps.playground is not None:
-            post = playground_handlers.watch_poster(self.client)
-            self.background.append(
-                asyncio.create_task(self.deps.playground.watcher(self.stopping, post))
-            )
-        alerting = self.deps.alerting
-        if alerting is None:
-            log.warning("no REDIS_URL: channel alerts are off")
-            return
-        self.background.append(asyncio.create_task(alerting.notifier(self.stopping)))
-        if sweep:
-            self.background.append(asyncio.create_task(alerting.sweeper(self.stopping)))
-
-    async def close(self) -> None:
-        """Stops taking requests, lets in-flight work finish (bounded), closes connections."""
-        if self.socket_handler is not None:
-            await self.socket_handler.disconnect_async()  # type: ignore[no-untyped-call]
-            await self.socket_handler.close_async()  # type: ignore[no-untyped-call]
-        if self.runner is not None:
-            # Stop accepting first; answered requests may still have work running after ack.
-            await self.runner.shutdown()
-        finished = await self.deps.inflight.wait_idle(SHUTDOWN_GRACE_S)
-        if not finished:
-            log.warning(
-                "shutdown with work still running", extra={"count": self.deps.inflight.count}
-            )
-        self.stopping.set()
-        if self.background:
-            await asyncio.wait(self.background, timeout=SHUTDOWN_GRACE_S)
-        if self.deps.alerting is not None:
-            await self.deps.alerting.release()  # the next replica leads at once, not in 5 s
-            if self.deps.alerting.silencer is not None:
-                await self.deps.alerting.silencer.close()
-        if self.deps.playground is not None:
-            await self.deps.playground.servers.close()
-            if self.deps.playground.training is not None:
-                await self.deps.playground.training.close()
-        if self.runner is not None:
-            await self.runner.cleanup()
-        await self.deps.store.close()
-        await self.session.close()
+# State -------------------------------------------------------------------------------------------
 
 
 def make_store(settings: Settings) -> StateStore:
     if settings.redis_url:
         return RedisStore(settings.redis_url)
     return MemoryStore()
+
+
+def make_resumes(store: StateStore) -> ResumeMemory:
+    # Resumes are remembered where state is shared: an Xid that predates one is history.
+    return RedisResumes(store.redis) if isinstance(store, RedisStore) else MemoryResumes()
+
+
+# Triage: the real cluster's adapters, or the simulated fleet ------------------------------------
+
+
+def make_scheduler(settings: Settings) -> Scheduler | None:
+    if not settings.slurm_rest_url:
+        return None
+    from bot.backends.slurm import SlurmRest
+
+    token = settings.slurm_jwt.get_secret_value() if settings.slurm_jwt else ""
+    return SlurmRest(settings.slurm_rest_url, token=token, user=settings.slurm_user)
+
+
+def prometheus_triage(
+    metrics: PrometheusMetrics,
+    health: HealthConfig | None = None,
+    stragglers: StragglerConfig | None = None,
+    *,
+    scheduler: Scheduler | None = None,
+    topology: Topology | None = None,
+) -> Triage:
+    return Triage(
+        metrics,
+        PrometheusInventory(metrics, topology),
+        scheduler,
+        health or HealthConfig(),
+        stragglers or StragglerConfig(),
+    )
+
+
+def sim_triage(
+    fleet: SimFleet,
+    health: HealthConfig | None = None,
+    stragglers: StragglerConfig | None = None,
+    *,
+    scheduler: Scheduler | None = None,
+    sim_scheduler: bool = False,
+    live: bool = False,
+) -> Triage:
+    """Triage over a simulated fleet. `scheduler` names a real one; `sim_scheduler` gives the
+    fleet's own jobs instead (/job-slow needs a scheduler); `live` lets the fleet's clock run."""
+    from bot.backends.sim.metrics import SimInventory, SimMetrics
+    from bot.backends.sim.scheduler import SimScheduler
+
+    if scheduler is None and sim_scheduler:
+        scheduler = SimScheduler(fleet)
+    return Triage(
+        SimMetrics(fleet, live=live),
+        SimInventory(fleet),
+        scheduler,
+        health or HealthConfig(),
+        stragglers or StragglerConfig(),
+    )
+
+
+def make_triage(settings: Settings) -> Triage:
+    health = health_config(settings)
+    stragglers = straggler_config(settings)
+    scheduler = make_scheduler(settings)
+    if settings.prometheus_url:
+        metrics = PrometheusMetrics(
+            settings.prometheus_url, node_label=health.node_label, recorded=health.recorded_rules
+        )
+        topology = Topology(topology_config(settings))
+        return prometheus_triage(
+            metrics, health, stragglers, scheduler=scheduler, topology=topology
+        )
+    from bot.backends.sim.fleet import SimFleet
+
+    fleet = SimFleet(settings.sim_nodes or 512, seed=settings.seed)
+    # The simulated fleet's own jobs, unless a real Slurm is named.
+    return sim_triage(fleet, health, stragglers, scheduler=scheduler, sim_scheduler=True, live=True)
+
+
+# Channel alerts, the playground, highlights ------------------------------------------------------
 
 
 def make_alerting(
@@ -198,38 +247,67 @@ def make_playground(settings: Settings, store: StateStore) -> Playground | None:
     return Playground(cfg, CheckpointServers(), shared, scan_async, training)
 
 
+@dataclass
+class HighlightsParts:
+    """What the listeners, the digest scheduler and the by-hand verbs use of highlights."""
+
+    hl: Highlights
+    digest: DigestRunner
+    directory: SlackDirectory
+    store: RedisHighlightStore
+
+
+def highlights_parts(
+    store: RedisHighlightStore,
+    client: AsyncWebClient,
+    cfg: HighlightsConfig,
+    *,
+    clock: Callable[[], datetime] | None = None,
+) -> HighlightsParts:
+    directory = SlackDirectory(client, channel_cache_s=cfg.channel_cache_s)
+    hl = (
+        Highlights(store, directory, cfg) if clock is None
+        else Highlights(store, directory, cfg, clock=clock)
+    )  # fmt: skip
+    digest = DigestRunner(hl, SlackDigestPoster(client), directory.team, render_digest)
+    return HighlightsParts(hl, digest, directory, store)
+
+
 def make_highlights(
     settings: Settings, store: StateStore, client: AsyncWebClient
-) -> tuple[Highlights, DigestRunner] | None:
+) -> HighlightsParts | None:
     cfg = highlights_config(settings)  # checked even without Redis: a wrong value stops start-up
     if not isinstance(store, RedisStore):
         return None  # reactions are counted across replicas: without Redis there is no count
-    directory = SlackDirectory(client, channel_cache_s=cfg.channel_cache_s)
-    hl = Highlights(RedisHighlightStore(store.redis), directory, cfg)
-    return hl, DigestRunner(hl, SlackDigestPoster(client), directory.team, render_digest)
+    return highlights_parts(RedisHighlightStore(store.redis), client, cfg)
 
 
-def make_web_client(settings: Settings, session: aiohttp.ClientSession) -> AsyncWebClient:
-    token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else None
-    return AsyncWebClient(
-        token=token,
-        base_url=settings.slack_api_url,
-        session=session,
-        timeout=SLACK_HTTP_TIMEOUT_S,
-        # slack_sdk honours Retry-After on 429 itself; our own tenacity retries are for our
-        # backends only, never stacked on Slack's rate limits.
-        retry_handlers=[
-            AsyncConnectionErrorRetryHandler(max_retry_count=2),
-            AsyncRateLimitErrorRetryHandler(max_retry_count=3),
-        ],
+# The listeners' dependencies and the bot -------------------------------------------------------
+
+
+def make_deps(settings: Settings, store: StateStore, client: AsyncWebClient) -> Deps:
+    triage = make_triage(settings)
+    triage.resumes = make_resumes(store)
+    deps = Deps(
+        settings=settings,
+        store=store,
+        telemetry=Telemetry(),
+        inflight=InFlight(),
+        triage=triage,
+        authz=Authorizer(settings.admin_list),
+        users=UserMap(user_mapping(settings)),
     )
+    deps.alerting = make_alerting(settings, store, client, triage)
+    deps.playground = make_playground(settings, store)
+    highlights = make_highlights(settings, store, client)
+    if highlights is not None:
+        deps.highlights, deps.digest = highlights.hl, highlights.digest
+    return deps
 
 
-async def create_bot(settings: Settings, *, store: StateStore | None = None) -> Bot:
-    session = aiohttp.ClientSession()
-    client = make_web_client(settings, session)
+def make_bolt_app(settings: Settings, client: AsyncWebClient) -> AsyncApp:
     secret = settings.slack_signing_secret
-    app = AsyncApp(
+    return AsyncApp(
         name="meowbot",
         client=client,
         # Socket Mode envelopes carry no signature (Bolt skips the check for them), but the
@@ -237,90 +315,21 @@ async def create_bot(settings: Settings, *, store: StateStore | None = None) -> 
         signing_secret=secret.get_secret_value() if secret else secrets.token_hex(32),
         process_before_response=False,
     )
-    deps = Deps(
-        settings=settings,
-        store=store or make_store(settings),
-        telemetry=Telemetry(),
-        inflight=InFlight(),
-        triage=make_triage(settings),
-        authz=Authorizer(settings.admin_list),
-        users=UserMap(user_mapping(settings)),
-    )
-    # Resumes are remembered where state is shared: an Xid that predates one is history.
-    deps.triage.resumes = (
-        RedisResumes(deps.store.redis) if isinstance(deps.store, RedisStore) else MemoryResumes()
-    )
-    deps.alerting = make_alerting(settings, deps.store, client, deps.triage)
-    deps.playground = make_playground(settings, deps.store)
-    highlights = make_highlights(settings, deps.store, client)
-    if highlights is not None:
-        deps.highlights, deps.digest = highlights
+
+
+async def create_bot(settings: Settings, *, store: StateStore | None = None) -> Bot:
+    """The whole bot, ready to serve: `meowbot run`, the shell, the tests and the benchmarks."""
+    session = aiohttp.ClientSession()
+    client = make_web_client(settings, session)
+    app = make_bolt_app(settings, client)
+    deps = make_deps(settings, store or make_store(settings), client)
     registered = handlers.register(app, deps)
     web_app = app.web_app(path=SLACK_EVENTS_PATH, port=settings.port)
     web_app.router.add_post(ALERTMANAGER_PATH, alertmanager.receiver(deps))
-    web_app.middlewares.append(_ack_timer(deps.telemetry))
-    web_app.router.add_get("/healthz", _healthz(deps))
-    web_app.router.add_get("/metrics", _metrics(deps))
+    web_app.middlewares.append(ack_timer(deps.telemetry))
+    web_app.router.add_get("/healthz", healthz_endpoint(deps))
+    web_app.router.add_get("/metrics", metrics_endpoint(deps))
     return Bot(settings, deps, app, web_app, registered, session)
-
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def _request_kind(body: bytes) -> str:
-    if body.startswith(b"{"):
-        return "event"
-    if body.startswith(b"payload=") or b"&payload=" in body:
-        return "interactive"
-    if b"command=" in body:
-        return "command"
-    return "other"
-
-
-def _ack_timer(telemetry: Telemetry) -> Any:
-    @web.middleware
-    async def timer(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path != SLACK_EVENTS_PATH:
-            return await handler(request)
-        started = time.perf_counter()
-        body = await request.read()  # cached by aiohttp: Bolt's adapter reads it again for free
-        response = await handler(request)
-        kind = _request_kind(body)
-        telemetry.ack_latency.labels(kind=kind).observe(time.perf_counter() - started)
-        if response.status == 404 and kind == "event":
-            # An event nobody listens to will not be handled by a retry either.
-            response.headers["X-Slack-No-Retry"] = "1"
-        return response
-
-    return timer
-
-
-def _healthz(deps: Deps) -> Handler:
-    async def healthz(_: web.Request) -> web.Response:
-        backends = deps.settings.backends()
-        try:
-            await asyncio.wait_for(deps.store.ping(), 2.0)
-            state = "ok" if deps.store.name == "redis" else "in-process stand-in (not shared)"
-            healthy = True
-        except Exception as exc:  # any failure to reach the store is "down", said in words
-            state = f"down: {type(exc).__name__}"
-            healthy = False
-        body = {
-            "ok": healthy,
-            "mode": deps.settings.mode.value,
-            "redis": state,
-            "backends": backends,
-        }
-        return web.json_response(body, status=200 if healthy else 503)
-
-    return healthz
-
-
-def _metrics(deps: Deps) -> Handler:
-    async def metrics(_: web.Request) -> web.Response:
-        return web.Response(body=deps.telemetry.exposition(), content_type="text/plain")
-
-    return metrics
 
 
 async def serve(settings: Settings) -> None:
@@ -342,3 +351,40 @@ async def serve(settings: Settings) -> None:
     await stop.wait()
     log.info("shutting down", extra={"in_flight": bot.deps.inflight.count})
     await bot.close()
+
+
+# The CLI verbs -----------------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def highlights_job(
+    settings: Settings, *, patient: bool = False
+) -> AsyncIterator[HighlightsParts]:
+    """Highlights' parts as the running bot has them (the bot token's client, Redis, the Slack
+    directory) for one by-hand job (`digest --now`, `backfill-highlights`); closed after it."""
+    if settings.slack_bot_token is None:
+        raise ConfigError("SLACK_BOT_TOKEN must be set (a bot token starting with xoxb-).")
+    if not settings.redis_url:
+        raise ConfigError("REDIS_URL must be set (a URL like redis://host:6379/0).")
+    cfg = highlights_config(settings)
+    redis = RedisStore(settings.redis_url)
+    async with aiohttp.ClientSession() as session:
+        client = make_web_client(settings, session, patient=patient)
+        try:
+            yield highlights_parts(RedisHighlightStore(redis.redis), client, cfg)
+        finally:
+            await redis.close()
+
+
+def prometheus_rule_groups(
+    settings: Settings, extra_windows: list[float], intervals: dict[str, int]
+) -> list[RuleGroup]:
+    """The recording rules for the checks as MEOWBOT_CONFIG configures them; `intervals` are
+    rule_groups' `*_interval_s` keywords."""
+    from bot.backends.prometheus_rules import rule_groups, windows_for
+
+    health = health_config(settings)
+    windows = windows_for(
+        health, sweep_window_s=alerts_config(settings).sweep_window_s, extra=extra_windows
+    )
+    return rule_groups(health, straggler_config(settings), windows=windows, **intervals)

@@ -131,11 +131,10 @@ def _prometheus_rules(
     settings: Settings, windows: list[str], interval_s: int | None, output: str | None
 ) -> int:
     """The rules file for the checks as MEOWBOT_CONFIG configures them."""
-    from bot.backends.prometheus_rules import rule_groups, rules_yaml, windows_for
+    from bot.app import prometheus_rule_groups
+    from bot.backends.prometheus_rules import rules_yaml
     from bot.triage.targets import BadInput, parse_duration
-    from bot.wiring import alerts_config, health_config, straggler_config
 
-    health = health_config(settings)
     try:
         extra = [parse_duration(w) for w in windows]
     except BadInput as exc:
@@ -150,14 +149,7 @@ def _prometheus_rules(
         else {"value_interval_s": interval_s, "window_interval_s": interval_s,
               "day_interval_s": interval_s, "pace_interval_s": interval_s}
     )  # fmt: skip
-    groups = rule_groups(
-        health,
-        straggler_config(settings),
-        windows=windows_for(
-            health, sweep_window_s=alerts_config(settings).sweep_window_s, extra=extra
-        ),
-        **every,
-    )
+    groups = prometheus_rule_groups(settings, extra, every)
     text = rules_yaml(groups)
     if output:
         with open(output, "w", encoding="utf-8") as out:

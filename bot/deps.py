@@ -1,4 +1,5 @@
-"""What the listeners may use, built once by bot/app.py inside the running loop."""
+"""What the listeners may use, built once by the composition root (bot/app.py `make_deps`) inside
+the running loop."""
 
 from __future__ import annotations
 

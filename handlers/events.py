@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any
 
-from slack_bolt.middleware.async_middleware import AsyncMiddleware
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 
 from bot.deps import Deps
+from handlers.registry import Middleware, Next
 
 log = logging.getLogger(__name__)
 
@@ -22,38 +20,13 @@ EVENT_CLAIM_TTL_S = 2 * 3600
 SELF_DEDUPLICATING = frozenset({"reaction_added", "reaction_removed", "message"})
 
 
-class _Dedup(AsyncMiddleware):
-    """A middleware class, not a function: Bolt inspects a function middleware's argument
-    names on every request, a cost every request paid here."""
-
-    def __init__(self, run: Callable[..., Awaitable[BoltResponse | None]]) -> None:
-        self.run = run
-
-    async def async_process(
-        self,
-        *,
-        req: AsyncBoltRequest,
-        resp: BoltResponse,
-        next: Callable[[], Awaitable[Any]],
-    ) -> BoltResponse | None:
-        return await self.run(req.body, req, resp, next)
-
-    @property
-    def name(self) -> str:
-        return "meowbot.dedup"
-
-
-def dedup_middleware(deps: Deps) -> AsyncMiddleware:
-    async def dedup(
-        body: dict[str, Any],
-        request: AsyncBoltRequest,
-        response: BoltResponse,
-        next: Callable[[], Awaitable[None]],
-    ) -> BoltResponse | None:
+def dedup_middleware(deps: Deps) -> Middleware:
+    async def dedup(request: AsyncBoltRequest, next: Next) -> BoltResponse | None:
+        body = request.body
         event_id = body.get("event_id") if body.get("type") == "event_callback" else None
         if not event_id or (body.get("event") or {}).get("type") in SELF_DEDUPLICATING:
             await next()
-            return response
+            return None  # as Bolt's own middleware before it: next() carries on
         team = str(body.get("team_id", ""))
         # If the store is down this raises, Bolt answers 500 and Slack retries later, which
         # is what we want: the event is then processed once the store is back.
@@ -64,6 +37,6 @@ def dedup_middleware(deps: Deps) -> AsyncMiddleware:
             log.info("duplicate event dropped", extra={"event_id": event_id, "retry": retry})
             return BoltResponse(status=200, body="")
         await next()
-        return response
+        return None
 
-    return _Dedup(dedup)
+    return Middleware(dedup, "meowbot.dedup")

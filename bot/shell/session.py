@@ -34,9 +34,10 @@ import aiohttp
 from pydantic import SecretStr
 from slack_sdk.signature import SignatureVerifier
 
-from bot.app import SLACK_EVENTS_PATH, Bot, create_bot
+from bot.app import create_bot
 from bot.config import Settings
 from bot.models import JOB_LEVEL_KINDS, FaultKind
+from bot.server import SLACK_EVENTS_PATH, Bot
 from bot.shell.emulator import SlackEmulator
 from bot.shell.local_redis import LocalRedis
 from bot.shell.terminal import button_targets

@@ -13,8 +13,9 @@ import aiohttp
 import pytest
 from slack_sdk.signature import SignatureVerifier
 
-from bot.app import SLACK_EVENTS_PATH, Bot, create_bot
+from bot.app import create_bot
 from bot.config import load_settings
+from bot.server import SLACK_EVENTS_PATH, Bot
 from bot.shell.emulator import SlackEmulator
 
 SIGNING_SECRET = "e2e-signing-secret"

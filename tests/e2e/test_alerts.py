@@ -18,13 +18,14 @@ import aiohttp
 import pytest
 import redis.asyncio as aioredis
 
-from bot.app import SLACK_EVENTS_PATH, Bot, create_bot
+from bot.app import create_bot
 from bot.render.alerts import (
     ALERT_ACK_ACTION,
     ALERT_DRAIN_ACTION,
     ALERT_RESUME_ACTION,
     ALERT_RESUME_ANYWAY_ACTION,
 )
+from bot.server import SLACK_EVENTS_PATH, Bot
 from bot.shell.emulator import SlackEmulator, validate_blocks
 from handlers.alertmanager import ALERTMANAGER_PATH
 from tests.conftest import RedisServer

@@ -21,7 +21,6 @@ from bot import metric_names as m
 from bot.alerts.dispatch import Change
 from bot.alerts.models import AlertSource, AlertStatus
 from bot.alerts.runtime import SWEEP_LOCK, Alerting
-from bot.app import Bot
 from bot.backends.alert_store import RedisAlertStore
 from bot.backends.sim.fleet import SimFleet
 from bot.backends.sim.metrics import SimInventory, SimMetrics
@@ -29,6 +28,7 @@ from bot.backends.state import key
 from bot.errors import FenceLost
 from bot.models import FaultKind
 from bot.render.alerts import RESOLVED_EMOJI
+from bot.server import Bot
 from bot.shell.emulator import SlackEmulator, validate_blocks
 from bot.triage.service import fleet_faults
 from tests.e2e.test_alerts import CHANNEL, StartReplica, settle, start_replica, team, top_level

@@ -24,13 +24,14 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.app import SLACK_EVENTS_PATH, create_bot
+from bot.app import create_bot
 from bot.models import FaultKind
 from bot.render.alerts import ALERT_DRAIN_ACTION, ALERT_RESUME_ACTION
 from bot.render.blocks import base_action_id
 from bot.render.jobslow import PICK_ACTION
 from bot.render.palette import PALETTE_COMMAND
 from bot.render.triage import DRAIN_ACTION, RESUME_ACTION
+from bot.server import SLACK_EVENTS_PATH
 from bot.shell.emulator import SlackEmulator
 from handlers.alertmanager import ALERTMANAGER_PATH
 from tests.conftest import need_service

@@ -16,8 +16,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.app import SLACK_EVENTS_PATH, create_bot
+from bot.app import create_bot
 from bot.render.palette import OPEN_PALETTE_ACTION, PALETTE_CALLBACK, PALETTE_COMMAND, PALETTE_TEXT
+from bot.server import SLACK_EVENTS_PATH
 from bot.shell.emulator import SlackEmulator
 from handlers.commands import COMMANDS, Command
 from tests.e2e.conftest import Slack, bot_settings

@@ -19,11 +19,12 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.app import SLACK_EVENTS_PATH, Bot, create_bot
+from bot.app import create_bot
 from bot.backends.slack_directory import DIGEST_EVENT_TYPE
 from bot.highlights.backfill import backfill
 from bot.highlights.models import Highlight
 from bot.highlights.service import Highlights
+from bot.server import SLACK_EVENTS_PATH, Bot
 from bot.shell.emulator import SlackEmulator, validate_blocks
 from tests.conftest import RedisServer
 from tests.e2e.conftest import Slack, bot_settings

@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.app import SLACK_EVENTS_PATH, create_bot
+from bot.app import create_bot
 from bot.render.playground import (
     CANCEL_ACTION,
     MODAL_CALLBACK,
@@ -28,6 +28,7 @@ from bot.render.playground import (
     RUN_PICK_ACTION,
     WATCH_ACTION,
 )
+from bot.server import SLACK_EVENTS_PATH
 from bot.shell.emulator import SlackEmulator
 from scripts.testsvc.common import free_port
 from tests.conftest import need_service

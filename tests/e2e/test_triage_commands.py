@@ -12,10 +12,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.app import SLACK_EVENTS_PATH, create_bot
+from bot.app import create_bot
 from bot.backends.resume_store import RedisResumes
 from bot.models import FaultKind
 from bot.render.triage import DRAIN_ACTION, RESUME_ACTION, RESUME_ANYWAY_ACTION
+from bot.server import SLACK_EVENTS_PATH
 from bot.shell.emulator import SlackEmulator, validate_blocks
 from tests.conftest import need_service
 from tests.e2e.conftest import Slack, bot_settings

@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from bot.config import ConfigError, load_settings
+from bot.config_sections import highlights_config
 from bot.highlights.config import HighlightsConfig
 from bot.highlights.digest import build_digest, ranked
 from bot.highlights.excerpt import excerpt, plain
@@ -22,7 +23,6 @@ from bot.highlights.stats import build_stats
 from bot.render.charts import MAX_BYTES, highlights_chart
 from bot.render.highlights import neutral, render_digest, render_stats, render_week
 from bot.shell.emulator import validate_blocks
-from bot.wiring import highlights_config
 
 BERLIN = DigestSchedule.parse("fri 16:00 Europe/Berlin")
 

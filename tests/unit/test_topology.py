@@ -10,12 +10,12 @@ import pytest
 from bot.alerts.config import AlertsConfig
 from bot.alerts.dispatch import group_key
 from bot.alerts.models import Alert, AlertSource, AlertStatus, Scope
+from bot.app import make_triage
 from bot.backends.prometheus import PrometheusInventory, PrometheusMetrics
 from bot.config import ConfigError, load_settings
 from bot.models import Action, Fault, FaultKind, Severity
 from bot.triage.service import group_faults
 from bot.triage.topology import Topology, TopologyConfig
-from bot.wiring import make_triage
 
 NOW = datetime(2026, 12, 4, 12, tzinfo=UTC)
 CFG = TopologyConfig(

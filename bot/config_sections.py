@@ -1,24 +1,22 @@
-"""Builds the triage backends from the settings: real adapters, or the simulated fleet."""
+"""MEOWBOT_CONFIG's sections and the environment names on top of them, parsed and validated.
+
+Parsing only: every object built from these lives in the composition root, bot/app.py.
+"""
 
 from __future__ import annotations
 
-import logging
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from bot.alerts.config import AlertsConfig
-from bot.backends.prometheus import PrometheusInventory, PrometheusMetrics
 from bot.config import ConfigError, Settings
 from bot.highlights.config import HighlightsConfig
 from bot.playground.config import PlaygroundConfig, parse_dirs, parse_endpoints
-from bot.ports import Scheduler
 from bot.triage.checks import HealthConfig
-from bot.triage.service import Triage
 from bot.triage.stragglers import StragglerConfig
-from bot.triage.topology import Topology, TopologyConfig
+from bot.triage.topology import TopologyConfig
 
-log = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -85,42 +83,6 @@ def highlights_config(settings: Settings) -> HighlightsConfig:
         "digest_channel": settings.digest_channel,
     }
     return _validated("highlights", merged, HighlightsConfig)
-
-
-def make_scheduler(settings: Settings) -> Scheduler | None:
-    if not settings.slurm_rest_url:
-        return None
-    from bot.backends.slurm import SlurmRest
-
-    token = settings.slurm_jwt.get_secret_value() if settings.slurm_jwt else ""
-    return SlurmRest(settings.slurm_rest_url, token=token, user=settings.slurm_user)
-
-
-def make_triage(settings: Settings) -> Triage:
-    cfg = health_config(settings)
-    scheduler = make_scheduler(settings)
-    if settings.prometheus_url:
-        metrics = PrometheusMetrics(
-            settings.prometheus_url, node_label=cfg.node_label, recorded=cfg.recorded_rules
-        )
-        topology = Topology(topology_config(settings))
-        return Triage(
-            metrics, PrometheusInventory(metrics, topology), scheduler, cfg,
-            straggler_config(settings),
-        )  # fmt: skip
-    from bot.backends.sim.fleet import SimFleet
-    from bot.backends.sim.metrics import SimInventory, SimMetrics
-    from bot.backends.sim.scheduler import SimScheduler
-
-    fleet = SimFleet(settings.sim_nodes or 512, seed=settings.seed)
-    # The simulated fleet's own jobs, unless a real Slurm is named: /job-slow needs a scheduler.
-    return Triage(
-        SimMetrics(fleet, live=True),
-        SimInventory(fleet),
-        scheduler or SimScheduler(fleet),
-        cfg,
-        straggler_config(settings),
-    )
 
 
 def user_mapping(settings: Settings) -> dict[str, str]:

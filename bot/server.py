@@ -1,0 +1,180 @@
+"""The running bot: Slack over HTTP or Socket Mode, the background loops, a graceful shutdown,
+and the aiohttp endpoints beside Bolt's (/healthz, /metrics, the ack timer).
+
+It assembles no part: bot/app.py, the composition root, hands it every one; what is made here
+is only what serving makes (the listening socket, the Socket Mode connection, the tasks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from aiohttp.web_runner import AppRunner, TCPSite
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.config import Settings
+from bot.deps import Deps
+from bot.telemetry import Telemetry
+from handlers import playground as playground_handlers
+from handlers.registry import Registered
+
+log = logging.getLogger(__name__)
+
+SLACK_EVENTS_PATH = "/slack/events"
+SHUTDOWN_GRACE_S = 10.0
+LISTEN_BACKLOG = 1024
+
+
+@dataclass
+class Bot:
+    settings: Settings
+    deps: Deps
+    app: AsyncApp
+    web: web.Application
+    registered: Registered
+    session: aiohttp.ClientSession
+    runner: AppRunner | None = None
+    socket_handler: AsyncSocketModeHandler | None = None
+    background: list[asyncio.Task[None]] = field(default_factory=list)
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def client(self) -> AsyncWebClient:
+        return self.app.client
+
+    async def start_http(self, host: str = "0.0.0.0", port: int | None = None) -> int:
+        """Serves the web app; returns the bound port (port 0 picks a free one)."""
+        self.runner = AppRunner(self.web, handle_signals=False, access_log=None)
+        await self.runner.setup()
+        # Slack delivers in bursts; aiohttp's default backlog of 128 drops SYNs past it and
+        # each dropped connect then waits a full second for its retransmit.
+        site = TCPSite(
+            self.runner, host, self.settings.port if port is None else port, backlog=LISTEN_BACKLOG
+        )
+        await site.start()
+        server = site._server
+        assert server is not None
+        sockets = getattr(server, "sockets", None) or []
+        return int(sockets[0].getsockname()[1]) if sockets else int(port or 0)
+
+    async def start_socket_mode(self) -> None:
+        token = self.settings.slack_app_token
+        assert token is not None
+        self.socket_handler = AsyncSocketModeHandler(self.app, token.get_secret_value())
+        await self.socket_handler.connect_async()  # type: ignore[no-untyped-call]
+
+    def start_background(self, *, sweep: bool = True, digest: bool = True) -> None:
+        """The alert notifier (and the passive sweep), the digest scheduler when a digest
+        channel is set, the playground's watches: `meowbot run` starts them; a test may."""
+        runner = self.deps.digest
+        if digest and runner is not None and runner.hl.cfg.digest_targets():
+            self.background.append(asyncio.create_task(runner.loop(self.stopping)))
+        if self.deps.playground is not None:
+            post = playground_handlers.watch_poster(self.client)
+            self.background.append(
+                asyncio.create_task(self.deps.playground.watcher(self.stopping, post))
+            )
+        alerting = self.deps.alerting
+        if alerting is None:
+            log.warning("no REDIS_URL: channel alerts are off")
+            return
+        self.background.append(asyncio.create_task(alerting.notifier(self.stopping)))
+        if sweep:
+            self.background.append(asyncio.create_task(alerting.sweeper(self.stopping)))
+
+    async def close(self) -> None:
+        """Stops taking requests, lets in-flight work finish (bounded), closes connections."""
+        if self.socket_handler is not None:
+            await self.socket_handler.disconnect_async()  # type: ignore[no-untyped-call]
+            await self.socket_handler.close_async()  # type: ignore[no-untyped-call]
+        if self.runner is not None:
+            # Stop accepting first; answered requests may still have work running after ack.
+            await self.runner.shutdown()
+        finished = await self.deps.inflight.wait_idle(SHUTDOWN_GRACE_S)
+        if not finished:
+            log.warning(
+                "shutdown with work still running", extra={"count": self.deps.inflight.count}
+            )
+        self.stopping.set()
+        if self.background:
+            await asyncio.wait(self.background, timeout=SHUTDOWN_GRACE_S)
+        if self.deps.alerting is not None:
+            await self.deps.alerting.release()  # the next replica leads at once, not in 5 s
+            if self.deps.alerting.silencer is not None:
+                await self.deps.alerting.silencer.close()
+        if self.deps.playground is not None:
+            await self.deps.playground.servers.close()
+            if self.deps.playground.training is not None:
+                await self.deps.playground.training.close()
+        if self.runner is not None:
+            await self.runner.cleanup()
+        await self.deps.store.close()
+        await self.session.close()
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _request_kind(body: bytes) -> str:
+    if body.startswith(b"{"):
+        return "event"
+    if body.startswith(b"payload=") or b"&payload=" in body:
+        return "interactive"
+    if b"command=" in body:
+        return "command"
+    return "other"
+
+
+def ack_timer(telemetry: Telemetry) -> Any:
+    @web.middleware
+    async def timer(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path != SLACK_EVENTS_PATH:
+            return await handler(request)
+        started = time.perf_counter()
+        body = await request.read()  # cached by aiohttp: Bolt's adapter reads it again for free
+        response = await handler(request)
+        kind = _request_kind(body)
+        telemetry.ack_latency.labels(kind=kind).observe(time.perf_counter() - started)
+        if response.status == 404 and kind == "event":
+            # An event nobody listens to will not be handled by a retry either.
+            response.headers["X-Slack-No-Retry"] = "1"
+        return response
+
+    return timer
+
+
+def healthz_endpoint(deps: Deps) -> Handler:
+    async def healthz(_: web.Request) -> web.Response:
+        backends = deps.settings.backends()
+        try:
+            await asyncio.wait_for(deps.store.ping(), 2.0)
+            state = "ok" if deps.store.name == "redis" else "in-process stand-in (not shared)"
+            healthy = True
+        except Exception as exc:  # any failure to reach the store is "down", said in words
+            state = f"down: {type(exc).__name__}"
+            healthy = False
+        body = {
+            "ok": healthy,
+            "mode": deps.settings.mode.value,
+            "redis": state,
+            "backends": backends,
+        }
+        return web.json_response(body, status=200 if healthy else 503)
+
+    return healthz
+
+
+def metrics_endpoint(deps: Deps) -> Handler:
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(body=deps.telemetry.exposition(), content_type="text/plain")
+
+    return metrics
