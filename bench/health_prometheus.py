@@ -263,8 +263,10 @@ def backfill_slice(s: Slice) -> SliceDone:
     with log.open("wb") as err:
         code = subprocess.call(
             ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(s.path), str(s.out)],
-            stdout=err, stderr=subprocess.STDOUT, timeout=BACKFILL_TIMEOUT_S,
-        )  # fmt: skip
+            stdout=err,
+            stderr=subprocess.STDOUT,
+            timeout=BACKFILL_TIMEOUT_S,
+        )
     if code != 0:
         raise RuntimeError(f"promtool failed with {code}\n{tail(log)}")
     s.path.unlink()
@@ -301,10 +303,16 @@ def backfill(
     # few minutes for a while: so they find a sample whenever in the next DENSE_SPAN_S the
     # benchmark reads, not only in the 5 minutes after `now` (Prometheus' lookback).
     patches = [
-        Slice(fleet.now_s - o, fleet.now_s - o + DENSE_SPAN_S, DENSE_STEP_S,
-              tmp / f"dense-{o}.om", tmp / f"dense-{o}")
-        for o in dense_offsets if o - DENSE_SPAN_S >= 0 and o <= hours * 3600
-    ]  # fmt: skip
+        Slice(
+            fleet.now_s - o,
+            fleet.now_s - o + DENSE_SPAN_S,
+            DENSE_STEP_S,
+            tmp / f"dense-{o}.om",
+            tmp / f"dense-{o}",
+        )
+        for o in dense_offsets
+        if o - DENSE_SPAN_S >= 0 and o <= hours * 3600
+    ]
     parts += patches
     say(
         f"history: {len(_HISTORY)} metric(s), {hours:g} h every "
@@ -400,9 +408,14 @@ def wait_for_rules(
     with Prometheus, and a first run before the scrape records nothing of the live-only
     metrics (scripts/testsvc/prometheus.py waits the same way)."""
     wait_for_count(
-        url, f"count({SENTINELS} > {since:.3f})", expected, RULES_TIMEOUT_S, 2.0, procs,
+        url,
+        f"count({SENTINELS} > {since:.3f})",
+        expected,
+        RULES_TIMEOUT_S,
+        2.0,
+        procs,
         lambda seen: f"the recording rules to run since the full scrape: {seen} of {expected}",
-    )  # fmt: skip
+    )
 
 
 def backfill_pace(url: str, pace: Path, now_s: int, tmp: Path, data: Path) -> None:
@@ -416,11 +429,22 @@ def backfill_pace(url: str, pace: Path, now_s: int, tmp: Path, data: Path) -> No
     log = tmp / "pace-backfill.log"
     with log.open("wb") as err:
         code = subprocess.call(
-            ["promtool", "tsdb", "create-blocks-from", "rules",
-             f"--start={now_s - 48 * 3600 - 600}", f"--end={int(time.time()) + 60}",
-             f"--url={url}", f"--output-dir={out}", "--eval-interval=60s", str(pace)],
-            stdout=err, stderr=subprocess.STDOUT, timeout=BACKFILL_TIMEOUT_S,
-        )  # fmt: skip
+            [
+                "promtool",
+                "tsdb",
+                "create-blocks-from",
+                "rules",
+                f"--start={now_s - 48 * 3600 - 600}",
+                f"--end={int(time.time()) + 60}",
+                f"--url={url}",
+                f"--output-dir={out}",
+                "--eval-interval=60s",
+                str(pace),
+            ],
+            stdout=err,
+            stderr=subprocess.STDOUT,
+            timeout=BACKFILL_TIMEOUT_S,
+        )
     if code != 0:
         raise RuntimeError(f"promtool create-blocks-from rules failed with {code}\n{tail(log)}")
     blocks = list(out.iterdir())
@@ -457,12 +481,17 @@ def rule_costs(url: str) -> None:
 
 def wait_for_fleet(url: str, expected: int, procs: Sequence[subprocess.Popen[bytes]]) -> None:
     wait_for_count(
-        url, f"count({READY_METRIC})", expected, READY_TIMEOUT_S, 1.0, procs,
+        url,
+        f"count({READY_METRIC})",
+        expected,
+        READY_TIMEOUT_S,
+        1.0,
+        procs,
         lambda seen: (
             f"the first full scrape: count({READY_METRIC}) = {seen} of {expected}, "
             f"prometheus {'ready' if ready(url) else 'not ready yet'}"
         ),
-    )  # fmt: skip
+    )
 
 
 def wait_for_count(
@@ -698,11 +727,21 @@ def run(args: argparse.Namespace) -> None:
             exporter_port = free_port()
             with exporter_log.open("wb") as err:
                 exporter = subprocess.Popen(
-                    [sys.executable, __file__, "--serve", str(exporter_port),
-                     "--now", str(now_s), "--nodes", str(args.nodes),
-                     *(["--job"] if args.job else [])],
-                    cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err,
-                )  # fmt: skip
+                    [
+                        sys.executable,
+                        __file__,
+                        "--serve",
+                        str(exporter_port),
+                        "--now",
+                        str(now_s),
+                        "--nodes",
+                        str(args.nodes),
+                        *(["--job"] if args.job else []),
+                    ],
+                    cwd=ROOT,
+                    stdout=subprocess.DEVNULL,
+                    stderr=err,
+                )
             procs.append(exporter)
             say(f"exporter: pid {exporter.pid} rendering the live exposition meanwhile")
 
@@ -800,10 +839,15 @@ def run(args: argparse.Namespace) -> None:
             else:
                 asyncio.run(
                     bench(
-                        url, args.runs, args.hostlist, args.nodes, expected_faults,
-                        args.profile, args.rules,
+                        url,
+                        args.runs,
+                        args.hostlist,
+                        args.nodes,
+                        expected_faults,
+                        args.profile,
+                        args.rules,
                     )
-                )  # fmt: skip
+                )
             load = " ".join(f"{x:.2f}" for x in os.getloadavg())
             say(f"benchmark: {time.perf_counter() - started:.1f} s; load average {load}")
             if args.steady:

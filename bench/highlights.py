@@ -84,11 +84,16 @@ async def serve_bare(port: int) -> None:
         event = body["event"]
         item = event["item"]
         r = Reaction(
-            team=body["team_id"], channel=item["channel"], ts=item["ts"], user=event["user"],
-            author=event.get("item_user"), emoji=base_emoji(event["reaction"]),
-            event_ts=event["event_ts"], added=event["type"] == "reaction_added",
+            team=body["team_id"],
+            channel=item["channel"],
+            ts=item["ts"],
+            user=event["user"],
+            author=event.get("item_user"),
+            emoji=base_emoji(event["reaction"]),
+            event_ts=event["event_ts"],
+            added=event["type"] == "reaction_added",
             event_id=body["event_id"],
-        )  # fmt: skip
+        )
         await store.react(r, threshold=1, now=datetime.now(UTC))
         return web.Response(status=200)
 
@@ -128,8 +133,9 @@ def make_events(emu: SlackEmulator) -> tuple[list[str], dict[tuple[str, str], bo
         on = state.get((ts, user), False)
         remove = on and rng.random() < 0.5
         emoji = "meow_party::skin-tone-2" if rng.random() < 0.1 else "meow_party"
-        payload = emu.react("C0GENERAL", ts, user, emoji if not remove else "meow_party",
-                            remove=remove)  # fmt: skip
+        payload = emu.react(
+            "C0GENERAL", ts, user, emoji if not remove else "meow_party", remove=remove
+        )
         state[(ts, user)] = not remove
         last[(ts, user)] = not remove
         bodies.append(json.dumps(payload))
@@ -223,13 +229,26 @@ async def year(redis: Any, emu: SlackEmulator) -> tuple[list[float], float, int,
         at = start + timedelta(seconds=rng.uniform(0, 365 * 86400))
         ts, channel = f"{int(at.timestamp())}.{i:06d}", rng.choice(channels)
         for u in rng.sample(range(PEOPLE), rng.randint(1, 6)):
-            r = Reaction(team=TEAM, channel=channel, ts=ts, user=f"U{u:05d}",
-                         author=f"U{rng.randrange(PEOPLE):05d}", emoji="meow_party",
-                         event_ts="1", added=True)  # fmt: skip
+            r = Reaction(
+                team=TEAM,
+                channel=channel,
+                ts=ts,
+                user=f"U{u:05d}",
+                author=f"U{rng.randrange(PEOPLE):05d}",
+                emoji="meow_party",
+                event_ts="1",
+                added=True,
+            )
             await store.react(r, threshold=1, now=at, first_tagged_at=at)
-        await store.enrich(TEAM, channel, ts, thread_ts=None, author=None,
-                           excerpt=f"highlight {i}: " + "words " * 20,
-                           permalink=f"https://x.slack.com/archives/{channel}/p{i}")  # fmt: skip
+        await store.enrich(
+            TEAM,
+            channel,
+            ts,
+            thread_ts=None,
+            author=None,
+            excerpt=f"highlight {i}: " + "words " * 20,
+            permalink=f"https://x.slack.com/archives/{channel}/p{i}",
+        )
     session = aiohttp.ClientSession()
     settings = load_settings(SLACK_BOT_TOKEN=emu.bot_token, SLACK_API_URL=emu.api_url)
     cfg = HighlightsConfig(channel_cache_s=3600)

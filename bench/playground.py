@@ -53,11 +53,17 @@ TARGET_OVERHEAD_MS = 5.0
 TARGET_PEAK = 1
 STATS = re.compile(r"(\d+) tokens · ([\d.]+) s · first token (\d+) ms")
 PROMPTS = [
-    "Beautiful is better than", "Explicit is better than", "Simple is better than",
-    "Complex is better than", "Flat is better than", "Sparse is better than",
-    "Readability counts", "Special cases aren't special enough", "Errors should never",
+    "Beautiful is better than",
+    "Explicit is better than",
+    "Simple is better than",
+    "Complex is better than",
+    "Flat is better than",
+    "Sparse is better than",
+    "Readability counts",
+    "Special cases aren't special enough",
+    "Errors should never",
     "In the face of ambiguity",
-]  # fmt: skip
+]
 
 
 @contextlib.contextmanager
@@ -123,19 +129,44 @@ async def bench(env: dict[str, str], n: int, k: int, max_tokens: int) -> None:
     for u in users:
         emulator.add_user(u, u.lower())
     cfg = Path(tempfile.mkdtemp()) / "meowbot.yaml"
-    cfg.write_text(json.dumps({"playground": {
-        "global_concurrency": n, "per_user_concurrency": 2, "max_checkpoints": 4}}))  # fmt: skip
+    cfg.write_text(
+        json.dumps(
+            {
+                "playground": {
+                    "global_concurrency": n,
+                    "per_user_concurrency": 2,
+                    "max_checkpoints": 4,
+                }
+            }
+        )
+    )
     settings = load_settings(
-        SLACK_BOT_TOKEN=emulator.bot_token, SLACK_SIGNING_SECRET=SIGNING_SECRET,
-        SLACK_API_URL=emulator.api_url, REDIS_URL=env["REDIS_URL"],
-        PLAYGROUND_ENDPOINTS=env["PLAYGROUND_TEST_URL"], PLAYGROUND_CHECKPOINT_DIRS=str(root),
-        MEOWBOT_CONFIG=str(cfg), PROMETHEUS_URL=None, SLURM_REST_URL=None,
-    )  # fmt: skip
+        SLACK_BOT_TOKEN=emulator.bot_token,
+        SLACK_SIGNING_SECRET=SIGNING_SECRET,
+        SLACK_API_URL=emulator.api_url,
+        REDIS_URL=env["REDIS_URL"],
+        PLAYGROUND_ENDPOINTS=env["PLAYGROUND_TEST_URL"],
+        PLAYGROUND_CHECKPOINT_DIRS=str(root),
+        MEOWBOT_CONFIG=str(cfg),
+        PROMETHEUS_URL=None,
+        SLURM_REST_URL=None,
+    )
     prompts = [PROMPTS[i % len(PROMPTS)] for i in range(n)]
-    same = [(str(root / run / f"step-{s}"),
-             Prompt(run=run, prompt=t, mode=Mode.COMPLETION, max_tokens=max_tokens,
-                    temperature=0, seed=1))
-            for t in prompts for s in steps]  # fmt: skip
+    same = [
+        (
+            str(root / run / f"step-{s}"),
+            Prompt(
+                run=run,
+                prompt=t,
+                mode=Mode.COMPLETION,
+                max_tokens=max_tokens,
+                temperature=0,
+                seed=1,
+            ),
+        )
+        for t in prompts
+        for s in steps
+    ]
     # Every checkpoint loaded first: a cold load (seconds) must not land on one side only.
     await direct(env["PLAYGROUND_TEST_URL"], [same[i] for i in range(len(steps))])
     cpu0 = time.process_time()
@@ -156,12 +187,20 @@ async def bench(env: dict[str, str], n: int, k: int, max_tokens: int) -> None:
                 "max_tokens": {"max_tokens": {"value": str(max_tokens)}},
                 "temperature": {"temperature": {"value": "0"}},
                 "seed": {"seed": {"value": "1"}},
-            }  # fmt: skip
-            return {"type": "view_submission", "user": {"id": user, "username": user},
-                    "team": {"id": emulator.team_id}, "api_app_id": "A0TEST",
-                    "view": {"type": "modal", "callback_id": MODAL_CALLBACK, "id": "V0",
-                             "private_metadata": json.dumps({"channel": CHANNEL}),
-                             "state": {"values": values}}}  # fmt: skip
+            }
+            return {
+                "type": "view_submission",
+                "user": {"id": user, "username": user},
+                "team": {"id": emulator.team_id},
+                "api_app_id": "A0TEST",
+                "view": {
+                    "type": "modal",
+                    "callback_id": MODAL_CALLBACK,
+                    "id": "V0",
+                    "private_metadata": json.dumps({"channel": CHANNEL}),
+                    "state": {"values": values},
+                },
+            }
 
         sent = time.monotonic()
         await asyncio.gather(
@@ -190,17 +229,23 @@ async def bench(env: dict[str, str], n: int, k: int, max_tokens: int) -> None:
     ]
     await emulator.stop()
 
-    print(f"/playground: {n} requests at once x {len(steps)} checkpoints (steps {steps}), "
-          f"{max_tokens} tokens max, temperature 0; transformers serve on loopback")  # fmt: skip
+    print(
+        f"/playground: {n} requests at once x {len(steps)} checkpoints (steps {steps}), "
+        f"{max_tokens} tokens max, temperature 0; transformers serve on loopback"
+    )
     print(f"  cores {os.cpu_count()}, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     bot_tokens = [s[0] for s in stats]
     bot_total = [s[1] for s in stats]
     bot_first = [s[2] / 1000 for s in stats]
     print(f"  streams finished       {len(stats)} of {n * len(steps)}")
-    print(f"  first token (bot)      p50 {statistics.median(bot_first) * 1000:.0f} ms, "
-          f"p95 {pct(bot_first, 0.95) * 1000:.0f} ms")  # fmt: skip
-    print(f"  last token (bot)       p50 {statistics.median(bot_total):.2f} s, "
-          f"p95 {pct(bot_total, 0.95):.2f} s")  # fmt: skip
+    print(
+        f"  first token (bot)      p50 {statistics.median(bot_first) * 1000:.0f} ms, "
+        f"p95 {pct(bot_first, 0.95) * 1000:.0f} ms"
+    )
+    print(
+        f"  last token (bot)       p50 {statistics.median(bot_total):.2f} s, "
+        f"p95 {pct(bot_total, 0.95):.2f} s"
+    )
     first_edit = [min(ts) - sent for ts in updates.values()]
     print(
         f"  Slack: submissions to first message {min(posts) - sent:.2f} s, to first edit "
@@ -222,8 +267,11 @@ async def bench(env: dict[str, str], n: int, k: int, max_tokens: int) -> None:
         f"  direct: first token p50 {statistics.median(d_first) * 1000:.0f} ms, last token "
         f"p50 {statistics.median(d_total):.2f} s, {statistics.mean(d_tokens):.1f} chunks a stream"
     )
-    overhead_ms = (statistics.mean(bot_total) - statistics.mean(d_total)) / max(
-        1.0, statistics.mean(bot_tokens)) * 1000  # fmt: skip
+    overhead_ms = (
+        (statistics.mean(bot_total) - statistics.mean(d_total))
+        / max(1.0, statistics.mean(bot_tokens))
+        * 1000
+    )
     verdict = "met" if overhead_ms < TARGET_OVERHEAD_MS else "MISSED"
     print(
         f"  bot overhead per streamed token, wall: {overhead_ms:.2f} ms (target < "

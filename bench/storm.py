@@ -162,13 +162,17 @@ def storm(bot: Bot, count: int, name: str, seed: int) -> list[dict[str, Any]]:
     starts = (datetime.now(UTC) - timedelta(minutes=1)).isoformat()
     alerts = [
         {
-            "labels": {"alertname": name, "Hostname": n, "leaf_switch": inv.leaf_switch(n) or "",
-                       "severity": "warning"},
+            "labels": {
+                "alertname": name,
+                "Hostname": n,
+                "leaf_switch": inv.leaf_switch(n) or "",
+                "severity": "warning",
+            },
             "annotations": {"summary": f"InfiniBand port down on {n}"},
             "startsAt": starts,
         }
         for n in nodes
-    ]  # fmt: skip
+    ]
     random.Random(seed).shuffle(alerts)
     return alerts
 
@@ -291,10 +295,14 @@ async def run(
             groups = {g: v for g, v in (await stored_groups(store)).items() if v.key.cause == name}
             storm_ts = await store.storm_ts(CHANNEL)
             webhooks = [
-                int(b.deps.telemetry.registry.get_sample_value(
-                    "meowbot_alertmanager_webhooks_total", {"outcome": "stored"}) or 0)
+                int(
+                    b.deps.telemetry.registry.get_sample_value(
+                        "meowbot_alertmanager_webhooks_total", {"outcome": "stored"}
+                    )
+                    or 0
+                )
                 for b in bots
-            ]  # fmt: skip
+            ]
         finally:
             await am.close()
             for bot in bots:
@@ -359,8 +367,10 @@ def report(o: Outcome, replicas: int, window_s: float) -> bool:
         )
     for a, b in itertools.pairwise(o.calls):
         if b.at - a.at < 1.0 and a.args.get("channel") == b.args.get("channel"):
-            print(f"  calls {b.at - a.at:.3f} s apart: {a.method} at {a.at - o.t0:.3f} s, "
-                  f"{b.method} at {b.at - o.t0:.3f} s")  # fmt: skip
+            print(
+                f"  calls {b.at - a.at:.3f} s apart: {a.method} at {a.at - o.t0:.3f} s, "
+                f"{b.method} at {b.at - o.t0:.3f} s"
+            )
     return lost == TARGET_LOST and dup == TARGET_DUPLICATED and ok_peak
 
 
@@ -372,9 +382,11 @@ if __name__ == "__main__":
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--storm-groups", type=int, default=0,
+        "--storm-groups",
+        type=int,
+        default=0,
         help="alerts.storm_groups (default: the bot's, 20, above the 16 groups of the storm)",
-    )  # fmt: skip
+    )
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args()
     outcome = asyncio.run(

@@ -52,10 +52,19 @@ K = FaultKind
 # The node causes whose effects in the simulator leave a trace in a proxy (SM clock, GPU
 # utilisation, power, NVLink or InfiniBand traffic): bot/backends/sim/faults.py.
 PROXY_KINDS = (
-    K.THROTTLE_POWER, K.THROTTLE_HW_SLOWDOWN, K.THROTTLE_SW_THERMAL, K.THROTTLE_HW_THERMAL,
-    K.POWER_BRAKE, K.LOW_SM_CLOCK, K.NVLINK_CRC, K.NVLINK_REPLAY, K.IB_SYMBOL_ERRORS,
-    K.IB_FLAPPING, K.CPU_CONTENTION, K.NUMA_MISPLACEMENT,
-)  # fmt: skip
+    K.THROTTLE_POWER,
+    K.THROTTLE_HW_SLOWDOWN,
+    K.THROTTLE_SW_THERMAL,
+    K.THROTTLE_HW_THERMAL,
+    K.POWER_BRAKE,
+    K.LOW_SM_CLOCK,
+    K.NVLINK_CRC,
+    K.NVLINK_REPLAY,
+    K.IB_SYMBOL_ERRORS,
+    K.IB_FLAPPING,
+    K.CPU_CONTENTION,
+    K.NUMA_MISPLACEMENT,
+)
 HEALTHY_SIZES = (4, 8, 16, 64, 256, 1024, 4096)
 
 
@@ -136,8 +145,10 @@ async def seeded(jobs: int, nodes: int, signals: str) -> int:
     print(f"  found {tp}, missed {fn} (of which suspected {suspected}), false stragglers {fp}")
     if missed:
         print(f"  missed: {', '.join(missed[:10])}")
-    print(f"  time a job (sim, whole service): p50 {statistics.median(times):.2f} s, "
-          f"p95 {_p95(times):.2f} s")  # fmt: skip
+    print(
+        f"  time a job (sim, whole service): p50 {statistics.median(times):.2f} s, "
+        f"p95 {_p95(times):.2f} s"
+    )
     differ = {k: v for k, v in confusion.items() if k[0] != k[1]}
     if differ:
         print("  confusion (injected -> named), where they differ:")

@@ -238,9 +238,10 @@ def make_playground(settings: Settings, store: StateStore) -> Playground | None:
     if not cfg.configured:
         return None
     shared = (
-        RedisPlaygroundStore(store.redis) if isinstance(store, RedisStore)
+        RedisPlaygroundStore(store.redis)
+        if isinstance(store, RedisStore)
         else MemoryPlaygroundStore()
-    )  # fmt: skip
+    )
     training = None
     if settings.prometheus_url and (cfg.loss_metric or cfg.tokens_metric):
         training = TrainingMetrics(PrometheusMetrics(settings.prometheus_url), cfg)
@@ -266,9 +267,10 @@ def highlights_parts(
 ) -> HighlightsParts:
     directory = SlackDirectory(client, channel_cache_s=cfg.channel_cache_s)
     hl = (
-        Highlights(store, directory, cfg) if clock is None
+        Highlights(store, directory, cfg)
+        if clock is None
         else Highlights(store, directory, cfg, clock=clock)
-    )  # fmt: skip
+    )
     digest = DigestRunner(hl, SlackDigestPoster(client), directory.team, render_digest)
     return HighlightsParts(hl, digest, directory, store)
 

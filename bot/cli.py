@@ -52,13 +52,15 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--every", type=int, default=100, help="save a checkpoint every N steps")
     demo.add_argument("--seed", type=int, default=0, help="the same seed gives the same run")
     demo.add_argument(
-        "--serve", action="store_true",
+        "--serve",
+        action="store_true",
         help="then serve the checkpoints with `transformers serve` on 127.0.0.1",
-    )  # fmt: skip
+    )
     demo.add_argument(
-        "--retrain", action="store_true",
+        "--retrain",
+        action="store_true",
         help="train again even when OUT/RUN already holds checkpoints (kept otherwise)",
-    )  # fmt: skip
+    )
     demo.add_argument("--port", type=int, default=8000, help="the server's port with --serve")
     rules = sub.add_parser(
         "prometheus-rules",
@@ -98,8 +100,10 @@ def _demo_checkpoints(args: argparse.Namespace) -> int:
     have = sorted((Path(args.out) / args.run).glob("step-*/config.json"))
     if have and not args.retrain:
         held = count(len(have), "checkpoint")
-        print(f"{Path(args.out) / args.run} already holds {held}; kept (--retrain to train again)",
-              flush=True)  # fmt: skip
+        print(
+            f"{Path(args.out) / args.run} already holds {held}; kept (--retrain to train again)",
+            flush=True,
+        )
     else:
         try:
             train(run, log=lambda line: print(line, flush=True))
@@ -113,8 +117,10 @@ def _demo_checkpoints(args: argparse.Namespace) -> int:
 
     server = shutil.which("transformers") or str(Path(sys.prefix) / "bin" / "transformers")
     if not Path(server).exists():
-        print("meowbot: `transformers serve` is not installed: pip install "
-              '"transformers[serving]"', file=sys.stderr)  # fmt: skip
+        print(
+            'meowbot: `transformers serve` is not installed: pip install "transformers[serving]"',
+            file=sys.stderr,
+        )
         return 2
     out = Path(args.out).resolve()
     print(
@@ -146,9 +152,13 @@ def _prometheus_rules(
     every = (
         {}
         if interval_s is None
-        else {"value_interval_s": interval_s, "window_interval_s": interval_s,
-              "day_interval_s": interval_s, "pace_interval_s": interval_s}
-    )  # fmt: skip
+        else {
+            "value_interval_s": interval_s,
+            "window_interval_s": interval_s,
+            "day_interval_s": interval_s,
+            "pace_interval_s": interval_s,
+        }
+    )
     groups = prometheus_rule_groups(settings, extra, every)
     text = rules_yaml(groups)
     if output:

@@ -39,7 +39,13 @@ async def backfill_highlights(
             print(progress.line(p.hl.clock()), file=sys.stderr, flush=True)
 
         done = await backfill(
-            p.hl, p.directory, p.store, team=team, since=since, channels=channels,
-            pace_s=pace_s, report=report,
-        )  # fmt: skip
+            p.hl,
+            p.directory,
+            p.store,
+            team=team,
+            since=since,
+            channels=channels,
+            pace_s=pace_s,
+            report=report,
+        )
         return done

@@ -47,8 +47,11 @@ def register(reg: Registry, deps: Deps) -> None:
             await ack()
             user = body.get("user", {})
             if not await deps.authz.allowed(str(user.get("id", "")), client):
-                await respond(response_type="ephemeral", replace_original=False,
-                              text=deps.authz.refusal(f"{verb} nodes"))  # fmt: skip
+                await respond(
+                    response_type="ephemeral",
+                    replace_original=False,
+                    text=deps.authz.refusal(f"{verb} nodes"),
+                )
                 return
             value = str(body["actions"][0].get("value", ""))
             name = str(user.get("username") or user.get("name") or user.get("id"))
@@ -61,9 +64,12 @@ def register(reg: Registry, deps: Deps) -> None:
                 # The private /node-health answer the button sat on is redrawn as the node now
                 # stands (Resume where Drain was), the sentence of what was done above it.
                 fresh = await node_health_answer(deps.triage, value.partition("|")[0])
-                await respond(response_type="ephemeral", replace_original=True,
-                              text=f"{done.sentence}\n{fresh.text}",
-                              blocks=[*success(done.sentence).blocks, *fresh.blocks])  # fmt: skip
+                await respond(
+                    response_type="ephemeral",
+                    replace_original=True,
+                    text=f"{done.sentence}\n{fresh.text}",
+                    blocks=[*success(done.sentence).blocks, *fresh.blocks],
+                )
                 return
             await respond(response_type="ephemeral", replace_original=False, text=done.sentence)
 

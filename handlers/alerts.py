@@ -111,11 +111,16 @@ def register(reg: Registry, deps: Deps) -> None:
         await silence(alerting, client, lambda text: tell(respond, text), body, gid, duration_s)
 
     async def silence(
-        alerting: Alerting, client: AsyncWebClient, say: Callable[[str], Awaitable[None]],
-        body: dict[str, Any], gid: str, duration_s: float,
-    ) -> None:  # fmt: skip
-        out = await acts.silence(alerting.store, alerting.silencer, gid, _actor(body),
-                                 duration_s, datetime.now(UTC))  # fmt: skip
+        alerting: Alerting,
+        client: AsyncWebClient,
+        say: Callable[[str], Awaitable[None]],
+        body: dict[str, Any],
+        gid: str,
+        duration_s: float,
+    ) -> None:
+        out = await acts.silence(
+            alerting.store, alerting.silencer, gid, _actor(body), duration_s, datetime.now(UTC)
+        )
         await thread(client, alerting, out)
         await say(out.sentence)
 
@@ -129,8 +134,10 @@ def register(reg: Registry, deps: Deps) -> None:
         except ValueError:
             hours = -1.0
         if not 0 < hours * 3600 <= MAX_SILENCE_S:
-            await ack(response_action="errors",
-                      errors={"duration": "Hours between 0.1 and 336, e.g. 2 or 0.5."})  # fmt: skip
+            await ack(
+                response_action="errors",
+                errors={"duration": "Hours between 0.1 and 336, e.g. 2 or 0.5."},
+            )
             return
         if not await deps.authz.allowed(_actor(body).user_id, client):
             # Said in the form: a modal closed without a word reads as a silence that worked.
@@ -164,8 +171,16 @@ def register(reg: Registry, deps: Deps) -> None:
         gid = key.id
         await alerting.triage.inventory.load()
         fleet = len(alerting.triage.inventory.names())
-        out = await acts.drain(alerting.store, alerting.triage.scheduler, alerting.cfg, gid, node,
-                               _actor(body), datetime.now(UTC), fleet)  # fmt: skip
+        out = await acts.drain(
+            alerting.store,
+            alerting.triage.scheduler,
+            alerting.cfg,
+            gid,
+            node,
+            _actor(body),
+            datetime.now(UTC),
+            fleet,
+        )
         await thread(client, alerting, out)
         if out.confirm_id is not None and out.group is not None:
             msg = confirm_drain_message(out.confirm_id, node, _actor(body).user_name)
@@ -181,9 +196,14 @@ def register(reg: Registry, deps: Deps) -> None:
             return
         fleet = len(alerting.triage.inventory.names())
         out = await acts.confirm_drain(
-            alerting.store, alerting.triage.scheduler, alerting.cfg, _value(body), _actor(body),
-            datetime.now(UTC), fleet,
-        )  # fmt: skip
+            alerting.store,
+            alerting.triage.scheduler,
+            alerting.cfg,
+            _value(body),
+            _actor(body),
+            datetime.now(UTC),
+            fleet,
+        )
         await thread(client, alerting, out)
         await tell(respond, out.sentence)
 
@@ -198,8 +218,15 @@ def register(reg: Registry, deps: Deps) -> None:
             value = _value(body)
             key, node = split_value(value)
             triage = alerting.triage
-            out = await acts.resume(alerting.store, triage.scheduler, key.id, node, _actor(body),
-                                    force=force, memory=triage.resumes)  # fmt: skip
+            out = await acts.resume(
+                alerting.store,
+                triage.scheduler,
+                key.id,
+                node,
+                _actor(body),
+                force=force,
+                memory=triage.resumes,
+            )
             await thread(client, alerting, out)
             if out.can_force:
                 # Someone else's reason: the person may confirm over it ("Resume anyway").
@@ -224,7 +251,8 @@ def register(reg: Registry, deps: Deps) -> None:
 
 
 def _silence_modal(gid: str) -> dict[str, Any]:
-    modal = Modal("Silence alert", callback_id=SILENCE_MODAL, submit="Silence",
-                  private_metadata=gid)  # fmt: skip
+    modal = Modal(
+        "Silence alert", callback_id=SILENCE_MODAL, submit="Silence", private_metadata=gid
+    )
     modal.text_input("Silence for how many hours?", "hours", placeholder="2", block_id="duration")
     return modal.build()

@@ -167,8 +167,9 @@ def register(reg: Registry, deps: Deps) -> None:
 
         async def open_view(view: dict[str, Any]) -> dict[str, Any]:
             # views.open must use the trigger within 3 s of the command: nothing slow before.
-            opened = await client.views_open(trigger_id=str(command.get("trigger_id", "")),
-                                             view=view)  # fmt: skip
+            opened = await client.views_open(
+                trigger_id=str(command.get("trigger_id", "")), view=view
+            )
             return dict(opened["view"])
 
         asker = Asker(
@@ -178,7 +179,8 @@ def register(reg: Registry, deps: Deps) -> None:
             private=private,
             open_view=open_view,
         )
-        await dispatch(deps, client, str(command.get("command", "")),
-                       str(command.get("text", "")), asker)  # fmt: skip
+        await dispatch(
+            deps, client, str(command.get("command", "")), str(command.get("text", "")), asker
+        )
 
     reg.commands((cmd.name for cmd in COMMANDS), on_command)

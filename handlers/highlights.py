@@ -98,8 +98,9 @@ def register(reg: Registry, deps: Deps) -> None:
             msg = event.get("message") or {}
             edited = (msg.get("edited") or {}).get("ts") or event.get("event_ts") or "0"
             if msg.get("ts"):
-                await hl.edited(team, channel, str(msg["ts"]), str(msg.get("text") or ""),
-                                str(edited))  # fmt: skip
+                await hl.edited(
+                    team, channel, str(msg["ts"]), str(msg.get("text") or ""), str(edited)
+                )
         return _DONE
 
     async def on_message(body: dict[str, Any]) -> None:
@@ -156,13 +157,17 @@ async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -
         await private(error_message(f"I cannot post in this channel ({code}): no chart here."))
         return
     png = await asyncio.to_thread(
-        functools.partial(highlights_chart, stats.weeks, title="Highlights per week", now=now,
-                          zone=zone)
-    )  # fmt: skip
+        functools.partial(
+            highlights_chart, stats.weeks, title="Highlights per week", now=now, zone=zone
+        )
+    )
     try:
         await client.files_upload_v2(
-            channel=channel, thread_ts=posted.ts, content=png, filename="highlights-per-week.png",
+            channel=channel,
+            thread_ts=posted.ts,
+            content=png,
+            filename="highlights-per-week.png",
             title="Highlights per week",
-        )  # fmt: skip
+        )
     except SlackApiError as exc:
         log.warning("chart upload failed", extra={"error": exc.response.get("error")})

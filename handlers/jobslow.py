@@ -128,8 +128,9 @@ async def run(
 
 async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -> None:
     """`/job-slow [job-id]` asked in the asker's channel."""
-    await run(deps, client, text=text, user_id=asker.user_id, channel=asker.channel,
-              private=asker.private)  # fmt: skip
+    await run(
+        deps, client, text=text, user_id=asker.user_id, channel=asker.channel, private=asker.private
+    )
 
 
 def register(reg: Registry, deps: Deps) -> None:

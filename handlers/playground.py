@@ -84,8 +84,9 @@ async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -
         wid = words[1].strip() if len(words) > 1 else ""
         watch = next((w for w in await pg.store.watches() if w.id == wid), None)
         if watch is None or watch.user_id != user_id:
-            await private(error_message(f"You have no watch `{wid[:20]}`; `/playground watches` "
-                                        "lists yours."))  # fmt: skip
+            await private(
+                error_message(f"You have no watch `{wid[:20]}`; `/playground watches` lists yours.")
+            )
             return
         await pg.store.remove_watch(wid)
         await private(success(f"Stopped watch `{wid}` on run `{watch.prompt.run}`."))
@@ -93,36 +94,58 @@ async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -
     run = words[0]
     if len(words) < 2:
         hint = f"`/playground {run[:40]} Once upon a time`"
-        await private(error_message(f"Add a prompt after the run: {hint}. `/playground` alone "
-                                    "opens the form."))  # fmt: skip
+        await private(
+            error_message(
+                f"Add a prompt after the run: {hint}. `/playground` alone opens the form."
+            )
+        )
         return
     if not valid_run(run):
-        await private(error_message("A run name is letters, digits and `._/@:+-`, "
-                                    "like `tiny-gpt`."))  # fmt: skip
+        await private(
+            error_message("A run name is letters, digits and `._/@:+-`, like `tiny-gpt`.")
+        )
         return
     cfg = pg.cfg
-    prompt = Prompt(run=run, prompt=words[1][:8000], max_tokens=cfg.max_tokens,
-                    temperature=cfg.temperature)  # fmt: skip
+    prompt = Prompt(
+        run=run, prompt=words[1][:8000], max_tokens=cfg.max_tokens, temperature=cfg.temperature
+    )
     catalog = await pg.catalog()
     picked = pg.choose(catalog, run)
     if isinstance(picked, UserError):
         await private(error_message(picked.sentence))
         return
-    await start(deps, pg, client, prompt, picked, user_id=user_id, channel=channel,
-                thread_ts=None, private=private, down=catalog.down)  # fmt: skip
+    await start(
+        deps,
+        pg,
+        client,
+        prompt,
+        picked,
+        user_id=user_id,
+        channel=channel,
+        thread_ts=None,
+        private=private,
+        down=catalog.down,
+    )
 
 
-async def open_modal(pg: Playground, client: AsyncWebClient, *, open_view: OpenView,
-                     channel: str) -> None:  # fmt: skip
+async def open_modal(
+    pg: Playground, client: AsyncWebClient, *, open_view: OpenView, channel: str
+) -> None:
     meta = json.dumps({"channel": channel})
     # A form must open within 3 s of the click (the trigger's life): open first, discover after.
     view = await open_view(render_modal(None, metadata=meta))
     catalog = await pg.catalog()
     await client.views_update(
-        view_id=view["id"], hash=view.get("hash"),
-        view=render_modal(catalog, metadata=meta, max_checkpoints=pg.cfg.max_checkpoints,
-                          max_tokens=pg.cfg.max_tokens, temperature=pg.cfg.temperature),
-    )  # fmt: skip
+        view_id=view["id"],
+        hash=view.get("hash"),
+        view=render_modal(
+            catalog,
+            metadata=meta,
+            max_checkpoints=pg.cfg.max_checkpoints,
+            max_tokens=pg.cfg.max_tokens,
+            temperature=pg.cfg.temperature,
+        ),
+    )
 
 
 async def start(
@@ -148,23 +171,42 @@ async def start(
         cfg = pg.cfg
 
         def message(outputs: list[Output], final: bool) -> SlackMessage:
-            return render_session(sid, prompt, outputs, user_id=user_id, final=final,
-                                  section_chars=cfg.section_chars, down=down)  # fmt: skip
+            return render_session(
+                sid,
+                prompt,
+                outputs,
+                user_id=user_id,
+                final=final,
+                section_chars=cfg.section_chars,
+                down=down,
+            )
 
         first = message([Output(checkpoint=c) for c in checkpoints], False)
         try:
             posted = await post_message(client, channel, first, thread_ts=thread_ts)
         except SlackApiError as exc:
             code = exc.response.get("error", "unknown")
-            await private(error_message(f"I cannot post in this channel ({code}): invite me, "
-                                        "or use the playground in a DM with me."))  # fmt: skip
+            await private(
+                error_message(
+                    f"I cannot post in this channel ({code}): invite me, "
+                    "or use the playground in a DM with me."
+                )
+            )
             return
         posted_at = time.monotonic()
         ts, channel = posted.ts, posted.channel
-        await pg.store.save_session(sid, json.dumps({
-            "prompt": prompt.model_dump(mode="json"), "steps": [c.step for c in checkpoints],
-            "channel": channel, "ts": thread_ts or ts, "user": user_id,
-        }))  # fmt: skip
+        await pg.store.save_session(
+            sid,
+            json.dumps(
+                {
+                    "prompt": prompt.model_dump(mode="json"),
+                    "steps": [c.step for c in checkpoints],
+                    "channel": channel,
+                    "ts": thread_ts or ts,
+                    "user": user_id,
+                }
+            ),
+        )
 
         async def publish(outputs: list[Output], final: bool) -> None:
             msg = message(outputs, final)
@@ -179,13 +221,16 @@ async def start(
                 continue
             if len(o.text) > FULL_TEXT_CHARS:
                 await client.files_upload_v2(
-                    channel=channel, thread_ts=thread_ts or ts, content=o.text,
+                    channel=channel,
+                    thread_ts=thread_ts or ts,
+                    content=o.text,
                     filename=f"{prompt.run}-step-{o.checkpoint.step}.txt",
                     title=f"{prompt.run} {o.checkpoint.label}: the whole answer",
-                )  # fmt: skip
+                )
             else:
-                await client.chat_postMessage(channel=channel, thread_ts=thread_ts or ts,
-                                              text=render_full_text(o))  # fmt: skip
+                await client.chat_postMessage(
+                    channel=channel, thread_ts=thread_ts or ts, text=render_full_text(o)
+                )
     finally:
         await pg.store.release(user_id)
 
@@ -197,8 +242,9 @@ async def _session(pg: Playground, sid: str) -> dict[str, Any] | None:
 
 def watch_poster(client: AsyncWebClient) -> PostWatch:
     async def post(watch: Watch, out: Output) -> None:
-        await post_message(client, watch.channel, render_watch_answer(watch, out),
-                           thread_ts=watch.thread_ts)  # fmt: skip
+        await post_message(
+            client, watch.channel, render_watch_answer(watch, out), thread_ts=watch.thread_ts
+        )
 
     return post
 
@@ -223,8 +269,9 @@ def register(reg: Registry, deps: Deps) -> None:
             return None
         return pg, session
 
-    async def on_cancel(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond,
-                        client: AsyncWebClient) -> None:  # fmt: skip
+    async def on_cancel(
+        ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond, client: AsyncWebClient
+    ) -> None:
         await ack()
         pg = deps.playground
         if pg is None:
@@ -238,8 +285,9 @@ def register(reg: Registry, deps: Deps) -> None:
         await pg.store.cancel(sid_of(body))
         await tell(respond, "Cancelling: the streams stop within a second.")
 
-    async def on_rerun(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond,
-                       client: AsyncWebClient) -> None:  # fmt: skip
+    async def on_rerun(
+        ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond, client: AsyncWebClient
+    ) -> None:
         await ack()
         found = await session_or_say(body, respond)
         if found is None:
@@ -249,16 +297,28 @@ def register(reg: Registry, deps: Deps) -> None:
         catalog = await pg.catalog(fresh=True)
         newer = newer_than(catalog.run(prompt.run), max(session["steps"]))
         if not newer:
-            return await tell(respond, f"No checkpoint of `{prompt.run}` is newer than step "
-                                       f"{max(session['steps']):,} yet.")  # fmt: skip
+            return await tell(
+                respond,
+                f"No checkpoint of `{prompt.run}` is newer than step "
+                f"{max(session['steps']):,} yet.",
+            )
         picked = sorted(newer, key=lambda c: -c.step)[: pg.cfg.max_checkpoints]
         user = str(body.get("user", {}).get("id", ""))
 
         async def private(msg: SlackMessage) -> None:
             await respond_message(respond, msg, replace_original=False)
 
-        await start(deps, pg, client, prompt, picked, user_id=user, channel=session["channel"],
-                    thread_ts=session["ts"], private=private)  # fmt: skip
+        await start(
+            deps,
+            pg,
+            client,
+            prompt,
+            picked,
+            user_id=user,
+            channel=session["channel"],
+            thread_ts=session["ts"],
+            private=private,
+        )
 
     async def on_watch(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
         await ack()
@@ -269,16 +329,28 @@ def register(reg: Registry, deps: Deps) -> None:
         user = str(body.get("user", {}).get("id", ""))
         mine = [w for w in await pg.store.watches() if w.user_id == user]
         if len(mine) >= pg.cfg.watch_limit:
-            return await tell(respond, f"You watch {len(mine)} prompts already, the limit: "
-                                       "`/playground unwatch <id>` one first.")  # fmt: skip
+            return await tell(
+                respond,
+                f"You watch {len(mine)} prompts already, the limit: "
+                "`/playground unwatch <id>` one first.",
+            )
         prompt = Prompt.model_validate(session["prompt"])
-        watch = Watch(id=secrets.token_hex(4), user_id=user, prompt=prompt,
-                      channel=session["channel"], thread_ts=session["ts"],
-                      last_step=max(session["steps"]), created=datetime.now(UTC))  # fmt: skip
+        watch = Watch(
+            id=secrets.token_hex(4),
+            user_id=user,
+            prompt=prompt,
+            channel=session["channel"],
+            thread_ts=session["ts"],
+            last_step=max(session["steps"]),
+            created=datetime.now(UTC),
+        )
         await pg.store.add_watch(watch)
-        await tell(respond, f"Watching `{prompt.run}` (watch `{watch.id}`): each new checkpoint "
-                            "answers this prompt in the thread. `/playground unwatch "
-                            f"{watch.id}` stops it.")  # fmt: skip
+        await tell(
+            respond,
+            f"Watching `{prompt.run}` (watch `{watch.id}`): each new checkpoint "
+            "answers this prompt in the thread. `/playground unwatch "
+            f"{watch.id}` stops it.",
+        )
 
     async def on_run_pick(ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:
         await ack()
@@ -288,21 +360,31 @@ def register(reg: Registry, deps: Deps) -> None:
         view = body.get("view") or {}
         run = str(((body.get("actions") or [{}])[0].get("selected_option") or {}).get("value"))
         await client.views_update(
-            view_id=view.get("id"), hash=view.get("hash"),
-            view=render_modal(await pg.catalog(), metadata=view.get("private_metadata", "{}"),
-                              run=run, max_checkpoints=pg.cfg.max_checkpoints,
-                              max_tokens=pg.cfg.max_tokens, temperature=pg.cfg.temperature),
-        )  # fmt: skip
+            view_id=view.get("id"),
+            hash=view.get("hash"),
+            view=render_modal(
+                await pg.catalog(),
+                metadata=view.get("private_metadata", "{}"),
+                run=run,
+                max_checkpoints=pg.cfg.max_checkpoints,
+                max_tokens=pg.cfg.max_tokens,
+                temperature=pg.cfg.temperature,
+            ),
+        )
 
-    async def on_submit(ack: AsyncAck, body: dict[str, Any], view: dict[str, Any],
-                        client: AsyncWebClient) -> None:  # fmt: skip
+    async def on_submit(
+        ack: AsyncAck, body: dict[str, Any], view: dict[str, Any], client: AsyncWebClient
+    ) -> None:
         pg = deps.playground
         if pg is None:
             await ack()
             return
-        parsed = parse_submission(view, max_tokens_cap=pg.cfg.max_tokens_cap,
-                                  max_tokens=pg.cfg.max_tokens,
-                                  temperature=pg.cfg.temperature)  # fmt: skip
+        parsed = parse_submission(
+            view,
+            max_tokens_cap=pg.cfg.max_tokens_cap,
+            max_tokens=pg.cfg.max_tokens,
+            temperature=pg.cfg.temperature,
+        )
         if isinstance(parsed, dict):
             await ack(response_action="errors", errors=parsed)
             return
@@ -319,8 +401,18 @@ def register(reg: Registry, deps: Deps) -> None:
         if isinstance(picked, UserError):
             await private(error_message(picked.sentence))
             return
-        await start(deps, pg, client, prompt, picked, user_id=user, channel=channel,
-                    thread_ts=None, private=private, down=catalog.down)  # fmt: skip
+        await start(
+            deps,
+            pg,
+            client,
+            prompt,
+            picked,
+            user_id=user,
+            channel=channel,
+            thread_ts=None,
+            private=private,
+            down=catalog.down,
+        )
 
     reg.action(CANCEL_ACTION, on_cancel)
     reg.action(RERUN_ACTION, on_rerun)

@@ -54,11 +54,19 @@ async def respond_message(
     `replace_original` (a button's answer): True redraws the message the button sat on, False
     keeps it and answers below."""
     kind = "ephemeral" if ephemeral else "in_channel"
-    await respond(text=message.text, blocks=message.blocks, response_type=kind,
-                  replace_original=replace_original)  # fmt: skip
+    await respond(
+        text=message.text,
+        blocks=message.blocks,
+        response_type=kind,
+        replace_original=replace_original,
+    )
     for chunk in message.overflow:
-        await respond(text=message.text, blocks=chunk, response_type=kind,
-                      replace_original=False if replace_original is not None else None)  # fmt: skip
+        await respond(
+            text=message.text,
+            blocks=chunk,
+            response_type=kind,
+            replace_original=False if replace_original is not None else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -76,8 +84,12 @@ async def post_message(
     )
     posted = Posted(str(resp.get("channel") or channel), str(resp["ts"]))
     for chunk in message.overflow:
-        await client.chat_postMessage(channel=posted.channel, text=message.text, blocks=chunk,
-                                      thread_ts=thread_ts or posted.ts)  # fmt: skip
+        await client.chat_postMessage(
+            channel=posted.channel,
+            text=message.text,
+            blocks=chunk,
+            thread_ts=thread_ts or posted.ts,
+        )
     return posted
 
 
@@ -87,8 +99,9 @@ async def update_message(
     """Edits a posted message into `message`; overflow goes into the message's thread."""
     await client.chat_update(channel=channel, ts=ts, text=message.text, blocks=message.blocks)
     for chunk in message.overflow:
-        await client.chat_postMessage(channel=channel, text=message.text, blocks=chunk,
-                                      thread_ts=ts)  # fmt: skip
+        await client.chat_postMessage(
+            channel=channel, text=message.text, blocks=chunk, thread_ts=ts
+        )
 
 
 async def post_ephemeral(
@@ -96,5 +109,6 @@ async def post_ephemeral(
 ) -> None:
     """Shows `message` to `user` only, in `channel` (where no response_url is at hand)."""
     for blocks in (message.blocks, *message.overflow):
-        await client.chat_postEphemeral(channel=channel, user=user, text=message.text,
-                                        blocks=blocks)  # fmt: skip
+        await client.chat_postEphemeral(
+            channel=channel, user=user, text=message.text, blocks=blocks
+        )

@@ -44,8 +44,9 @@ def register(reg: Registry, deps: Deps) -> None:
             await ack()
             acked = True
         team = str((body.get("team") or {}).get("id") or body["user"].get("team_id") or "")
-        asker = Asker(user_id=user_id, channel=user_id, team=team, private=private,
-                      open_view=open_view)  # fmt: skip
+        asker = Asker(
+            user_id=user_id, channel=user_id, team=team, private=private, open_view=open_view
+        )
         try:
             await commands.dispatch(deps, client, name, text, asker)
         finally:

@@ -79,8 +79,21 @@ def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
-    cmd = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-           "--appendonly", "yes", "--dir", str(tmp_path), "--daemonize", "no"]  # fmt: skip
+    cmd = [
+        "redis-server",
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--dir",
+        str(tmp_path),
+        "--daemonize",
+        "no",
+    ]
     server = RedisServer(cmd, port)
     server.start()
     yield server

@@ -40,16 +40,24 @@ class Outcome:
 
 
 async def _audit(store: AlertStore, actor: Actor, verb: str, gid: str, detail: str) -> None:
-    await store.audit({"verb": verb, "group": gid, "user": actor.user_id,
-                       "user_name": actor.user_name, "detail": detail})  # fmt: skip
+    await store.audit(
+        {
+            "verb": verb,
+            "group": gid,
+            "user": actor.user_id,
+            "user_name": actor.user_name,
+            "detail": detail,
+        }
+    )
 
 
 async def acknowledge(store: AlertStore, gid: str, actor: Actor, now: datetime) -> Outcome:
     def claim(g: AlertGroup | None) -> Update[AlertGroup | None]:
         if g is None:
             return Update(None, None, dirty=False)
-        new = g.model_copy(update={"claim": Claim(user_id=actor.user_id,
-                                                  user_name=actor.user_name, at=now)})  # fmt: skip
+        new = g.model_copy(
+            update={"claim": Claim(user_id=actor.user_id, user_name=actor.user_name, at=now)}
+        )
         return Update(new, new, dirty=True)
 
     group = await store.update(gid, claim)
@@ -150,8 +158,7 @@ async def drain(
             )
     # The group's severity, not the button, says whether running jobs may finish first.
     at_once = DRAIN_NOW in offered_actions(group)
-    done = await node_actions.drain(scheduler, node, group.key.cause, actor.user_name,
-                                    now=at_once)  # fmt: skip
+    done = await node_actions.drain(scheduler, node, group.key.cause, actor.user_name, now=at_once)
     if not done.changed:
         return Outcome(done.sentence)
     await store.record_drain(node, now.timestamp())
@@ -176,8 +183,17 @@ async def confirm_drain(
         # Put it back: the asker cannot be the second person.
         await store.put_pending(pid, pending, CONFIRM_TTL_S)
         return Outcome("A second person must confirm: you asked for this drain yourself.")
-    return await drain(store, scheduler, cfg, str(pending["group"]), str(pending["node"]), actor,
-                       now, fleet_size, confirmed_by_second=True)  # fmt: skip
+    return await drain(
+        store,
+        scheduler,
+        cfg,
+        str(pending["group"]),
+        str(pending["node"]),
+        actor,
+        now,
+        fleet_size,
+        confirmed_by_second=True,
+    )
 
 
 async def resume(
@@ -229,11 +245,15 @@ async def auto_drain_group(
         decision = blast_radius(recent, fleet_size, cfg.drain_share_per_hour)
         if not decision.allowed:
             await _audit(store, AUTO_ACTOR, "auto_drain_held", gid, node)
-            lines.append(audit_line(AUTO_ACTOR.user_name, "held",
-                                    f"`{node}` not drained: {decision.sentence}"))  # fmt: skip
+            lines.append(
+                audit_line(
+                    AUTO_ACTOR.user_name, "held", f"`{node}` not drained: {decision.sentence}"
+                )
+            )
             continue
-        out = await drain(store, scheduler, cfg, gid, node, AUTO_ACTOR, now, fleet_size,
-                          confirmed_by_second=True)  # fmt: skip
+        out = await drain(
+            store, scheduler, cfg, gid, node, AUTO_ACTOR, now, fleet_size, confirmed_by_second=True
+        )
         if out.thread_line:
             lines.append(out.thread_line)
         else:

@@ -160,9 +160,14 @@ class Alerting:
             for g in (*dirty, *everyone):
                 called.setdefault(g.channel, self._led_at)
         steps = notify.plan(
-            dirty, now, called, self.cfg,
-            open_groups=everyone, replies=replies, storm_digest_shown=self.storm_shown,
-        )  # fmt: skip
+            dirty,
+            now,
+            called,
+            self.cfg,
+            open_groups=everyone,
+            replies=replies,
+            storm_digest_shown=self.storm_shown,
+        )
         calls = 0
         for step in steps:
             calls += await self._run_step(step, fence, seen)
@@ -176,10 +181,11 @@ class Alerting:
         """The opt-in auto-drain, run by the notifier's leader only: once per node and group
         (claimed in Redis, so a new leader does not drain again); its lines join the thread."""
         wanted = [
-            g for g in groups
+            g
+            for g in groups
             if policy.auto_drain(g, self.cfg)
             and any((g.key.id, a.node) not in self._auto_tried for a in g.firing if a.node)
-        ]  # fmt: skip
+        ]
         if not wanted:
             return
         inventory = self.triage.inventory
@@ -231,8 +237,9 @@ class Alerting:
             def shown(g: AlertGroup | None, ts: str = ts) -> Update[None]:
                 base = g or group
                 # Storing it again also retires a fully resolved group from the open set.
-                return Update(base.model_copy(update={"ts": ts, "channel": channel}), None,
-                              dirty=False)  # fmt: skip
+                return Update(
+                    base.model_copy(update={"ts": ts, "channel": channel}), None, dirty=False
+                )
 
             await self.store.update(gid, shown, fence=fence)
             await self.store.clean(gid, seen.get(gid, 0.0))

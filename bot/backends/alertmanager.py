@@ -31,9 +31,13 @@ class AlertmanagerClient:
 
     async def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         _, body = await request_json(
-            self._http(), method, self.url + path, backend=NAME,
-            deadline=Deadline(self.timeout_s), **kwargs,
-        )  # fmt: skip
+            self._http(),
+            method,
+            self.url + path,
+            backend=NAME,
+            deadline=Deadline(self.timeout_s),
+            **kwargs,
+        )
         return body
 
     async def create_silence(

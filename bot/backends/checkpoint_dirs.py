@@ -61,9 +61,16 @@ def scan(dirs: Sequence[Path]) -> tuple[list[FolderCheckpoint], list[str]]:
                     continue
                 loss, tokens = _trainer_state(folder)
                 created = datetime.fromtimestamp(folder.stat().st_mtime, UTC)
-                found.append(FolderCheckpoint(run=run.name, step=int(m.group(1)),
-                                              path=str(folder.resolve()), loss=loss,
-                                              tokens_seen=tokens, created=created))  # fmt: skip
+                found.append(
+                    FolderCheckpoint(
+                        run=run.name,
+                        step=int(m.group(1)),
+                        path=str(folder.resolve()),
+                        loss=loss,
+                        tokens_seen=tokens,
+                        created=created,
+                    )
+                )
     return found, problems
 
 

@@ -151,8 +151,14 @@ class RedisHighlightStore:
     ) -> Reacted:
         t, m = r.team, f"{r.channel}:{r.ts}"
         claim = key(t, "event", r.event_id) if r.event_id else self._k(t, "noclaim")
-        keys = [claim, self._k(t, "msg", m), self._k(t, "rx", m), self._k(t, "time"),
-                self._k(t, "gone", m), self._k(t, "authors")]  # fmt: skip
+        keys = [
+            claim,
+            self._k(t, "msg", m),
+            self._k(t, "rx", m),
+            self._k(t, "time"),
+            self._k(t, "gone", m),
+            self._k(t, "authors"),
+        ]
         args = [
             EVENT_CLAIM_TTL_S if r.event_id else 0,
             f"{r.user}|{r.emoji}",
@@ -202,8 +208,13 @@ class RedisHighlightStore:
 
     async def delete(self, team: str, channel: str, ts: str) -> bool:
         m = f"{channel}:{ts}"
-        keys = [self._k(team, "msg", m), self._k(team, "rx", m), self._k(team, "time"),
-                self._k(team, "gone", m), self._k(team, "authors")]  # fmt: skip
+        keys = [
+            self._k(team, "msg", m),
+            self._k(team, "rx", m),
+            self._k(team, "time"),
+            self._k(team, "gone", m),
+            self._k(team, "authors"),
+        ]
         return bool(await self._delete(keys=keys, args=[m, GONE_TTL_S]))
 
     # reading -------------------------------------------------------------------------------
@@ -260,11 +271,16 @@ class RedisHighlightStore:
         for member, score in rows:
             channel, _, ts = str(member).partition(":")
             brief = Highlight.model_construct(
-                team=team, channel=channel, ts=ts, thread_ts=None,
-                author=authors.get(member, ""), reactors=frozenset(),
+                team=team,
+                channel=channel,
+                ts=ts,
+                thread_ts=None,
+                author=authors.get(member, ""),
+                reactors=frozenset(),
                 first_tagged_at=datetime.fromtimestamp(float(score), UTC),
-                excerpt="", permalink="",
-            )  # fmt: skip
+                excerpt="",
+                permalink="",
+            )
             out.append(brief)
         return out
 

@@ -69,9 +69,13 @@ class CheckpointServers:
 
     async def models(self, endpoint: Endpoint, timeout_s: float = 5.0) -> list[ServedModel]:
         _, body = await request_json(
-            self.session, "GET", f"{endpoint.url}/models", backend=_backend(endpoint),
-            deadline=Deadline(timeout_s), headers=_headers(endpoint),
-        )  # fmt: skip
+            self.session,
+            "GET",
+            f"{endpoint.url}/models",
+            backend=_backend(endpoint),
+            deadline=Deadline(timeout_s),
+            headers=_headers(endpoint),
+        )
         rows = body.get("data") if isinstance(body, dict) else None
         if not isinstance(rows, list):
             raise BackendError(_backend(endpoint), "answered /v1/models without a model list.")
@@ -89,11 +93,12 @@ class CheckpointServers:
                     endpoint=endpoint.url,
                     model_id=row["id"],
                     created=datetime.fromtimestamp(created, UTC)
-                    if isinstance(created, int | float) and created > 0 else None,
+                    if isinstance(created, int | float) and created > 0
+                    else None,
                     loss=float(loss) if isinstance(loss, int | float) else None,
                     tokens_seen=int(tokens) if isinstance(tokens, int) else None,
                 )
-            )  # fmt: skip
+            )
         return out
 
     async def stream(

@@ -70,9 +70,9 @@ class RedisPlaygroundStore:
     async def acquire(self, user_id: str, limits: Limits) -> Refusal | None:
         keys = [self._k("inflight", user_id), self._k("inflight"), self._k("rate", user_id)]
         code, wait_ms = await self._acquire(
-            keys=keys, args=[limits.per_user, limits.global_cap, limits.per_user_per_minute,
-                             INFLIGHT_TTL_S],
-        )  # fmt: skip
+            keys=keys,
+            args=[limits.per_user, limits.global_cap, limits.per_user_per_minute, INFLIGHT_TTL_S],
+        )
         return refusal(int(code), int(wait_ms), limits)
 
     async def release(self, user_id: str) -> None:
@@ -96,8 +96,9 @@ class RedisPlaygroundStore:
 
     async def watches(self) -> list[Watch]:
         rows = await self.redis.hgetall(self._k("watches"))
-        return sorted((Watch.model_validate_json(v) for v in rows.values()),
-                      key=lambda w: w.created)  # fmt: skip
+        return sorted(
+            (Watch.model_validate_json(v) for v in rows.values()), key=lambda w: w.created
+        )
 
     async def remove_watch(self, watch_id: str) -> bool:
         return bool(await self.redis.hdel(self._k("watches"), watch_id))

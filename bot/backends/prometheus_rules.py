@@ -228,10 +228,11 @@ def rule_groups(
         pace = [
             Rule(recorded_name(q, stragglers.step_metric), q, stragglers.step_metric, what)
             for q, what in zip(
-                pace_queries(stragglers), ("slowest rank per job", "median rank per job"),
+                pace_queries(stragglers),
+                ("slowest rank per job", "median rank per job"),
                 strict=True,
             )
-        ]  # fmt: skip
+        ]
         groups.append(RuleGroup("meowbot-job-slow-pace", min(pace_interval_s, 60), tuple(pace)))
     for group in groups:
         if group.interval_s >= 300:

@@ -29,10 +29,17 @@ CACHE_MAX = 20_000
 DIGEST_EVENT_TYPE = "meowbot_digest"
 # Slack's answers that mean "not there, or not visible to this bot": final, not retried.
 _NOT_VISIBLE = {
-    "channel_not_found", "not_in_channel", "missing_scope", "user_not_found",
-    "user_not_visible", "message_not_found", "thread_not_found", "no_item_specified",
-    "is_archived", "method_not_supported_for_channel_type",
-}  # fmt: skip
+    "channel_not_found",
+    "not_in_channel",
+    "missing_scope",
+    "user_not_found",
+    "user_not_visible",
+    "message_not_found",
+    "thread_not_found",
+    "no_item_specified",
+    "is_archived",
+    "method_not_supported_for_channel_type",
+}
 
 
 class TtlCache(Generic[T]):
@@ -179,8 +186,11 @@ class SlackDirectory:
             )
             for ch in resp["channels"]:
                 if ch.get("is_member"):
-                    yield ChannelInfo(id=str(ch["id"]), name=str(ch.get("name") or ch["id"]),
-                                      visibility=_visibility(ch))  # fmt: skip
+                    yield ChannelInfo(
+                        id=str(ch["id"]),
+                        name=str(ch.get("name") or ch["id"]),
+                        visibility=_visibility(ch),
+                    )
             cursor = (resp.get("response_metadata") or {}).get("next_cursor") or None
             if not cursor:
                 return
@@ -243,9 +253,12 @@ class SlackDigestPoster:
         cursor: str | None = None
         while True:
             resp = await self.client.conversations_history(
-                channel=channel, oldest=f"{since.timestamp():.6f}", include_all_metadata=True,
-                limit=200, cursor=cursor,
-            )  # fmt: skip
+                channel=channel,
+                oldest=f"{since.timestamp():.6f}",
+                include_all_metadata=True,
+                limit=200,
+                cursor=cursor,
+            )
             for m in resp["messages"]:
                 meta = m.get("metadata") or {}
                 payload = meta.get("event_payload") or {}

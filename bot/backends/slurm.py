@@ -90,10 +90,22 @@ _JOB_STATES: dict[str, JobState] = {
 }
 # Base states win over flags when a list carries both (["RUNNING", "COMPLETING"]).
 _JOB_FLAG_STATES = frozenset(
-    {"COMPLETING", "CONFIGURING", "REQUEUED", "RESIZING", "SIGNALING", "STAGE_OUT",
-     "STOPPED", "POWER_UP_NODE", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "REVOKED",
-     "SPECIAL_EXIT"}
-)  # fmt: skip
+    {
+        "COMPLETING",
+        "CONFIGURING",
+        "REQUEUED",
+        "RESIZING",
+        "SIGNALING",
+        "STAGE_OUT",
+        "STOPPED",
+        "POWER_UP_NODE",
+        "REQUEUE_HOLD",
+        "REQUEUE_FED",
+        "RESV_DEL_HOLD",
+        "REVOKED",
+        "SPECIAL_EXIT",
+    }
+)
 
 _GPU_TRES_RE = re.compile(r"gres[:/]gpu(?::[A-Za-z0-9_.-]+)?[:=](\d+)")
 
@@ -586,8 +598,9 @@ class SlurmRest:
         name = check_node_name(node)
         why = drain_reason.check(reason)
         state = "DOWN" if now else "DRAIN"
-        await self._update_node(name, {"state": [state], "reason": why},
-                                [f"state={state.lower()}", f"reason={why}"])  # fmt: skip
+        await self._update_node(
+            name, {"state": [state], "reason": why}, [f"state={state.lower()}", f"reason={why}"]
+        )
 
     async def resume(self, node: str) -> None:
         name = check_node_name(node)

@@ -25,8 +25,9 @@ class TrainingMetrics:
     async def _read(self, metric: str, deadline: Deadline) -> dict[tuple[str, int], float]:
         rows = await self.prometheus.query(
             metric_query(metric, self.cfg.run_label, self.cfg.step_label),
-            at=None, deadline=deadline,
-        )  # fmt: skip
+            at=None,
+            deadline=deadline,
+        )
         out: dict[tuple[str, int], float] = {}
         for row in rows:
             labels = row.get("metric") or {}

@@ -73,27 +73,35 @@ async def record_message(
     ts = str(m["ts"])
     if any(int(r.get("count", 0)) > len(r.get("users") or []) for r in reactions):
         # History lists only some of the people on a busy reaction; reactions.get lists all.
-        reactions = _tracked_reactions({"reactions": await walker.reactions(channel, ts)},
-                                       hl.cfg.emoji)  # fmt: skip
+        reactions = _tracked_reactions(
+            {"reactions": await walker.reactions(channel, ts)}, hl.cfg.emoji
+        )
     posted = datetime.fromtimestamp(float(ts), UTC)
     created = False
     for r in reactions:
         for user in r.get("users") or []:
             reaction = Reaction(
-                team=team, channel=channel, ts=ts, user=str(user),
+                team=team,
+                channel=channel,
+                ts=ts,
+                user=str(user),
                 author=str(m["user"]) if m.get("user") else None,
-                emoji=base_emoji(str(r["name"])), event_ts="0", added=True,
-            )  # fmt: skip
+                emoji=base_emoji(str(r["name"])),
+                event_ts="0",
+                added=True,
+            )
             done = await hl.record(reaction, first_tagged_at=posted)
             if done.outcome is Outcome.STORED and done.reacted and done.reacted.created:
                 created = True
     if created:
         info = MessageInfo(
-            channel=channel, ts=ts,
+            channel=channel,
+            ts=ts,
             thread_ts=str(m["thread_ts"]) if m.get("thread_ts") else None,
-            author=str(m["user"]) if m.get("user") else None, text=str(m.get("text") or ""),
+            author=str(m["user"]) if m.get("user") else None,
+            text=str(m.get("text") or ""),
             is_bot=bool(m.get("bot_id")) or m.get("subtype") == "bot_message",
-        )  # fmt: skip
+        )
         await hl.enrich_from(team, info)
     return created
 
@@ -150,10 +158,16 @@ async def backfill(
                     progress.reached = float(m["ts"])
             cursor = page.next_cursor
             await progress_store.save_backfill_progress(
-                team, run, ch.id,
-                {"cursor": cursor or "", "scanned": str(scanned), "found": str(found),
-                 "done": "0" if cursor else "1"},
-            )  # fmt: skip
+                team,
+                run,
+                ch.id,
+                {
+                    "cursor": cursor or "",
+                    "scanned": str(scanned),
+                    "found": str(found),
+                    "done": "0" if cursor else "1",
+                },
+            )
             report(progress)
             if not cursor:
                 break

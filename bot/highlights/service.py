@@ -122,10 +122,14 @@ class Highlights:
             return False
         link = await self.directory.permalink(msg.channel, msg.ts)
         return await self.store.enrich(
-            team, msg.channel, msg.ts,
+            team,
+            msg.channel,
+            msg.ts,
             thread_ts=msg.thread_ts if msg.thread_ts != msg.ts else None,
-            author=msg.author, excerpt=await self.excerpt_of(msg.text), permalink=link or "",
-        )  # fmt: skip
+            author=msg.author,
+            excerpt=await self.excerpt_of(msg.text),
+            permalink=link or "",
+        )
 
     async def edited(self, team: str, channel: str, ts: str, text: str, edited_ts: str) -> bool:
         if await self.store.get(team, channel, ts) is None:

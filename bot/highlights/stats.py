@@ -29,8 +29,9 @@ class Stats(BaseModel):
 def build_stats(highlights: Sequence[Highlight], now: datetime, schedule: DigestSchedule) -> Stats:
     """Counts by the week each highlight was first tagged in (its digest's week)."""
     if not highlights:
-        return Stats(total=0, first_at=None, weeks=(), per_week=0.0, top_channels=(),
-                     top_authors=())  # fmt: skip
+        return Stats(
+            total=0, first_at=None, weeks=(), per_week=0.0, top_channels=(), top_authors=()
+        )
     first = min(h.first_tagged_at for h in highlights)
     # The end of every digest week from the first record's to the current one, then each
     # highlight into the first week ending after it (a binary search, not a date sum each).

@@ -61,9 +61,16 @@ def build_catalog(
         run, step = parsed
         found.setdefault(
             (run, step),
-            Checkpoint(run=run, step=step, model_id=m.model_id, endpoint=m.endpoint,
-                       loss=m.loss, tokens_seen=m.tokens_seen, created=m.created),
-        )  # fmt: skip
+            Checkpoint(
+                run=run,
+                step=step,
+                model_id=m.model_id,
+                endpoint=m.endpoint,
+                loss=m.loss,
+                tokens_seen=m.tokens_seen,
+                created=m.created,
+            ),
+        )
     folder_endpoint = (
         cfg.endpoints[cfg.dir_endpoint].url if cfg.dir_endpoint < len(cfg.endpoints) else ""
     )
@@ -79,17 +86,23 @@ def build_catalog(
             )
         elif folder_endpoint:
             found[(f.run, f.step)] = Checkpoint(
-                run=f.run, step=f.step, model_id=dir_model_id(f, cfg.dir_model_id),
-                endpoint=folder_endpoint, loss=f.loss, tokens_seen=f.tokens_seen,
+                run=f.run,
+                step=f.step,
+                model_id=dir_model_id(f, cfg.dir_model_id),
+                endpoint=folder_endpoint,
+                loss=f.loss,
+                tokens_seen=f.tokens_seen,
                 created=f.created,
-            )  # fmt: skip
+            )
     for key, (loss, tokens) in (metadata or {}).items():
         known = found.get(key)
         if known is not None:
-            found[key] = known.model_copy(update={
-                "loss": known.loss if known.loss is not None else loss,
-                "tokens_seen": known.tokens_seen or tokens,
-            })  # fmt: skip
+            found[key] = known.model_copy(
+                update={
+                    "loss": known.loss if known.loss is not None else loss,
+                    "tokens_seen": known.tokens_seen or tokens,
+                }
+            )
     runs: dict[str, list[Checkpoint]] = {}
     for ckpt in found.values():
         runs.setdefault(ckpt.run, []).append(ckpt)

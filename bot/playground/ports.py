@@ -60,9 +60,15 @@ class Servers(Protocol):
     async def models(self, endpoint: Endpoint, timeout_s: float = 5.0) -> list[ServedModel]: ...
 
     def stream(
-        self, endpoint: Endpoint, model_id: str, prompt: Prompt, *,
-        first_token_s: float, stall_s: float, total_s: float,
-    ) -> AsyncIterator[Delta]: ...  # fmt: skip
+        self,
+        endpoint: Endpoint,
+        model_id: str,
+        prompt: Prompt,
+        *,
+        first_token_s: float,
+        stall_s: float,
+        total_s: float,
+    ) -> AsyncIterator[Delta]: ...
 
     async def close(self) -> None: ...
 

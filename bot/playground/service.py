@@ -120,10 +120,13 @@ class Playground:
         usage: int | None = None
         try:
             async for delta in self.servers.stream(
-                self.endpoint(out.checkpoint.endpoint), out.checkpoint.model_id, prompt,
-                first_token_s=self.cfg.first_token_timeout_s, stall_s=self.cfg.stall_timeout_s,
+                self.endpoint(out.checkpoint.endpoint),
+                out.checkpoint.model_id,
+                prompt,
+                first_token_s=self.cfg.first_token_timeout_s,
+                stall_s=self.cfg.stall_timeout_s,
                 total_s=self.cfg.request_timeout_s,
-            ):  # fmt: skip
+            ):
                 if delta.text:
                     if out.first_token_s is None:
                         out.first_token_s = time.monotonic() - start

@@ -80,8 +80,11 @@ def parse_chunk(data: str) -> Delta | None:
         finish = choice.get("finish_reason") or finish
     usage = body.get("usage")
     tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
-    return Delta(text=text, finish_reason=finish,
-                 completion_tokens=tokens if isinstance(tokens, int) else None)  # fmt: skip
+    return Delta(
+        text=text,
+        finish_reason=finish,
+        completion_tokens=tokens if isinstance(tokens, int) else None,
+    )
 
 
 def error_text(body: Any, fallback: str = "") -> str:

@@ -238,8 +238,9 @@ def confirm_drain_message(pending_id: str, node: str, asker: str) -> SlackMessag
         "a second authorised person must confirm."
     )
     msg = Message(text).section(text)
-    msg.actions(button(f"Confirm drain of {node}", ALERT_CONFIRM_DRAIN_ACTION, pending_id,
-                       style="danger"))  # fmt: skip
+    msg.actions(
+        button(f"Confirm drain of {node}", ALERT_CONFIRM_DRAIN_ACTION, pending_id, style="danger")
+    )
     return msg.build()
 
 

@@ -152,9 +152,14 @@ def _style(ax: Axes) -> None:
 def _legend(ax: Axes) -> None:
     # One row above the panel: inside it would hide data or straggler names.
     ax.legend(
-        loc="lower left", bbox_to_anchor=(0.0, 1.0), ncols=4, frameon=False, labelcolor=TEXT,
-        borderaxespad=0.2, fontsize=9,
-    )  # fmt: skip
+        loc="lower left",
+        bbox_to_anchor=(0.0, 1.0),
+        ncols=4,
+        frameon=False,
+        labelcolor=TEXT,
+        borderaxespad=0.2,
+        fontsize=9,
+    )
 
 
 def _empty(ax: Axes, message: str) -> None:
@@ -208,25 +213,36 @@ def _pace_panel(
         # to be slower than on the chart.
         name, level = baseline
         ax.axhspan(
-            level * (1 - jitter), level * (1 + jitter), color=BAND_COLOUR, alpha=0.18,
-            linewidth=0, label=f"ordinary jitter (\u00b1{jitter:.0%})",
-        )  # fmt: skip
+            level * (1 - jitter),
+            level * (1 + jitter),
+            color=BAND_COLOUR,
+            alpha=0.18,
+            linewidth=0,
+            label=f"ordinary jitter (\u00b1{jitter:.0%})",
+        )
         ax.axhline(
-            level, color=YESTERDAY_COLOUR, linewidth=1.2, linestyle="-.",
+            level,
+            color=YESTERDAY_COLOUR,
+            linewidth=1.2,
+            linestyle="-.",
             label=f"baseline, {name}: {number(level)} s",
-        )  # fmt: skip
+        )
         shown.append(level)
     said = since.timestamp() if since is not None else None
     unexplained = [
-        x for x in level_shifts(xs, values, jitter)
+        x
+        for x in level_shifts(xs, values, jitter)
         if said is None or abs(x - said) > max(3600.0, (last - first) / 48)
-    ]  # fmt: skip
+    ]
     for k, x in enumerate(unexplained[:MAX_SHIFTS]):
         # A jump the answer does not speak of must not pass for part of the one it does.
         ax.axvline(
-            x, color=UNEXPLAINED_COLOUR, linestyle="--", linewidth=1.2,
+            x,
+            color=UNEXPLAINED_COLOUR,
+            linestyle="--",
+            linewidth=1.2,
             label=f"changed at {_utc(x):%H:%M} UTC, not explained" if k == 0 else None,
-        )  # fmt: skip
+        )
     if since is not None:
         label = f"slow since {since.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
         if first <= since.timestamp() <= last:  # outside, a line would only stretch the axis
@@ -277,10 +293,13 @@ def level_shifts(xs: Sequence[float], values: Sequence[float], jitter: float) ->
                 # The first of three points in a row on the new side: one stray point of
                 # the old level's jitter does not place the step.
                 at = next(
-                    (k for k in range(i - width, i + width - 2)
-                     if all((values[k + d] > mid) == up for d in range(3))),
+                    (
+                        k
+                        for k in range(i - width, i + width - 2)
+                        if all((values[k + d] > mid) == up for d in range(3))
+                    ),
                     i,
-                )  # fmt: skip
+                )
                 shifts.append(xs[at])
                 i = max(at + width, i + stride)  # the new level is the next one's "before"
                 continue
@@ -330,9 +349,13 @@ def _node_panel(
         ax.axhline(median, color=MEDIAN_COLOUR, linewidth=1.4, label=f"median {number(median)}")
         if median > 0:
             ax.axhspan(
-                median * (1 - spread), median * (1 + spread), color=MEDIAN_COLOUR, alpha=0.12,
-                linewidth=0, label=f"ordinary spread (\u00b1{spread:.0%})",
-            )  # fmt: skip
+                median * (1 - spread),
+                median * (1 + spread),
+                color=MEDIAN_COLOUR,
+                alpha=0.12,
+                linewidth=0,
+                label=f"ordinary spread (\u00b1{spread:.0%})",
+            )
     marked = [(i, p) for i, p in enumerate(per_node) if p.node in stragglers]
     if marked:
         ax.plot(
@@ -370,9 +393,15 @@ def _node_panel(
             )
         if len(marked) > len(named):  # above the panel, at the right end of the legend row
             ax.text(
-                1.0, 1.01, f"+{len(marked) - len(named)} more", transform=ax.transAxes,
-                ha="right", va="bottom", color=TEXT, fontsize=9,
-            )  # fmt: skip
+                1.0,
+                1.01,
+                f"+{len(marked) - len(named)} more",
+                transform=ax.transAxes,
+                ha="right",
+                va="bottom",
+                color=TEXT,
+                fontsize=9,
+            )
     ax.margins(x=0.01, y=0.35)  # headroom for the rows of names
     values = [p.value for p in per_node if math.isfinite(p.value)]
     if median is not None and math.isfinite(median) and median > 0 and values:
@@ -433,11 +462,16 @@ def _highlights_figure(
         if ongoing and now is not None:
             right = max(left + 3600, now.timestamp())  # the days to come have no highlights yet
         ax.bar(
-            left + 0.05 * (right - left), n, width=0.9 * (right - left), align="edge",
-            color=BACKGROUND if ongoing else HIGHLIGHT_COLOUR, edgecolor=HIGHLIGHT_COLOUR,
-            hatch="//" if ongoing else None, linewidth=1.2,
+            left + 0.05 * (right - left),
+            n,
+            width=0.9 * (right - left),
+            align="edge",
+            color=BACKGROUND if ongoing else HIGHLIGHT_COLOUR,
+            edgecolor=HIGHLIGHT_COLOUR,
+            hatch="//" if ongoing else None,
+            linewidth=1.2,
             label=f"this week so far ({n})" if ongoing else None,
-        )  # fmt: skip
+        )
     first, last = spans[0][0].timestamp(), spans[-1][1].timestamp()
     ax.set_xlim(first - day, last + day)
     # Ticks on week starts, every k-th week so that about 12 are named.

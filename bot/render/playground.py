@@ -154,8 +154,9 @@ def render_modal(
     problem: str | None = None,
 ) -> dict[str, Any]:
     """The playground modal; `catalog=None` is the first view, shown while discovery runs."""
-    modal = Modal("Playground", callback_id=MODAL_CALLBACK, submit="Send",
-                  private_metadata=metadata)  # fmt: skip
+    modal = Modal(
+        "Playground", callback_id=MODAL_CALLBACK, submit="Send", private_metadata=metadata
+    )
     if catalog is None:
         modal.section(":hourglass_flowing_sand: Looking for checkpoints…")
         modal.submit = None
@@ -189,8 +190,9 @@ def render_modal(
     # The block id carries the run, so Slack does not keep a choice from another run.
     modal.input(f"Checkpoints (up to {max_checkpoints})", picker, block_id=f"steps:{chosen}")
     modal.text_input("Prompt", "prompt", multiline=True, max_length=8000, block_id="prompt")
-    modal.text_input("System prompt", "system", multiline=True, optional=True, max_length=4000,
-                     block_id="system")  # fmt: skip
+    modal.text_input(
+        "System prompt", "system", multiline=True, optional=True, max_length=4000, block_id="system"
+    )
     mode: Block = {
         "type": "static_select",
         "action_id": "mode",
@@ -199,8 +201,9 @@ def render_modal(
     }
     modal.input("Mode", mode, block_id="mode")
     modal.text_input("Max tokens", "max_tokens", initial=str(max_tokens), block_id="max_tokens")
-    modal.text_input("Temperature", "temperature", initial=f"{temperature:g}",
-                     block_id="temperature")  # fmt: skip
+    modal.text_input(
+        "Temperature", "temperature", initial=f"{temperature:g}", block_id="temperature"
+    )
     modal.text_input("Seed", "seed", optional=True, block_id="seed", placeholder="random")
     return modal.build()
 
@@ -257,8 +260,16 @@ def parse_submission(
     seed = number("seed", int, 0, 2**31 - 1)
     if errors:
         return errors
-    return run, steps, Prompt(
-        run=run, prompt=prompt, system=system, mode=Mode(mode) if mode in ("chat", "completion")
-        else Mode.COMPLETION, max_tokens=tokens or max_tokens,
-        temperature=temperature if temp is None else temp, seed=seed,
-    )  # fmt: skip
+    return (
+        run,
+        steps,
+        Prompt(
+            run=run,
+            prompt=prompt,
+            system=system,
+            mode=Mode(mode) if mode in ("chat", "completion") else Mode.COMPLETION,
+            max_tokens=tokens or max_tokens,
+            temperature=temperature if temp is None else temp,
+            seed=seed,
+        ),
+    )

@@ -67,15 +67,23 @@ class LocalRedis:
         folder = Path(tempfile.mkdtemp(prefix=PREFIX))
         argv = [
             binary,
-            "--port", "0",  # no TCP listener: nobody else on the machine reaches it
-            "--unixsocket", str(folder / "redis.sock"),
-            "--unixsocketperm", "700",
-            "--dir", str(folder),
-            "--save", "",
-            "--appendonly", "no",
-            "--loglevel", "warning",
-            "--logfile", str(folder / "redis.log"),
-        ]  # fmt: skip
+            "--port",
+            "0",  # no TCP listener: nobody else on the machine reaches it
+            "--unixsocket",
+            str(folder / "redis.sock"),
+            "--unixsocketperm",
+            "700",
+            "--dir",
+            str(folder),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--loglevel",
+            "warning",
+            "--logfile",
+            str(folder / "redis.log"),
+        ]
         process = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,

@@ -38,9 +38,19 @@ SHELL_HELP = """Type slash commands as in Slack, for example /node-health help.
   quit               leave (or Ctrl-D)"""
 
 VERBS = (
-    "press", "fill", "submit", "cancel", "say", "react", "unreact", "home", "sweep", "fault",
-    "heal", "digest",
-)  # fmt: skip
+    "press",
+    "fill",
+    "submit",
+    "cancel",
+    "say",
+    "react",
+    "unreact",
+    "home",
+    "sweep",
+    "fault",
+    "heal",
+    "digest",
+)
 
 
 def render_output(out: Output, *, color: bool) -> str | None:

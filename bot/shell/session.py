@@ -56,9 +56,15 @@ PROGRESS_AFTER_S = 1.0  # a step longer than this shows that it is still going
 SWEEP_POST_MAX_S = 60.0
 # The simulated weather: the faults that come and go on their own in an interactive shell.
 WEATHER_KINDS = (
-    "xid", "ecc_dbe", "throttle_sw_thermal", "high_temperature", "nvlink_crc", "ib_link_down",
-    "gpu_missing", "pcie_replay",
-)  # fmt: skip
+    "xid",
+    "ecc_dbe",
+    "throttle_sw_thermal",
+    "high_temperature",
+    "nvlink_crc",
+    "ib_link_down",
+    "gpu_missing",
+    "pcie_replay",
+)
 WEATHER_MAX = 4  # at most this many at once: a change is a heal past it
 # Buttons of this many recent messages and views stay pressable; older ones scrolled away.
 RECENT_SHOWN = 50

@@ -114,9 +114,10 @@ class HealthConfig(BaseModel):
     @classmethod
     def _new_names(cls, names: frozenset[str]) -> frozenset[str]:
         return frozenset(
-            new for name in names for new in ((k.value for k in OLD_NAMES[name])
-                                              if name in OLD_NAMES else (name,))
-        )  # fmt: skip
+            new
+            for name in names
+            for new in ((k.value for k in OLD_NAMES[name]) if name in OLD_NAMES else (name,))
+        )
 
 
 @dataclass(frozen=True)
@@ -161,11 +162,19 @@ class Threshold:
         else:
             candidates = range(len(col))
         faults = [
-            _fault(table, col, i, entry.kind, entry.severity, entry.action,
-                   self.summary(col.values[i], cfg), per_gpu=self.per_gpu)
+            _fault(
+                table,
+                col,
+                i,
+                entry.kind,
+                entry.severity,
+                entry.action,
+                self.summary(col.values[i], cfg),
+                per_gpu=self.per_gpu,
+            )
             for i in candidates
             if col.values[i] == col.values[i] and self.test(col.values[i], cfg)
-        ]  # fmt: skip
+        ]
         return Findings(faults=faults)
 
 
@@ -192,9 +201,21 @@ SimOn = Literal["gpu", "nic", "netdev", "node"]
 # the detail's `arg` where the fault has it; bump: plus the number `arg`; since: the fault's
 # start (a boot time).
 How = Literal[
-    "set", "const", "at_least", "at_most", "times", "plus", "counter", "bits", "held",
-    "flap_count", "flap_state", "if_given", "bump", "since",
-]  # fmt: skip
+    "set",
+    "const",
+    "at_least",
+    "at_most",
+    "times",
+    "plus",
+    "counter",
+    "bits",
+    "held",
+    "flap_count",
+    "flap_state",
+    "if_given",
+    "bump",
+    "since",
+]
 
 
 @dataclass(frozen=True)
@@ -394,9 +415,17 @@ def _xid(table: Table, cfg: HealthConfig) -> Findings:
                     "exporter started); none in the window"
                 )
                 faults.append(
-                    _fault(table, totals, i, FaultKind.XID, Severity.INFO, Action.NONE, summary,
-                           note="no Xid of this code in the window")
-                )  # fmt: skip
+                    _fault(
+                        table,
+                        totals,
+                        i,
+                        FaultKind.XID,
+                        Severity.INFO,
+                        Action.NONE,
+                        summary,
+                        note="no Xid of this code in the window",
+                    )
+                )
     if counts is not None:
         for i in _above(counts.values, 0.0):
             code = counts.labels(i).get(m.LABEL_XID, "")
@@ -413,11 +442,19 @@ def _xid(table: Table, cfg: HealthConfig) -> Findings:
 # instant bitmask cannot tell a burst from a GPU held back all hour, these can. The hardware
 # reasons (slowdown, HW thermal, power brake) are faults however short, read off the bitmask.
 VIOLATIONS: tuple[tuple[str, int, FaultKind, str], ...] = (
-    (m.DCGM_FI_DEV_POWER_VIOLATION, m.CLOCK_EVENT_SW_POWER_CAP, FaultKind.THROTTLE_POWER,
-     "at the power cap"),
-    (m.DCGM_FI_DEV_THERMAL_VIOLATION, m.CLOCK_EVENT_SW_THERMAL, FaultKind.THROTTLE_SW_THERMAL,
-     "in thermal slowdown"),
-)  # fmt: skip
+    (
+        m.DCGM_FI_DEV_POWER_VIOLATION,
+        m.CLOCK_EVENT_SW_POWER_CAP,
+        FaultKind.THROTTLE_POWER,
+        "at the power cap",
+    ),
+    (
+        m.DCGM_FI_DEV_THERMAL_VIOLATION,
+        m.CLOCK_EVENT_SW_THERMAL,
+        FaultKind.THROTTLE_SW_THERMAL,
+        "in thermal slowdown",
+    ),
+)
 VIOLATION_REQUESTS = tuple(
     MetricRequest(metric, INC, "> {min_throttled_ns}") for metric, *_ in VIOLATIONS
 )
@@ -499,9 +536,17 @@ def _throttle(table: Table, cfg: HealthConfig) -> Findings:
                 continue  # the hardware thermal slowdown is the finding; this counts it too
             summary = f"clocks held back {meaning} {share:.0%} of the window ({metric})"
             faults.append(
-                _fault(table, grown, i, kind, severity, action, summary,
-                       note=f"{grown.values[i] / 1e9:.0f} s held back in the window")
-            )  # fmt: skip
+                _fault(
+                    table,
+                    grown,
+                    i,
+                    kind,
+                    severity,
+                    action,
+                    summary,
+                    note=f"{grown.values[i] / 1e9:.0f} s held back in the window",
+                )
+            )
     # A hardware reason that came on in the window and is off at the read.
     for i in _above(events.values, 0.0) if events is not None else ():
         assert events is not None
@@ -600,8 +645,13 @@ def _gpu_count(table: Table, cfg: HealthConfig) -> Findings:
 
 # The port states of the InfiniBand spec as `node_infiniband_state_id` exports them: "(state 1)"
 # means nothing to most readers.
-_IB_STATES = {0: "in no known state", 1: "down", 2: "initializing (no subnet manager yet)",
-              3: "armed", 5: "active, deferred"}  # fmt: skip
+_IB_STATES = {
+    0: "in no known state",
+    1: "down",
+    2: "initializing (no subnet manager yet)",
+    3: "armed",
+    5: "active, deferred",
+}
 
 
 def _ib_state(value: float) -> str:
@@ -618,10 +668,16 @@ def _ib_link_down(table: Table, cfg: HealthConfig) -> Findings:
         port = col.labels(i).get("device", "?") + "/" + col.labels(i).get("port", "?")
         faults.append(
             _fault(
-                table, col, i, FaultKind.IB_LINK_DOWN, Severity.CRITICAL, Action.DRAIN,
-                f"InfiniBand port {port} is {_ib_state(col.values[i])}, not active", per_gpu=False,
+                table,
+                col,
+                i,
+                FaultKind.IB_LINK_DOWN,
+                Severity.CRITICAL,
+                Action.DRAIN,
+                f"InfiniBand port {port} is {_ib_state(col.values[i])}, not active",
+                per_gpu=False,
             )
-        )  # fmt: skip
+        )
     return Findings(faults=faults)
 
 
@@ -661,13 +717,19 @@ def _drift(kind: FaultKind, what: str, metric: str, label: str) -> Custom:
             return Findings()  # no majority: a rolling upgrade, not drift
         faults = [
             _fault(
-                table, col, i, kind, Severity.WARNING, Action.WATCH,
-                f"{what} {version} differs from the fleet's {majority}", per_gpu=False,
+                table,
+                col,
+                i,
+                kind,
+                Severity.WARNING,
+                Action.WATCH,
+                f"{what} {version} differs from the fleet's {majority}",
+                per_gpu=False,
                 note=f"fleet majority {majority} on {votes} of {total} nodes",
             )
             for version, i in (_drifted(vs, majority) for vs in versions.values())
             if version
-        ]  # fmt: skip
+        ]
         return Findings(faults=faults)
 
     return Custom((request,), run)
@@ -675,11 +737,15 @@ def _drift(kind: FaultKind, what: str, metric: str, label: str) -> Custom:
 
 THROTTLE = Custom(
     # Above 1: bit 0x1 alone is an idle GPU.
-    (MetricRequest(m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS, V, "> 1"),
-     MetricRequest(m.DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, V, "> 1"),
-     *VIOLATION_REQUESTS, *VIOLATION_NODES, CLOCK_EVENTS_REQUEST),
+    (
+        MetricRequest(m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS, V, "> 1"),
+        MetricRequest(m.DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, V, "> 1"),
+        *VIOLATION_REQUESTS,
+        *VIOLATION_NODES,
+        CLOCK_EVENTS_REQUEST,
+    ),
     _throttle,
-)  # fmt: skip
+)
 
 
 def _clock_event(
@@ -701,10 +767,17 @@ def _clock_event(
         *more,
     )
     return Check(
-        kind, f"clock-event (throttle) reasons: {meaning}", words, THROTTLE, severity, action,
-        Injects("gpu", slowdown, sets, health), ("throttled_share", "min_throttled_ns"),
-        group_by, filters,
-    )  # fmt: skip
+        kind,
+        f"clock-event (throttle) reasons: {meaning}",
+        words,
+        THROTTLE,
+        severity,
+        action,
+        Injects("gpu", slowdown, sets, health),
+        ("throttled_share", "min_throttled_ns"),
+        group_by,
+        filters,
+    )
 
 
 # A link that replays flits sends less data: the throughput proxy falls with the errors.
@@ -718,6 +791,9 @@ _THERMAL = ("thermal", "temperature", "temp", "hot")
 _ECC = ("ecc", "memory")
 _IB = ("ib", "infiniband", "network")
 
+# The table is laid out by hand (`# fmt: skip`): an entry reads as one row, its threshold,
+# severity, action and simulator effect each on its own line, which the formatter would
+# scatter over three times as many lines.
 CHECKS: tuple[Check, ...] = (
     Check(
         FaultKind.XID, "GPU Xid errors, by NVIDIA's catalog", "GPU Xid error",

@@ -52,9 +52,12 @@ def start(tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
     cfg.write_text(config(hooks, token))
     log = tmp / "alertmanager.log"
     cmd = [
-        "prometheus-alertmanager", f"--config.file={cfg}", f"--storage.path={tmp / 'data'}",
-        f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=",
-    ]  # fmt: skip
+        "prometheus-alertmanager",
+        f"--config.file={cfg}",
+        f"--storage.path={tmp / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--cluster.listen-address=",
+    ]
     with log.open("wb") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
     try:

@@ -72,8 +72,10 @@ def _versions() -> dict[str, str]:
         try:
             versions[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
-            _fail(f"{dist} is not installed in {sys.prefix}; `make test` installs it, or run: "
-                  f"{INSTALL_HINT}")  # fmt: skip
+            _fail(
+                f"{dist} is not installed in {sys.prefix}; `make test` installs it, or run: "
+                f"{INSTALL_HINT}"
+            )
     return versions
 
 
@@ -91,17 +93,36 @@ def _train(cache: Path, tmp: Path) -> None:
     shutil.rmtree(partial, ignore_errors=True)
     log = tmp / "train.log"
     cmd = [
-        sys.executable, "-m", "bot", "demo-checkpoints", "--out", str(partial), "--run", RUN,
-        "--steps", str(STEPS), "--every", str(EVERY), "--seed", str(SEED),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "bot",
+        "demo-checkpoints",
+        "--out",
+        str(partial),
+        "--run",
+        RUN,
+        "--steps",
+        str(STEPS),
+        "--every",
+        str(EVERY),
+        "--seed",
+        str(SEED),
+    ]
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path}
     _say(f"training {RUN} ({STEPS} steps on CPU, about a minute; cached for the next run)")
     started = time.monotonic()
     with log.open("wb") as out:
         try:
-            done = subprocess.run(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                  timeout=TRAIN_TIMEOUT_S, check=False)  # fmt: skip
+            done = subprocess.run(
+                cmd,
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=TRAIN_TIMEOUT_S,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
             _fail(f"training took over {TRAIN_TIMEOUT_S:.0f} s", [log])
     if done.returncode != 0:
@@ -162,22 +183,35 @@ def start(tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
     transformers_cli = Path(sys.executable).parent / "transformers"
     if not transformers_cli.exists():
         _fail(f"{transformers_cli} is missing; run: {INSTALL_HINT}")
-    serve = [str(transformers_cli), "serve", "--host", "127.0.0.1", "--device", "cpu",
-             "--log-level", "warning", "--model-timeout", "3600"]  # fmt: skip
+    serve = [
+        str(transformers_cli),
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--device",
+        "cpu",
+        "--log-level",
+        "warning",
+        "--model-timeout",
+        "3600",
+    ]
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     log = tmp / "serve.log"
     started = time.monotonic()
     serve_env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     with log.open("wb") as out:
-        proc = subprocess.Popen([*serve, "--port", str(port)], stdout=out,
-                                stderr=subprocess.STDOUT, env=serve_env)  # fmt: skip
+        proc = subprocess.Popen(
+            [*serve, "--port", str(port)], stdout=out, stderr=subprocess.STDOUT, env=serve_env
+        )
     try:
         _wait_ready(base, proc, log)
         up = time.monotonic() - started
         _warm(f"{base}/v1", str(root / RUN / f"step-{EVERY}"), log)
-        _say(f"transformers serve on {base} in {up:.1f} s, first completion after "
-             f"{time.monotonic() - started:.1f} s")  # fmt: skip
+        _say(
+            f"transformers serve on {base} in {up:.1f} s, first completion after "
+            f"{time.monotonic() - started:.1f} s"
+        )
         yield {
             "PLAYGROUND_TEST_URL": f"{base}/v1",
             "PLAYGROUND_TEST_DIR": str(root),

@@ -61,10 +61,13 @@ def _fail(msg: str, logs: Sequence[Path] = ()) -> NoReturn:
 def prometheus_command(config: Path, data: Path, port: int) -> list[str]:
     """Prometheus on loopback over a backfilled data folder (retention past the history)."""
     return [
-        "prometheus", f"--config.file={config}", f"--storage.tsdb.path={data}",
+        "prometheus",
+        f"--config.file={config}",
+        f"--storage.tsdb.path={data}",
         f"--web.listen-address=127.0.0.1:{port}",
-        "--storage.tsdb.retention.time=30d", "--log.level=warn",
-    ]  # fmt: skip
+        "--storage.tsdb.retention.time=30d",
+        "--log.level=warn",
+    ]
 
 
 def _config(exporter_port: int, rules: Path) -> str:
@@ -123,10 +126,22 @@ def _rules(tmp: Path) -> tuple[Path, int]:
     env = {k: v for k, v in os.environ.items() if k != "MEOWBOT_CONFIG"}
     with log.open("wb") as err:
         code = subprocess.call(
-            [sys.executable, "-m", "bot", "prometheus-rules",
-             "--interval", str(RULES_INTERVAL_S), "-o", str(rules)],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err, timeout=60,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "bot",
+                "prometheus-rules",
+                "--interval",
+                str(RULES_INTERVAL_S),
+                "-o",
+                str(rules),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            timeout=60,
+        )
     if code != 0:
         _fail(f"meowbot prometheus-rules failed with {code}", [log])
     count = sum(1 for line in rules.read_text().splitlines() if line.startswith("  - record: "))
@@ -157,18 +172,30 @@ def _backfill(tmp: Path, now_s: int, data: Path) -> None:
     log = tmp / "history.log"
     with log.open("wb") as err:
         code = subprocess.call(
-            [sys.executable, "-m", "tests.integration.sim_exporter",
-             "--now", str(now_s), "--history", str(history)],
-            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, timeout=HISTORY_TIMEOUT_S,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "tests.integration.sim_exporter",
+                "--now",
+                str(now_s),
+                "--history",
+                str(history),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            timeout=HISTORY_TIMEOUT_S,
+        )
     if code != 0:
         _fail(f"writing the fleet's history failed with {code}", [log])
     blog = tmp / "promtool.log"
     with blog.open("wb") as out:
         code = subprocess.call(
             ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(history), str(data)],
-            stdout=out, stderr=subprocess.STDOUT, timeout=BACKFILL_TIMEOUT_S,
-        )  # fmt: skip
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=BACKFILL_TIMEOUT_S,
+        )
     if code != 0:
         _fail(f"promtool backfill failed with {code}", [blog])
     history.unlink()  # about 140 MB of text; the blocks hold it in about 2 MB
@@ -189,10 +216,21 @@ def start(tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
         # The exporter starts while the history is written and backfilled.
         with exporter_log.open("wb") as err:
             exporter = subprocess.Popen(
-                [sys.executable, "-m", "tests.integration.sim_exporter",
-                 "--now", str(now_s), "--port", str(exporter_port), "--aliases", str(aliases)],
-                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err,
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.integration.sim_exporter",
+                    "--now",
+                    str(now_s),
+                    "--port",
+                    str(exporter_port),
+                    "--aliases",
+                    str(aliases),
+                ],
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
         procs.append(exporter)
         _backfill(tmp, now_s, data)
         rules, n_rules = _rules(tmp)

@@ -17,10 +17,22 @@ def start(tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
     port = free_port()
     data = tmp
     cmd = [
-        "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-        "--appendonly", "yes", "--dir", str(data), "--daemonize", "no",
-        "--logfile", str(tmp / "redis.log"),
-    ]  # fmt: skip
+        "redis-server",
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--dir",
+        str(data),
+        "--daemonize",
+        "no",
+        "--logfile",
+        str(tmp / "redis.log"),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_port(port, 10, proc, "redis-server")

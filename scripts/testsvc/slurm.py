@@ -275,13 +275,17 @@ def start(tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
         key.chmod(0o400)
         munged = _popen(
             [
-                "munged", "--foreground", f"--socket={run}/munge/munge.sock",
-                f"--key-file={key}", f"--pid-file={run}/munge/munged.pid",
-                f"--seed-file={run}/munge/munged.seed", "--num-threads=4",
+                "munged",
+                "--foreground",
+                f"--socket={run}/munge/munge.sock",
+                f"--key-file={key}",
+                f"--pid-file={run}/munge/munged.pid",
+                f"--seed-file={run}/munge/munged.seed",
+                "--num-threads=4",
             ],
             senv,
             run / "munged.log",
-        )  # fmt: skip
+        )
         procs.append(("munged", munged))
 
         jwt = run / "jwt.key"
@@ -326,12 +330,20 @@ def start(tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
         rest_port = free_port()
         rest = _popen(
             [
-                "slurmrestd", "-f", senv["SLURM_CONF"], "-a", "rest_auth/jwt",
-                "-s", ",".join(OPENAPI_PLUGINS), "-u", REST_USER, f"127.0.0.1:{rest_port}",
+                "slurmrestd",
+                "-f",
+                senv["SLURM_CONF"],
+                "-a",
+                "rest_auth/jwt",
+                "-s",
+                ",".join(OPENAPI_PLUGINS),
+                "-u",
+                REST_USER,
+                f"127.0.0.1:{rest_port}",
             ],
             {**senv, "SLURM_JWT": "daemon"},
             run / "slurmrestd.log",
-        )  # fmt: skip
+        )
         procs.append(("slurmrestd", rest))
 
         try:

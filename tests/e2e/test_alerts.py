@@ -108,8 +108,12 @@ async def start_replica(
         http = await stack.enter_async_context(aiohttp.ClientSession())
 
         async def start(url: str = redis_url, port: int = 0, **extra: Any) -> Replica:
-            base = {"ALERTMANAGER_WEBHOOK_TOKEN": TOKEN, "MEOWBOT_ALERT_CHANNEL": CHANNEL,
-                    "MEOWBOT_ADMINS": "U0ADMIN", "ALERTMANAGER_URL": None}  # fmt: skip
+            base = {
+                "ALERTMANAGER_WEBHOOK_TOKEN": TOKEN,
+                "MEOWBOT_ALERT_CHANNEL": CHANNEL,
+                "MEOWBOT_ADMINS": "U0ADMIN",
+                "ALERTMANAGER_URL": None,
+            }
             settings = bot_settings(emulator, url, **{**base, **extra})
             bot = await create_bot(settings)
             stack.push_async_callback(bot.close)
@@ -391,8 +395,14 @@ async def test_auto_drain_takes_named_causes_out_once_and_holds_past_the_limit(
     await r.send(webhook([am_alert("gpu-0022", "NvlinkReplayErrors", severity="warning")]))
     # The same alert again and a second Xid 79 node: the first is not drained again, the
     # second waits for a person because the hour's limit is spent.
-    await r.send(webhook([am_alert("gpu-0021", "GpuXid79", severity="critical"),
-                          am_alert("gpu-0023", "GpuXid79", severity="critical")]))  # fmt: skip
+    await r.send(
+        webhook(
+            [
+                am_alert("gpu-0021", "GpuXid79", severity="critical"),
+                am_alert("gpu-0023", "GpuXid79", severity="critical"),
+            ]
+        )
+    )
     await settle(r)
     assert not (await sched.nodes(["gpu-0022"]))["gpu-0022"].out_of_service
     assert not (await sched.nodes(["gpu-0023"]))["gpu-0023"].out_of_service

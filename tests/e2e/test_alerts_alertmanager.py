@@ -63,10 +63,13 @@ async def test_alertmanager_webhooks_to_three_replicas_give_one_message_per_grou
         msg = next(m for m in stored if "gpu-0021" in json.dumps(m["blocks"]))
         gid_value = next(
             o["value"]
-            for b in msg["blocks"] if b["type"] == "actions"
-            for e in b["elements"] if e.get("action_id") == ALERT_SILENCE_ACTION
-            for o in e["options"] if o["value"].endswith("|3600")
-        )  # fmt: skip
+            for b in msg["blocks"]
+            if b["type"] == "actions"
+            for e in b["elements"]
+            if e.get("action_id") == ALERT_SILENCE_ACTION
+            for o in e["options"]
+            if o["value"].endswith("|3600")
+        )
         press = emulator.block_actions_payload(
             CHANNEL, msg["ts"], ALERT_SILENCE_ACTION, selected_value=gid_value
         )

@@ -306,9 +306,11 @@ async def test_checks_that_could_not_run_never_resolve_their_alerts(
     # dcgm-exporter restarts with its default counter set (no ECC counters), and meanwhile
     # both GPUs are mended: the same fleet, seen through an exporter that no longer has ECC.
     blind = SimFleet(
-        fleet.n_nodes, seed=fleet.seed, now=fleet.now,
+        fleet.n_nodes,
+        seed=fleet.seed,
+        now=fleet.now,
         disabled_metrics=[m.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL],
-    )  # fmt: skip
+    )
     assert {f.node for f in blind.injected} == faulty  # the seed's faults, not the two above
     sweeper.triage = replace(
         sweeper.triage, metrics=SimMetrics(blind), inventory=SimInventory(blind)

@@ -44,9 +44,16 @@ TOKEN = "e2e-webhook-token"
 USER = "U0ADMIN"  # ana: an admin, so presses do what they say rather than all being refused
 # Methods through which the bot shows someone something.
 SHOWS = {
-    "chat.postMessage", "chat.update", "chat.postEphemeral", "chat.delete", "views.open",
-    "views.update", "views.push", "views.publish", "files.completeUploadExternal",
-}  # fmt: skip
+    "chat.postMessage",
+    "chat.update",
+    "chat.postEphemeral",
+    "chat.delete",
+    "views.open",
+    "views.update",
+    "views.push",
+    "views.publish",
+    "files.completeUploadExternal",
+}
 # What a person would type in a form's empty text fields.
 SAMPLES = {"prompt": "Once upon a time", "hours": "2"}
 # Selects whose every option is a different path through the bot (the palette's commands).
@@ -284,20 +291,30 @@ async def bot_slack(
 ) -> AsyncIterator[Slack]:
     emulator.add_channel(ALERTS, "gpu-alerts")
     config = tmp_path / "meowbot.yaml"
-    config.write_text(json.dumps({
-        "health": {"dashboard_url": "https://grafana.example.org/d/node?var-node={node}"},
-        # Past one drain an hour a second person must confirm: its message is pressed too.
-        "alerts": {"drain_share_per_hour": 0.000001,
-                   "runbook_template": "https://runbooks.example.org/{cause}"},
-        "playground": {"discovery_ttl_s": 0, "max_tokens": 8, "temperature": 0},
-    }))  # fmt: skip
+    config.write_text(
+        json.dumps(
+            {
+                "health": {"dashboard_url": "https://grafana.example.org/d/node?var-node={node}"},
+                # Past one drain an hour a second person must confirm: its message is pressed too.
+                "alerts": {
+                    "drain_share_per_hour": 0.000001,
+                    "runbook_template": "https://runbooks.example.org/{cause}",
+                },
+                "playground": {"discovery_ttl_s": 0, "max_tokens": 8, "temperature": 0},
+            }
+        )
+    )
     settings = bot_settings(
-        emulator, redis_url,
-        MEOWBOT_ADMINS=USER, MEOWBOT_CONFIG=str(config),
-        ALERTMANAGER_WEBHOOK_TOKEN=TOKEN, MEOWBOT_ALERT_CHANNEL=ALERTS, ALERTMANAGER_URL=None,
+        emulator,
+        redis_url,
+        MEOWBOT_ADMINS=USER,
+        MEOWBOT_CONFIG=str(config),
+        ALERTMANAGER_WEBHOOK_TOKEN=TOKEN,
+        MEOWBOT_ALERT_CHANNEL=ALERTS,
+        ALERTMANAGER_URL=None,
         PLAYGROUND_ENDPOINTS=need_service("PLAYGROUND_TEST_URL"),
         PLAYGROUND_CHECKPOINT_DIRS=need_service("PLAYGROUND_TEST_DIR"),
-    )  # fmt: skip
+    )
     async with AsyncExitStack() as stack:
         bot = await create_bot(settings)
         stack.push_async_callback(bot.close)
@@ -328,11 +345,18 @@ async def test_every_button_and_form_of_every_message_answers(bot_slack: Slack) 
     operators = nodes[0]
     await sched.drain(operators, "bad DIMM (ops ticket 12)")
     for command, text in [
-        ("/node-health", faulty), ("/node-health", operators),
-        ("/node-health", "gpu-[0001-0032]"), ("/hw-faults", ""), ("/hw-faults", "--since 6h"),
-        ("/node-health", "help"), ("/job-slow", "help"), ("/hw-faults", "help"),
-        ("/playground", "help"), ("/highlights", "help"), ("/highlights", ""),
-    ]:  # fmt: skip
+        ("/node-health", faulty),
+        ("/node-health", operators),
+        ("/node-health", "gpu-[0001-0032]"),
+        ("/hw-faults", ""),
+        ("/hw-faults", "--since 6h"),
+        ("/node-health", "help"),
+        ("/job-slow", "help"),
+        ("/hw-faults", "help"),
+        ("/playground", "help"),
+        ("/highlights", "help"),
+        ("/highlights", ""),
+    ]:
         assert (await slack.command(command, text))[0] == 200
 
     # /job-slow: two of ana's jobs for the picker, one slowed by two nodes (two Drains).
@@ -357,8 +381,9 @@ async def test_every_button_and_form_of_every_message_answers(bot_slack: Slack) 
         for batch in (alerts, warning):
             payload = webhook(batch)
             payload["groupKey"] = f'{{}}:{{alertname="{batch[0]["labels"]["alertname"]}"}}'
-            async with http.post(url, json=payload,
-                                 headers={"Authorization": f"Bearer {TOKEN}"}) as resp:  # fmt: skip
+            async with http.post(
+                url, json=payload, headers={"Authorization": f"Bearer {TOKEN}"}
+            ) as resp:
                 assert resp.status == 200
 
     # The playground: its form, and an answer from real checkpoints.
@@ -389,8 +414,11 @@ async def test_every_button_and_form_of_every_message_answers(bot_slack: Slack) 
     dm = json.dumps(emu.messages(emu.workspace.im_with(USER).id))
     assert "is not built yet" not in dm and "issue" not in dm.lower()
     # What a press of an id nobody listens for gets: the 404 the crawl would have reported.
-    nobody = {"type": "button", "action_id": "meowbot_nobody_listens",
-              "text": {"type": "plain_text", "text": "x"}}  # fmt: skip
+    nobody = {
+        "type": "button",
+        "action_id": "meowbot_nobody_listens",
+        "text": {"type": "plain_text", "text": "x"},
+    }
     blocks = [{"type": "actions", "block_id": "b", "elements": [nobody]}]
     stray = emu.block_actions_payload(CHANNEL, "1.000001", nobody["action_id"], blocks=blocks)
     assert (await slack.interactive(stray))[0] == 404
@@ -462,8 +490,12 @@ async def test_node_health_drain_reads_right_before_and_after(admin_slack: Slack
     # checks), no Drain, no proposal.
     answer, text = await node_health()
     assert DRAIN_ACTION not in text and "Proposed" not in text
-    [slurm] = [f["text"] for b in answer["blocks"] for f in b.get("fields", [])
-               if f["text"].startswith("*Slurm*")]  # fmt: skip
+    [slurm] = [
+        f["text"]
+        for b in answer["blocks"]
+        for f in b.get("fields", [])
+        if f["text"].startswith("*Slurm*")
+    ]
     # Slurm's state and the reason it holds (mentions escaped: `@` and a word joiner).
     assert "+DRAIN" in slurm and "meowbot: ecc_dbe gpu3 by @\u2060ana" in slurm, slurm
     assert "out of scheduling already" in text and "take it out" not in text

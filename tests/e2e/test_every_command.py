@@ -28,9 +28,14 @@ USER = "U0ADMIN"
 CHANNEL = "C0GENERAL"
 # Web API methods through which the bot shows someone something.
 SHOWS = {
-    "chat.postMessage", "chat.update", "chat.postEphemeral", "views.open", "views.update",
-    "views.push", "files.completeUploadExternal",
-}  # fmt: skip
+    "chat.postMessage",
+    "chat.update",
+    "chat.postEphemeral",
+    "views.open",
+    "views.update",
+    "views.push",
+    "files.completeUploadExternal",
+}
 # What an answer must never say: a command the table lists but nothing runs.
 NOT_AN_ANSWER = ("not built", "I don't know /")
 IDLE_S = 30.0  # /job-slow and the highlights chart take a while on a busy machine
@@ -129,9 +134,15 @@ async def open_palette(slack: Slack) -> dict[str, Any]:
         "container": {"type": "view", "view_id": "V0HOME"},
         "trigger_id": emu.new_trigger_id(),
         "view": home,
-        "actions": [{"type": "button", "action_id": OPEN_PALETTE_ACTION, "block_id": "b",
-                     "action_ts": f"{time.time():.6f}"}],
-    }  # fmt: skip
+        "actions": [
+            {
+                "type": "button",
+                "action_id": OPEN_PALETTE_ACTION,
+                "block_id": "b",
+                "action_ts": f"{time.time():.6f}",
+            }
+        ],
+    }
     assert (await slack.interactive(press))[0] == 200
     opened = await emu.wait_for_call("views.open")
     modal = opened.result["view"]  # as Slack keeps it: with its id, which a form updates

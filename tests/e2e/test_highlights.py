@@ -83,8 +83,10 @@ async def start(
         http = await stack.enter_async_context(aiohttp.ClientSession())
 
         async def start_(url: str = redis_url, yaml: str = "", **extra: Any) -> Replica:
-            config.write_text(yaml or "highlights:\n  excluded_channels: [C0EXCL]\n"
-                              f"  private_opt_in: [{TEAM_ROOM}]\n")  # fmt: skip
+            config.write_text(
+                yaml
+                or f"highlights:\n  excluded_channels: [C0EXCL]\n  private_opt_in: [{TEAM_ROOM}]\n"
+            )
             base = {"MEOWBOT_DIGEST_CHANNEL": DIGEST, "MEOWBOT_CONFIG": str(config)}
             bot = await create_bot(bot_settings(emulator, url, **{**base, **extra}))
             stack.push_async_callback(bot.close)
@@ -142,8 +144,9 @@ async def test_reactions_count_people_not_events(start: Start, emulator: SlackEm
     assert "meowbot_duplicate_events_total 1.0" in metrics
 
     # A bot's message does not count (unless configured), nor does a thread reply lose its thread.
-    emulator.add_message("C0GENERAL", ts=ts(2), text="deploy done", user="U0HELPER",
-                         bot_id="B0HELPER")  # fmt: skip
+    emulator.add_message(
+        "C0GENERAL", ts=ts(2), text="deploy done", user="U0HELPER", bot_id="B0HELPER"
+    )
     await tag(r, "C0GENERAL", ts(2), "U0USER")
     emulator.add_message("C0GENERAL", ts=ts(3), text="reply", user="U0USER", thread_ts=ts(1))
     await tag(r, "C0GENERAL", ts(3), "U0CARL")
@@ -358,18 +361,40 @@ async def test_backfill_pages_waits_out_429_and_resumes(
             expected.add(ts(100 + i))
         elif i % 4 == 1:
             reactions = [{"name": "thumbsup", "users": ["U0USER"]}]
-        emulator.add_message("C0GENERAL", ts=ts(100 + i), text=f"post {i}", user="U0ADMIN",
-                             reactions=reactions)  # fmt: skip
-    emulator.add_message("C0GENERAL", ts=ts(141), text="reply", user="U0DANA",
-                         thread_ts=ts(101), reactions=[{"name": "meow_party::skin-tone-2",
-                                                        "users": ["U0ADMIN"]}])  # fmt: skip
+        emulator.add_message(
+            "C0GENERAL", ts=ts(100 + i), text=f"post {i}", user="U0ADMIN", reactions=reactions
+        )
+    emulator.add_message(
+        "C0GENERAL",
+        ts=ts(141),
+        text="reply",
+        user="U0DANA",
+        thread_ts=ts(101),
+        reactions=[{"name": "meow_party::skin-tone-2", "users": ["U0ADMIN"]}],
+    )
     expected.add(ts(141))
-    emulator.add_message("C0GENERAL", ts=ts(142), text="bot post", user="U0HELPER", bot_id="BX",
-                         reactions=[{"name": "meow_party", "users": ["U0USER"]}])  # fmt: skip
-    emulator.add_message("C0SECRET", ts=ts(143), text="private", user="U0ADMIN",
-                         reactions=[{"name": "meow_party", "users": ["U0USER"]}])  # fmt: skip
-    emulator.add_message("C0GENERAL", ts=ts(-400 * 86400), text="too old", user="U0ADMIN",
-                         reactions=[{"name": "meow_party", "users": ["U0USER"]}])  # fmt: skip
+    emulator.add_message(
+        "C0GENERAL",
+        ts=ts(142),
+        text="bot post",
+        user="U0HELPER",
+        bot_id="BX",
+        reactions=[{"name": "meow_party", "users": ["U0USER"]}],
+    )
+    emulator.add_message(
+        "C0SECRET",
+        ts=ts(143),
+        text="private",
+        user="U0ADMIN",
+        reactions=[{"name": "meow_party", "users": ["U0USER"]}],
+    )
+    emulator.add_message(
+        "C0GENERAL",
+        ts=ts(-400 * 86400),
+        text="too old",
+        user="U0ADMIN",
+        reactions=[{"name": "meow_party", "users": ["U0USER"]}],
+    )
     directory = r.hl.directory
     directory.page_size = 8  # type: ignore[attr-defined]
     emulator.fail_next("conversations.history", status=429, retry_after=1)
@@ -382,12 +407,25 @@ async def test_backfill_pages_waits_out_429_and_resumes(
             raise KeyboardInterrupt  # someone pressed ^C after two pages
 
     with pytest.raises(KeyboardInterrupt):
-        await backfill(r.hl, directory, r.hl.store, team=TEAM, since=since,  # type: ignore[arg-type]
-                       pace_s=0, report=interrupt)  # fmt: skip
+        await backfill(
+            r.hl,
+            directory,
+            r.hl.store,
+            team=TEAM,
+            since=since,  # type: ignore[arg-type]
+            pace_s=0,
+            report=interrupt,
+        )
     assert "messages scanned" in lines[-1] and "ETA" in lines[-1]
     first_calls = len(emulator.calls_to("conversations.history"))
-    done = await backfill(r.hl, directory, r.hl.store, team=TEAM, since=since,  # type: ignore[arg-type]
-                          pace_s=0)  # fmt: skip
+    done = await backfill(
+        r.hl,
+        directory,
+        r.hl.store,
+        team=TEAM,
+        since=since,  # type: ignore[arg-type]
+        pace_s=0,
+    )
     resumed = emulator.calls_to("conversations.history")[first_calls:]
     general = [c for c in resumed if c.args["channel"] == "C0GENERAL"]
     assert general and general[0].args.get("cursor")  # carried on from the saved cursor
@@ -398,8 +436,14 @@ async def test_backfill_pages_waits_out_429_and_resumes(
     h = await r.hl.store.get(TEAM, "C0GENERAL", ts(100))
     assert h is not None and h.reactors == {"U0USER", "U0CARL"} and h.excerpt == "post 0"
     assert h.first_tagged_at == datetime.fromtimestamp(float(ts(100)), UTC)
-    again = await backfill(r.hl, directory, r.hl.store, team=TEAM, since=since,  # type: ignore[arg-type]
-                           pace_s=0)  # fmt: skip
+    again = await backfill(
+        r.hl,
+        directory,
+        r.hl.store,
+        team=TEAM,
+        since=since,  # type: ignore[arg-type]
+        pace_s=0,
+    )
     assert again.found == done.found  # a finished run is not walked again
 
 
@@ -408,22 +452,41 @@ async def test_cli_verbs(start: Start, emulator: SlackEmulator, redis_url: str) 
     # `digest --now` covers the seven days up to the real now.
     recent = f"{int(time.time()) - 3600}.000100"
     since = (datetime.now(UTC) - timedelta(days=30)).strftime("%Y-%m-%d")
-    emulator.add_message("C0RANDOM", ts=recent, text="from the past", user="U0ADMIN",
-                         reactions=[{"name": "meow_party", "users": ["U0CARL"]}])  # fmt: skip
-    env = {**os.environ, "SLACK_BOT_TOKEN": emulator.bot_token, "SLACK_API_URL": emulator.api_url,
-           "REDIS_URL": redis_url, "PROMETHEUS_URL": "", "SLURM_REST_URL": "",
-           "MEOWBOT_DIGEST_CHANNEL": DIGEST, "MEOWBOT_LOG_LEVEL": "warning"}  # fmt: skip
+    emulator.add_message(
+        "C0RANDOM",
+        ts=recent,
+        text="from the past",
+        user="U0ADMIN",
+        reactions=[{"name": "meow_party", "users": ["U0CARL"]}],
+    )
+    env = {
+        **os.environ,
+        "SLACK_BOT_TOKEN": emulator.bot_token,
+        "SLACK_API_URL": emulator.api_url,
+        "REDIS_URL": redis_url,
+        "PROMETHEUS_URL": "",
+        "SLURM_REST_URL": "",
+        "MEOWBOT_DIGEST_CHANNEL": DIGEST,
+        "MEOWBOT_LOG_LEVEL": "warning",
+    }
 
     async def meowbot(*args: str) -> tuple[int, str]:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot", *args, env=env, cwd=Path(__file__).parents[2],
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        )  # fmt: skip
+            sys.executable,
+            "-m",
+            "bot",
+            *args,
+            env=env,
+            cwd=Path(__file__).parents[2],
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
         out, _ = await proc.communicate()
         return int(proc.returncode or 0), out.decode()
 
-    code, out = await meowbot("backfill-highlights", "--since", since, "--channel",
-                              "C0RANDOM", "--pace", "0")  # fmt: skip
+    code, out = await meowbot(
+        "backfill-highlights", "--since", since, "--channel", "C0RANDOM", "--pace", "0"
+    )
     assert code == 0 and "1 highlights found" in out, out
     assert await r.hl.store.get(TEAM, "C0RANDOM", recent) is not None
     code, out = await meowbot("digest", "--now")

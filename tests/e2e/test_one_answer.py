@@ -40,8 +40,10 @@ async def test_app_home_and_node_health_agree_on_the_fleet_and_a_node(slack: Sla
     assert verdict_counts(home_line) == verdict_counts(summary)
     assert "counters in the last hour" in home_text
 
-    for node, words in ((remap, "(`row_remap_pending`) (warning, drain)"),
-                        (drift, "(`driver_drift`) (warning, degraded)")):  # fmt: skip
+    for node, words in (
+        (remap, "(`row_remap_pending`) (warning, drain)"),
+        (drift, "(`driver_drift`) (warning, degraded)"),
+    ):
         seen = len(emu.responses)
         await slack.command("/node-health", node)
         await slack.command("/hw-faults", f"{node} --since 1h")

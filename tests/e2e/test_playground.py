@@ -42,17 +42,25 @@ def env(name: str) -> str:
 
 
 async def start(
-    emulator: SlackEmulator, redis_url: str, stack: contextlib.AsyncExitStack, tmp: Path,
-    *, endpoints: str | None = None, dirs: str | None = None, **config: Any,
-) -> Slack:  # fmt: skip
+    emulator: SlackEmulator,
+    redis_url: str,
+    stack: contextlib.AsyncExitStack,
+    tmp: Path,
+    *,
+    endpoints: str | None = None,
+    dirs: str | None = None,
+    **config: Any,
+) -> Slack:
     cfg = tmp / f"meowbot-{len(list(tmp.glob('meowbot-*.yaml')))}.yaml"
     cfg.write_text(json.dumps({"playground": {"discovery_ttl_s": 0, **config}}))
     settings = bot_settings(
-        emulator, redis_url,
+        emulator,
+        redis_url,
         PLAYGROUND_ENDPOINTS=endpoints or env("PLAYGROUND_TEST_URL"),
         PLAYGROUND_CHECKPOINT_DIRS=dirs or env("PLAYGROUND_TEST_DIR"),
-        MEOWBOT_CONFIG=str(cfg), MEOWBOT_ADMINS="U0ADMIN",
-    )  # fmt: skip
+        MEOWBOT_CONFIG=str(cfg),
+        MEOWBOT_ADMINS="U0ADMIN",
+    )
     bot = await create_bot(settings)
     stack.push_async_callback(bot.close)
     port = await bot.start_http("127.0.0.1", 0)
@@ -94,8 +102,9 @@ def edits_of(emulator: SlackEmulator, ts: str) -> list[float]:
 async def test_side_by_side_streams_into_one_message_at_slacks_pace(
     emulator: SlackEmulator, redis_url: str, stack: contextlib.AsyncExitStack, tmp_path: Path
 ) -> None:
-    slack = await start(emulator, redis_url, stack, tmp_path, max_tokens=100, temperature=0,
-                        section_chars=200)  # fmt: skip
+    slack = await start(
+        emulator, redis_url, stack, tmp_path, max_tokens=100, temperature=0, section_chars=200
+    )
     run = env("PLAYGROUND_TEST_RUN")
     status, _, _ = await slack.command("/playground", f"{run} Beautiful is better than")
     assert status == 200
@@ -138,15 +147,19 @@ async def test_the_modal_opens_at_once_fills_in_and_sends_four(
     steps_block = next(b["block_id"] for b in view["blocks"] if b["block_id"].startswith("steps:"))
     values = {
         "run": {RUN_PICK_ACTION: {"type": "static_select", "selected_option": {"value": run}}},
-        steps_block: {"steps": {"type": "multi_static_select", "selected_options": [
-            {"value": str(s)} for s in (100, 200, 300, 400)]}},
+        steps_block: {
+            "steps": {
+                "type": "multi_static_select",
+                "selected_options": [{"value": str(s)} for s in (100, 200, 300, 400)],
+            }
+        },
         "prompt": {"prompt": {"type": "plain_text_input", "value": "Simple is better than"}},
         "system": {"system": {"type": "plain_text_input", "value": None}},
         "mode": {"mode": {"type": "static_select", "selected_option": {"value": "chat"}}},
         "max_tokens": {"max_tokens": {"type": "plain_text_input", "value": "24"}},
         "temperature": {"temperature": {"type": "plain_text_input", "value": "0.8"}},
         "seed": {"seed": {"type": "plain_text_input", "value": "7"}},
-    }  # fmt: skip
+    }
     submission = {
         "type": "view_submission",
         "team": {"id": emulator.team_id, "domain": "emu"},
@@ -182,8 +195,9 @@ async def test_unknown_runs_and_bad_input_are_private_and_post_nothing(
     await slack.command("/playground", "unwatch nope")
     await emulator.wait_for_responses(4, timeout=20)
     texts = [body["text"] for _, body in emulator.responses]
-    assert any("I know no run `no-such-run`" in t and env("PLAYGROUND_TEST_RUN") in t
-               for t in texts), texts  # fmt: skip
+    assert any(
+        "I know no run `no-such-run`" in t and env("PLAYGROUND_TEST_RUN") in t for t in texts
+    ), texts
     assert any("A run name is" in t for t in texts)
     assert any("Add a prompt" in t for t in texts)
     assert any("no watch" in t for t in texts)
@@ -197,9 +211,13 @@ def own_server(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     port = free_port()
     argv = [*env("PLAYGROUND_TEST_SERVE_CMD").split("\x1f"), "--port", str(port)]
     log = (tmp_path / "serve.log").open("wb")
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                            env={**os.environ, "HF_HUB_OFFLINE": "1"},
-                            start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        argv,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
@@ -242,9 +260,12 @@ async def killing_proxy(
 
 
 async def test_a_server_killed_mid_stream_is_one_sentence_and_the_other_completes(
-    emulator: SlackEmulator, redis_url: str, stack: contextlib.AsyncExitStack, tmp_path: Path,
+    emulator: SlackEmulator,
+    redis_url: str,
+    stack: contextlib.AsyncExitStack,
+    tmp_path: Path,
     own_server: tuple[str, subprocess.Popen[bytes]],
-) -> None:  # fmt: skip
+) -> None:
     url, proc = own_server
     run_dir = Path(env("PLAYGROUND_TEST_DIR")) / env("PLAYGROUND_TEST_RUN")
     # Run `victim`: step 100 in a folder the doomed server answers for, step 200 loaded by the
@@ -260,10 +281,15 @@ async def test_a_server_killed_mid_stream_is_one_sentence_and_the_other_complete
     stack.callback(proxy.close)
     dead = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens: named, the others answer
     slack = await start(
-        emulator, redis_url, stack, tmp_path,
+        emulator,
+        redis_url,
+        stack,
+        tmp_path,
         endpoints=f"http://127.0.0.1:{port}/v1;{env('PLAYGROUND_TEST_URL')};{dead}",
-        dirs=str(tmp_path / "doomed"), max_tokens=100, temperature=0,
-    )  # fmt: skip
+        dirs=str(tmp_path / "doomed"),
+        max_tokens=100,
+        temperature=0,
+    )
     await slack.command("/playground", "victim Errors should never pass silently")
     await emulator.wait_for_call("chat.postMessage", timeout=60)
     msg = await finished(emulator, top_ts(emulator), timeout=90)
@@ -280,8 +306,10 @@ async def test_watch_runs_a_new_checkpoint_once_and_rerun_uses_it(
 ) -> None:
     run = env("PLAYGROUND_TEST_RUN")
     root = Path(env("PLAYGROUND_TEST_DIR"))
-    replicas = [await start(emulator, redis_url, stack, tmp_path, max_tokens=16, temperature=0)
-                for _ in range(3)]  # fmt: skip
+    replicas = [
+        await start(emulator, redis_url, stack, tmp_path, max_tokens=16, temperature=0)
+        for _ in range(3)
+    ]
     slack = replicas[0]
     await slack.command("/playground", f"{run} Now is better than")
     await emulator.wait_for_call("chat.postMessage", timeout=20)
@@ -307,9 +335,14 @@ async def test_watch_runs_a_new_checkpoint_once_and_rerun_uses_it(
         os.rename(aside, root / run / "step-500")
     before = len(emulator.calls_to("chat.postMessage"))
     # Three replicas see it at once: the prompt runs on it once, in the thread.
-    results = await asyncio.gather(*(r.bot.deps.playground.watch_pass(  # type: ignore[union-attr]
-        __import__("handlers.playground", fromlist=["x"]).watch_poster(r.bot.client))
-        for r in replicas))  # fmt: skip
+    results = await asyncio.gather(
+        *(
+            r.bot.deps.playground.watch_pass(  # type: ignore[union-attr]
+                __import__("handlers.playground", fromlist=["x"]).watch_poster(r.bot.client)
+            )
+            for r in replicas
+        )
+    )
     assert sorted(results) == [0, 0, 1]
     replies = emulator.calls_to("chat.postMessage")[before:]
     assert len(replies) == 1 and replies[0].args["thread_ts"] == ts
@@ -339,8 +372,15 @@ async def test_watch_runs_a_new_checkpoint_once_and_rerun_uses_it(
 async def test_limits_refuse_a_third_request_and_cancel_stops_streams(
     emulator: SlackEmulator, redis_url: str, stack: contextlib.AsyncExitStack, tmp_path: Path
 ) -> None:
-    slack = await start(emulator, redis_url, stack, tmp_path, per_user_concurrency=1,
-                        max_tokens=100, temperature=1.0)  # fmt: skip
+    slack = await start(
+        emulator,
+        redis_url,
+        stack,
+        tmp_path,
+        per_user_concurrency=1,
+        max_tokens=100,
+        temperature=1.0,
+    )
     pg = slack.bot.deps.playground
     assert pg is not None
     # One request of U0ADMIN is already in flight (held by another replica, say).
@@ -358,8 +398,9 @@ async def test_limits_refuse_a_third_request_and_cancel_stops_streams(
     ts = top_ts(emulator)
     sid = json.dumps(emulator.message(CHANNEL, ts)["blocks"])
     assert CANCEL_ACTION in sid
-    await slack.interactive(emulator.block_actions_payload(CHANNEL, ts, CANCEL_ACTION,
-                                                           user="U0USER"))  # fmt: skip
+    await slack.interactive(
+        emulator.block_actions_payload(CHANNEL, ts, CANCEL_ACTION, user="U0USER")
+    )
     await emulator.wait_for_responses(2, timeout=10)
     assert "Only the person who asked" in emulator.responses[-1][1]["text"]
     await slack.interactive(emulator.block_actions_payload(CHANNEL, ts, CANCEL_ACTION))

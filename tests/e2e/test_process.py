@@ -28,9 +28,15 @@ async def meowbot(*args: str, env: dict[str, str], stdin: bool = False) -> Proce
     """`python -m bot ARGS` with its output piped (and its input, if asked)."""
     pipe = asyncio.subprocess.PIPE
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", *args, env=env, stdin=pipe if stdin else None,
-        stdout=pipe, stderr=pipe,
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "bot",
+        *args,
+        env=env,
+        stdin=pipe if stdin else None,
+        stdout=pipe,
+        stderr=pipe,
+    )
 
 
 def _free_port() -> int:

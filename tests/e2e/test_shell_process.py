@@ -38,10 +38,15 @@ async def test_a_killed_shell_takes_its_redis_with_it() -> None:
     need_service("REDIS_URL")  # the test services say redis-server is installed
     env = {**clean_env(), "MEOWBOT_HISTORY": os.devnull}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "shell", env=env,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "bot",
+        "shell",
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+    )
     redis: list[int] = []
     try:
         assert proc.stdout is not None
@@ -78,9 +83,16 @@ def _cmdline(pid: int) -> bytes:
 async def _next_shell_clears(folders: set[str]) -> None:
     env = {**clean_env(), "MEOWBOT_HISTORY": os.devnull}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "shell", "-c", "/node-health help", env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "bot",
+        "shell",
+        "-c",
+        "/node-health help",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     await asyncio.wait_for(proc.communicate(), 30)
     left = {p.name for p in Path(tempfile.gettempdir()).glob("meowbot-shell-redis-*")}
     assert not folders & left

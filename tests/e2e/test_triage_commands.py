@@ -33,15 +33,25 @@ def press(emu: SlackEmulator, action_id: str, value: str, user: str) -> dict[str
         "channel": {"id": "C0GENERAL", "name": "general"},
         "message": {"ts": "1.2", "text": "x", "blocks": []},
         "response_url": emu.new_response_url(channel="C0GENERAL"),
-        "actions": [{"type": "button", "action_id": action_id, "block_id": "b", "value": value,
-                     "action_ts": "1.3"}],
-    }  # fmt: skip
+        "actions": [
+            {
+                "type": "button",
+                "action_id": action_id,
+                "block_id": "b",
+                "value": value,
+                "action_ts": "1.3",
+            }
+        ],
+    }
 
 
 async def test_node_health_of_a_faulty_node(slack: Slack) -> None:
     fleet = slack.bot.deps.triage.inventory.fleet  # type: ignore[attr-defined]
-    fault = next(f for f in fleet.injected if f.kind is FaultKind.XID or f.kind is FaultKind.ECC_DBE
-                 or f.kind is FaultKind.GPU_MISSING)  # fmt: skip
+    fault = next(
+        f
+        for f in fleet.injected
+        if f.kind is FaultKind.XID or f.kind is FaultKind.ECC_DBE or f.kind is FaultKind.GPU_MISSING
+    )
     status, _, _ = await slack.command("/node-health", fault.node)
     assert status == 200
     await slack.emulator.wait_for_responses(1)
@@ -115,11 +125,14 @@ async def slurm_slack(
     emulator: SlackEmulator, redis_url: str, redis_client: Any
 ) -> AsyncIterator[Slack]:
     settings = bot_settings(
-        emulator, redis_url,
-        SLURM_REST_URL=need_service("SLURM_REST_URL"), SLURM_JWT=need_service("SLURM_JWT"),
-        SLURM_USER=os.environ.get("SLURM_USER", "root"), MEOWBOT_FLEET="sim:16",
+        emulator,
+        redis_url,
+        SLURM_REST_URL=need_service("SLURM_REST_URL"),
+        SLURM_JWT=need_service("SLURM_JWT"),
+        SLURM_USER=os.environ.get("SLURM_USER", "root"),
+        MEOWBOT_FLEET="sim:16",
         MEOWBOT_ADMINS="U0ADMIN",
-    )  # fmt: skip
+    )
     bot = await create_bot(settings)
     port = await bot.start_http("127.0.0.1", 0)
     async with aiohttp.ClientSession() as http:
@@ -129,11 +142,16 @@ async def slurm_slack(
 
 def scontrol_reason(node: str) -> str:
     out = subprocess.run(
-        ["scontrol", "show", "node", node], capture_output=True, text=True, check=True,
+        ["scontrol", "show", "node", node],
+        capture_output=True,
+        text=True,
+        check=True,
         # Without SLURM_JWT: the command-line tools then log in with munge, as an operator would.
-        env={**{k: v for k, v in os.environ.items() if k != "SLURM_JWT"},
-             "SLURM_CONF": need_service("SLURM_CONF")},
-    ).stdout  # fmt: skip
+        env={
+            **{k: v for k, v in os.environ.items() if k != "SLURM_JWT"},
+            "SLURM_CONF": need_service("SLURM_CONF"),
+        },
+    ).stdout
     for part in out.split("\n"):
         if part.strip().startswith("Reason="):
             return part.strip().removeprefix("Reason=")
@@ -172,10 +190,15 @@ async def test_admin_drains_and_resumes_through_slurm(slurm_slack: Slack) -> Non
 
 def scontrol(*args: str, check: bool = True) -> None:
     subprocess.run(
-        ["scontrol", *args], capture_output=True, text=True, check=check,
-        env={**{k: v for k, v in os.environ.items() if k != "SLURM_JWT"},
-             "SLURM_CONF": need_service("SLURM_CONF")},
-    )  # fmt: skip
+        ["scontrol", *args],
+        capture_output=True,
+        text=True,
+        check=check,
+        env={
+            **{k: v for k, v in os.environ.items() if k != "SLURM_JWT"},
+            "SLURM_CONF": need_service("SLURM_CONF"),
+        },
+    )
 
 
 async def test_an_operators_drain_is_resumed_only_when_confirmed(slurm_slack: Slack) -> None:
@@ -190,8 +213,9 @@ async def test_an_operators_drain_is_resumed_only_when_confirmed(slurm_slack: Sl
         assert scontrol_reason(node).startswith("bad DIMM")  # nothing changed
         assert emu.ephemeral_actions_payload(0, RESUME_ANYWAY_ACTION)["actions"][0]["value"] == node
 
-        await slurm_slack.interactive(emu.ephemeral_actions_payload(0, RESUME_ANYWAY_ACTION,
-                                                                    user="U0USER"))  # fmt: skip
+        await slurm_slack.interactive(
+            emu.ephemeral_actions_payload(0, RESUME_ANYWAY_ACTION, user="U0USER")
+        )
         await emu.wait_for_responses(2)
         assert "Only the cluster admins may resume nodes" in emu.responses[-1][1]["text"]
         assert scontrol_reason(node).startswith("bad DIMM")
@@ -213,8 +237,11 @@ async def test_home_tab_lists_the_viewers_slurm_jobs(slurm_slack: Slack) -> None
     env["SLURM_CONF"] = need_service("SLURM_CONF")
     out = subprocess.run(
         ["sbatch", "--parsable", "-N", "1", "-J", "home-tab-job", "--wrap", "sleep 60"],
-        capture_output=True, text=True, check=True, env=env,
-    ).stdout.strip()  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    ).stdout.strip()
     job_id = out.split(";")[0]
     try:
         emu = slurm_slack.emulator

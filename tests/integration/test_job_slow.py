@@ -98,12 +98,20 @@ async def test_each_slowing_fault_is_named_on_its_node_with_its_cause(
 # compute times, these causes are named by the hardware; the rest only suspected.
 PROXY_VISIBLE = frozenset(
     {
-        FaultKind.THROTTLE_POWER, FaultKind.THROTTLE_HW_SLOWDOWN, FaultKind.THROTTLE_SW_THERMAL,
-        FaultKind.THROTTLE_HW_THERMAL, FaultKind.POWER_BRAKE, FaultKind.LOW_SM_CLOCK,
-        FaultKind.NVLINK_CRC, FaultKind.NVLINK_REPLAY, FaultKind.IB_FLAPPING,
-        FaultKind.IB_SYMBOL_ERRORS, FaultKind.CPU_CONTENTION, FaultKind.NUMA_MISPLACEMENT,
+        FaultKind.THROTTLE_POWER,
+        FaultKind.THROTTLE_HW_SLOWDOWN,
+        FaultKind.THROTTLE_SW_THERMAL,
+        FaultKind.THROTTLE_HW_THERMAL,
+        FaultKind.POWER_BRAKE,
+        FaultKind.LOW_SM_CLOCK,
+        FaultKind.NVLINK_CRC,
+        FaultKind.NVLINK_REPLAY,
+        FaultKind.IB_FLAPPING,
+        FaultKind.IB_SYMBOL_ERRORS,
+        FaultKind.CPU_CONTENTION,
+        FaultKind.NUMA_MISPLACEMENT,
     }
-)  # fmt: skip
+)
 # The same jobs read as if they exported step times only: the compute and wait metrics named
 # in the config exist nowhere, so every rank's equal step time is all the training tells.
 STEPS_ONLY = StragglerConfig(
@@ -162,10 +170,17 @@ async def test_without_step_times_the_proxies_name_the_straggler_and_its_cause(
 
 
 def test_the_jobs_cover_every_slowing_kind() -> None:
-    named = {scenario.STRAGGLER_NODES[n] for j in scenario.CAUSE_JOBS for n in j.nodes
-             if n in scenario.STRAGGLER_NODES}  # fmt: skip
-    throttles = {scenario.STRAGGLER_NODES[n] for n in scenario.SLURM_STRAGGLERS.nodes
-                 if n in scenario.STRAGGLER_NODES}  # fmt: skip
+    named = {
+        scenario.STRAGGLER_NODES[n]
+        for j in scenario.CAUSE_JOBS
+        for n in j.nodes
+        if n in scenario.STRAGGLER_NODES
+    }
+    throttles = {
+        scenario.STRAGGLER_NODES[n]
+        for n in scenario.SLURM_STRAGGLERS.nodes
+        if n in scenario.STRAGGLER_NODES
+    }
     assert named | throttles == set(STRAGGLER_NODE_KINDS)
 
 
@@ -216,9 +231,22 @@ def slurm_jobs(prom_url: str) -> Iterator[dict[str, str]]:
     try:
         for job in (scenario.SLURM_STRAGGLERS, scenario.SLURM_HEALTHY):
             out = _cli(
-                conf, "sbatch", "--parsable", "-w", ",".join(job.nodes), "-N", str(len(job.nodes)),
-                "-J", job.name, "-o", "/dev/null", "--chdir", "/", "--wrap", "sleep 900",
-            )  # fmt: skip
+                conf,
+                "sbatch",
+                "--parsable",
+                "-w",
+                ",".join(job.nodes),
+                "-N",
+                str(len(job.nodes)),
+                "-J",
+                job.name,
+                "-o",
+                "/dev/null",
+                "--chdir",
+                "/",
+                "--wrap",
+                "sleep 900",
+            )
             ids[job.job_id] = out.strip().split(";")[0]
         with open(aliases + ".tmp", "w", encoding="utf-8") as f:
             json.dump(ids, f)

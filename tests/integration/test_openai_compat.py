@@ -35,11 +35,16 @@ async def _sse(
 @pytest.fixture
 async def server() -> AsyncIterator[str]:
     async def models(request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [
-            {"id": "run/step-100", "created": 1796000000, "meta": {"loss": 1.25}},
-            {"id": "run/step-200", "created": 0},
-            {"no": "id"},
-        ]})  # fmt: skip
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [
+                    {"id": "run/step-100", "created": 1796000000, "meta": {"loss": 1.25}},
+                    {"id": "run/step-200", "created": 0},
+                    {"no": "id"},
+                ],
+            }
+        )
 
     async def completions(request: web.Request) -> web.StreamResponse:
         body = await request.json()
@@ -56,8 +61,9 @@ async def server() -> AsyncIterator[str]:
             return await _sse(request, text, stall_after=1)
         if model == "error-mid":
             return await _sse(request, [text[0], json.dumps({"error": "CUDA out of memory"})], None)
-        done = json.dumps({"choices": [{"text": "", "finish_reason": "stop"}],
-                           "usage": {"completion_tokens": 3}})  # fmt: skip
+        done = json.dumps(
+            {"choices": [{"text": "", "finish_reason": "stop"}], "usage": {"completion_tokens": 3}}
+        )
         return await _sse(request, [*text, done, "[DONE]", text[0]], None)
 
     async def chat(request: web.Request) -> web.StreamResponse:
@@ -79,11 +85,13 @@ async def server() -> AsyncIterator[str]:
     await runner.cleanup()
 
 
-async def collect(client: CheckpointServers, url: str, model: str, prompt: Prompt = PROMPT,
-                  stall: float = 5.0) -> list[str]:  # fmt: skip
+async def collect(
+    client: CheckpointServers, url: str, model: str, prompt: Prompt = PROMPT, stall: float = 5.0
+) -> list[str]:
     out = []
-    async for d in client.stream(Endpoint(url=url), model, prompt, first_token_s=stall,
-                                 stall_s=stall, total_s=10):  # fmt: skip
+    async for d in client.stream(
+        Endpoint(url=url), model, prompt, first_token_s=stall, stall_s=stall, total_s=10
+    ):
         out.append(d.text)
     return out
 

@@ -43,8 +43,11 @@ async def test_two_in_flight_per_person_then_a_sentence_and_release_frees_one(
 async def test_global_cap_and_rate_limit_say_when_to_retry(store: RedisPlaygroundStore) -> None:
     cap = Limits(per_user=5, per_user_per_minute=100, global_cap=3)
     assert [await store.acquire(u, cap) is None for u in ("A", "B", "C", "D")] == [
-        True, True, True, False,
-    ]  # fmt: skip
+        True,
+        True,
+        True,
+        False,
+    ]
     refused = await store.acquire("E", cap)
     assert refused is not None and "limit of 3 requests at once" in refused.sentence
     rate = Limits(per_user=100, per_user_per_minute=3, global_cap=100)
@@ -64,8 +67,15 @@ async def test_cancel_sessions_and_watches_survive_and_run_once(
     assert await store.cancelled("s1")
     await store.save_session("s1", '{"x": 1}')
     assert await store.session("s1") == '{"x": 1}' and await store.session("nope") is None
-    watch = Watch(id="w1", user_id="U1", prompt=Prompt(run="tiny", prompt="hi"), channel="C1",
-                  thread_ts="1.2", last_step=300, created=datetime.now(UTC))  # fmt: skip
+    watch = Watch(
+        id="w1",
+        user_id="U1",
+        prompt=Prompt(run="tiny", prompt="hi"),
+        channel="C1",
+        thread_ts="1.2",
+        last_step=300,
+        created=datetime.now(UTC),
+    )
     await store.add_watch(watch)
     # Three replicas see step 400 at once: one of them runs it.
     claims = await asyncio.gather(*(store.claim_watch_run("w1", 400) for _ in range(3)))

@@ -191,8 +191,9 @@ def test_straggler_causes_are_not_drained_but_their_evidence_is_there(
     }
     assert values[str(slow.gpu)] <= slow.number("sm_clock_mhz")
     load = table.columns[m.NODE_LOAD1]
-    busy = {f.node: f.number("load") for f in whole.fleet.injected
-            if f.kind is FaultKind.CPU_CONTENTION}  # fmt: skip
+    busy = {
+        f.node: f.number("load") for f in whole.fleet.injected if f.kind is FaultKind.CPU_CONTENTION
+    }
     loads = {load.node(i): load.values[i] for i in range(len(load))}
     assert len(busy) == 2 and all(loads[str(n)] >= v for n, v in busy.items())
     heavy = {n for n, v in loads.items() if v >= min(busy.values())}
@@ -398,9 +399,10 @@ def _steady_rows(table: Table, fleet: SimFleet) -> dict[str, set[frozenset[tuple
     rows = _rows(table)
     for key in [k for k in rows if k in FLAPPING_GAUGES]:
         rows[key] = {
-            r for r in rows[key]
+            r
+            for r in rows[key]
             if (dict(r).get("instance", "").split(":")[0], dict(r).get("device")) not in flapping
-        }  # fmt: skip
+        }
     return rows
 
 

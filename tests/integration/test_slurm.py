@@ -75,9 +75,19 @@ def _cli(slurm_env: dict[str, str], *args: str, check: bool = True) -> str:
 def train_job(slurm_env: dict[str, str]) -> Iterator[str]:
     out = _cli(
         slurm_env,
-        "sbatch", "--parsable", "-N", "2", "-J", "train-llm", "-o", "/dev/null",
-        "--chdir", "/", "--wrap", "sleep 120",
-    )  # fmt: skip
+        "sbatch",
+        "--parsable",
+        "-N",
+        "2",
+        "-J",
+        "train-llm",
+        "-o",
+        "/dev/null",
+        "--chdir",
+        "/",
+        "--wrap",
+        "sleep 120",
+    )
     job_id = out.strip().split(";")[0]
     assert job_id.isdigit(), out
     try:
@@ -122,8 +132,21 @@ async def test_the_previous_run_of_a_requeued_name_is_found_by_name(
     slurm: SlurmRest, slurm_env: dict[str, str]
 ) -> None:
     def submit(command: str) -> str:
-        out = _cli(slurm_env, "sbatch", "--parsable", "-N", "1", "-J", "resume-llm", "-o",
-                   "/dev/null", "--chdir", "/", "--wrap", command)  # fmt: skip
+        out = _cli(
+            slurm_env,
+            "sbatch",
+            "--parsable",
+            "-N",
+            "1",
+            "-J",
+            "resume-llm",
+            "-o",
+            "/dev/null",
+            "--chdir",
+            "/",
+            "--wrap",
+            command,
+        )
         return out.strip().split(";")[0]
 
     first = submit("sleep 1")
@@ -155,8 +178,11 @@ async def test_submitted_job_shows_up(
     job = await slurm.job(train_job)
     assert job is not None
     assert (job.job_id, job.name, job.user, job.state) == (
-        train_job, "train-llm", "root", JobState.RUNNING,
-    )  # fmt: skip
+        train_job,
+        "train-llm",
+        "root",
+        JobState.RUNNING,
+    )
     assert job.partition == "main"
     assert job.end is None
     assert job.start.tzinfo is not None
@@ -201,8 +227,7 @@ async def test_drain_reaches_slurm_and_resume_clears_it(
         shown = _cli(slurm_env, "scontrol", "show", "node", DRAIN_NODE)
         assert "Reason=" not in shown and "DRAIN" not in shown
     finally:
-        _cli(slurm_env, "scontrol", "update", f"nodename={DRAIN_NODE}", "state=resume",
-             check=False)  # fmt: skip
+        _cli(slurm_env, "scontrol", "update", f"nodename={DRAIN_NODE}", "state=resume", check=False)
     fallback = [r for r in caplog.records if "scontrol" in r.getMessage()]
     assert len(fallback) == 1, "the scontrol fallback is said once per adapter"
 
@@ -216,16 +241,16 @@ async def test_drain_now_sets_the_node_down_and_resume_returns_it(
         assert node.down and node.out_of_service and not node.draining
         assert node.reason == REASON and node.reason_is_ours
         state = next(
-            w for w in _cli(slurm_env, "scontrol", "show", "node", DRAIN_NODE).split()
+            w
+            for w in _cli(slurm_env, "scontrol", "show", "node", DRAIN_NODE).split()
             if w.startswith("State=")
-        )  # fmt: skip
+        )
         assert state.startswith("State=DOWN"), state
         await slurm.resume(DRAIN_NODE)
         node = (await slurm.nodes([DRAIN_NODE]))[DRAIN_NODE]
         assert not node.out_of_service and node.reason is None
     finally:
-        _cli(slurm_env, "scontrol", "update", f"nodename={DRAIN_NODE}", "state=resume",
-             check=False)  # fmt: skip
+        _cli(slurm_env, "scontrol", "update", f"nodename={DRAIN_NODE}", "state=resume", check=False)
 
 
 async def test_drain_of_an_unknown_node_is_a_sentence(slurm: SlurmRest) -> None:
@@ -303,8 +328,9 @@ async def _fails_in_time(adapter: SlurmRest, deadline_s: float) -> BackendError:
 
 
 async def test_slurmrestd_down_is_a_sentence_within_the_deadline() -> None:
-    adapter = SlurmRest(f"http://127.0.0.1:{_closed_port()}", token=TOKEN, user="root",
-                        timeout_s=1.0)  # fmt: skip
+    adapter = SlurmRest(
+        f"http://127.0.0.1:{_closed_port()}", token=TOKEN, user="root", timeout_s=1.0
+    )
     err = await _fails_in_time(adapter, 1.0)
     assert "cannot be reached" in err.sentence
 
@@ -336,10 +362,14 @@ async def test_slurmrestd_500_with_its_errors_is_a_sentence() -> None:
         if request.path.startswith("/openapi"):
             return web.json_response({"paths": _paths("v0.0.38", node_update=False)})
         return web.json_response(
-            {"errors": [{"error": "Unable to contact slurm controller (connect failure)",
-                         "errno": 1001}], "nodes": []},
+            {
+                "errors": [
+                    {"error": "Unable to contact slurm controller (connect failure)", "errno": 1001}
+                ],
+                "nodes": [],
+            },
             status=500,
-        )  # fmt: skip
+        )
 
     async with _serve(broken) as fake:
         adapter = SlurmRest(fake.url, token=TOKEN, user="root", timeout_s=1.0)
@@ -433,9 +463,13 @@ async def test_newer_api_drains_over_rest() -> None:
     async def v41(request: web.Request) -> web.StreamResponse:
         if request.path == "/openapi/v3":
             return web.json_response(
-                {"paths": {**_paths("v0.0.38", node_update=False),
-                           **_paths("v0.0.41", node_update=True)}}
-            )  # fmt: skip
+                {
+                    "paths": {
+                        **_paths("v0.0.38", node_update=False),
+                        **_paths("v0.0.41", node_update=True),
+                    }
+                }
+            )
         if request.method == "POST" and request.path == "/slurm/v0.0.41/node/gpu-0001":
             body = await request.json()
             state["state"] = ["IDLE", "DRAIN"] if body["state"] == ["DRAIN"] else ["IDLE"]
@@ -443,9 +477,18 @@ async def test_newer_api_drains_over_rest() -> None:
             return web.json_response({"errors": [], "warnings": []})
         if request.path == "/slurm/v0.0.41/nodes/":
             return web.json_response(
-                {"nodes": [{"name": "gpu-0001", **state, "reason_changed_at": num,
-                            "reason_set_by_user": "root"}], "errors": []}
-            )  # fmt: skip
+                {
+                    "nodes": [
+                        {
+                            "name": "gpu-0001",
+                            **state,
+                            "reason_changed_at": num,
+                            "reason_set_by_user": "root",
+                        }
+                    ],
+                    "errors": [],
+                }
+            )
         return web.json_response({"errors": [{"error": "not here"}]}, status=404)
 
     async with _serve(v41) as fake:

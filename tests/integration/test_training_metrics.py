@@ -33,9 +33,10 @@ train_loss{run="tiny-zen",step="latest"} 0.5
 train_tokens_seen{run="tiny-zen",step="100"} 51200
 """
 CFG = PlaygroundConfig(
-    endpoints=parse_endpoints("http://a/v1"), loss_metric="train_loss",
+    endpoints=parse_endpoints("http://a/v1"),
+    loss_metric="train_loss",
     tokens_metric="train_tokens_seen",
-)  # fmt: skip
+)
 
 
 @pytest.fixture
@@ -53,21 +54,34 @@ async def prometheus(tmp_path: Path) -> AsyncIterator[str]:
     await web.TCPSite(runner, "127.0.0.1", exporter).start()
     port = free_port()
     config = tmp_path / "prometheus.yml"
-    config.write_text(json.dumps({
-        "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
-        "scrape_configs": [{"job_name": "train", "honor_labels": True,
-                            "static_configs": [{"targets": [f"127.0.0.1:{exporter}"]}]}],
-    }))  # fmt: skip
-    proc = subprocess.Popen(prometheus_command(config, tmp_path / "data", port),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    config.write_text(
+        json.dumps(
+            {
+                "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
+                "scrape_configs": [
+                    {
+                        "job_name": "train",
+                        "honor_labels": True,
+                        "static_configs": [{"targets": [f"127.0.0.1:{exporter}"]}],
+                    }
+                ],
+            }
+        )
+    )
+    proc = subprocess.Popen(
+        prometheus_command(config, tmp_path / "data", port),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
         async with aiohttp.ClientSession() as http:
             while time.monotonic() < deadline:
                 try:
-                    async with http.get(f"{url}/api/v1/query",
-                                        params={"query": "train_tokens_seen"}) as r:  # fmt: skip
+                    async with http.get(
+                        f"{url}/api/v1/query", params={"query": "train_tokens_seen"}
+                    ) as r:
                         if r.status == 200 and (await r.json())["data"]["result"]:
                             break
                 except aiohttp.ClientError:
@@ -91,8 +105,10 @@ async def test_loss_and_tokens_come_from_prometheus_in_one_query_a_metric(promet
         await training.close()
     assert meta == {("tiny-zen", 100): (2.5, 51200), ("tiny-zen", 200): (1.25, None)}
     assert prom.queries == 2  # one per metric, whatever the number of checkpoints
-    served = [ServedModel("http://a/v1", f"tiny-zen/step-{s}", loss=9.0 if s == 200 else None)
-              for s in (100, 200, 300)]  # fmt: skip
+    served = [
+        ServedModel("http://a/v1", f"tiny-zen/step-{s}", loss=9.0 if s == 200 else None)
+        for s in (100, 200, 300)
+    ]
     cat = build_catalog(served, [], CFG, datetime.now(UTC), metadata=meta)
     by_step = {c.step: c for c in cat.run("tiny-zen")}
     assert by_step[100].loss == 2.5 and by_step[100].tokens_seen == 51200

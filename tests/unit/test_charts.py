@@ -311,11 +311,15 @@ def two_jumps() -> list[tuple[datetime, float]]:
     start = NOW - timedelta(hours=48)
     first, second = 29 * 60 + 26, 45 * 60 + 45
     return [
-        (start + timedelta(minutes=i),
-         1.69 * (1 + 0.002 * math.sin(i)) * (1.05 if i >= first else 1)
-         * (1.04 if i >= second else 1))
+        (
+            start + timedelta(minutes=i),
+            1.69
+            * (1 + 0.002 * math.sin(i))
+            * (1.05 if i >= first else 1)
+            * (1.04 if i >= second else 1),
+        )
         for i in range(2880)
-    ]  # fmt: skip
+    ]
 
 
 def test_level_shifts_find_each_jump_and_no_jitter() -> None:
@@ -334,8 +338,12 @@ def test_level_shifts_find_each_jump_and_no_jitter() -> None:
 
 def test_a_change_the_text_does_not_name_is_marked_unexplained(tmp_path: Any) -> None:
     pace = two_jumps()
-    said = {"pace": pace, "yesterday": [], "since": pace[29 * 60 + 26][0],
-            "baseline": ("24 h earlier", 1.69)}  # fmt: skip
+    said = {
+        "pace": pace,
+        "yesterday": [],
+        "since": pace[29 * 60 + 26][0],
+        "baseline": ("24 h earlier", 1.69),
+    }
     top = legend_of(0, **said)
     assert f"changed at {pace[45 * 60 + 45][0]:%H:%M} UTC, not explained" in top
     assert f"slow since {pace[29 * 60 + 26][0]:%Y-%m-%d %H:%M} UTC" in top

@@ -30,10 +30,18 @@ def test_a_check_is_named_for_its_kind() -> None:
         ("pcie_gen", {"pcie_downtrained"}),
         ("nic_rx_errors", {"nic_errors"}),
         ("nic_tx_errors", {"nic_errors"}),
-        ("throttle", {"throttle_power", "throttle_hw_slowdown", "throttle_sw_thermal",
-                      "throttle_hw_thermal", "power_brake"}),
+        (
+            "throttle",
+            {
+                "throttle_power",
+                "throttle_hw_slowdown",
+                "throttle_sw_thermal",
+                "throttle_hw_thermal",
+                "power_brake",
+            },
+        ),
     ],
-)  # fmt: skip
+)
 def test_old_check_names_turn_off_the_checks_they_became(old: str, new: set[str]) -> None:
     assert old in OLD_NAMES
     cfg = HealthConfig(disabled=frozenset({old}))
@@ -44,10 +52,15 @@ def test_old_check_names_turn_off_the_checks_they_became(old: str, new: set[str]
 def test_the_name_in_a_drain_reason_is_a_name_health_disabled_takes() -> None:
     for check in CHECKS:
         fault = Fault(
-            kind=check.kind, node="gpu-0001", gpu=2, since=NOW, severity=Severity.CRITICAL,
-            action=Action.DRAIN, summary="x",
+            kind=check.kind,
+            node="gpu-0001",
+            gpu=2,
+            since=NOW,
+            severity=Severity.CRITICAL,
+            action=Action.DRAIN,
+            summary="x",
             evidence=(Evidence(series="s", labels={"xid": "79"}, value=1.0),),
-        )  # fmt: skip
+        )
         reason = drain_reason.for_fault(fault)
         cause = reason.removeprefix("meowbot: ").split()[0]
         name = "xid" if check.kind is FaultKind.XID else cause

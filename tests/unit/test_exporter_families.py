@@ -66,9 +66,13 @@ def test_a_reset_gpu_keeps_its_last_xid_on_the_gauge_but_not_in_the_totals() -> 
     no Xid in the window, and they are what a node of the newer exporter is judged on."""
     for host_label, drained in ((NEWER, False), (OLDER, True)):
         fleet = SimFleet(
-            32, seed=3, now=NOW, fault_rate=0.0, host_label=host_label,  # type: ignore[arg-type]
+            32,
+            seed=3,
+            now=NOW,
+            fault_rate=0.0,
+            host_label=host_label,  # type: ignore[arg-type]
             disabled_metrics=[m.DCGM_EXP_XID_ERRORS_COUNT],
-        )  # fmt: skip
+        )
         since = NOW - timedelta(hours=3)
         fleet.inject(FaultKind.XID, "gpu-0005", 3, since, until=since + timedelta(minutes=20))
         snap = fleet.snapshot(NOW, ["gpu-0005"])
@@ -139,10 +143,15 @@ async def test_a_resume_before_the_xid_forgets_nothing() -> None:
 def test_forget_before_resume_compares_each_series_at_the_resume() -> None:
     def xid(series: str, value: float, **labels: str) -> Fault:
         return Fault(
-            kind=FaultKind.XID, node="n1", gpu=int(labels.get("gpu", "0")), since=NOW,
+            kind=FaultKind.XID,
+            node="n1",
+            gpu=int(labels.get("gpu", "0")),
+            since=NOW,
             evidence=(Evidence(series=series, labels=labels, value=value),),
-            severity=Severity.CRITICAL, action=Action.DRAIN, summary="Xid 79",
-        )  # fmt: skip
+            severity=Severity.CRITICAL,
+            action=Action.DRAIN,
+            summary="Xid 79",
+        )
 
     gauge = xid(m.DCGM_FI_DEV_XID_ERRORS, 79.0, gpu="1")
     total = xid(m.DCGM_EXP_XID_ERRORS_TOTAL, 1.0, gpu="2", xid="79")
@@ -262,9 +271,10 @@ def test_a_failing_health_watch_drains_and_power_warnings_do_not() -> None:
     noisy = {p // 8 for p, watch, result, _ in warned if watch == "POWER" and result}
     assert len(noisy) > 3
     flagged = {
-        v.node for v in verdicts(fleet.nodes, run.faults).values()
+        v.node
+        for v in verdicts(fleet.nodes, run.faults).values()
         if v.level is not VerdictLevel.HEALTHY
-    }  # fmt: skip
+    }
     assert flagged == {"gpu-0004"}
 
 

@@ -143,8 +143,15 @@ def test_ranked_by_distinct_reactors_then_time_and_grouped_by_channel() -> None:
 def test_stats_totals_weeks_and_tops() -> None:
     sched = DigestSchedule.parse("fri 16:00 UTC")
     start = datetime(2020, 6, 1, tzinfo=UTC)
-    hs = [hl("CA" if i % 3 else "CB", (start + timedelta(days=i * 2)).timestamp(), 1,
-             author=f"U{i % 4}") for i in range(100)]  # fmt: skip
+    hs = [
+        hl(
+            "CA" if i % 3 else "CB",
+            (start + timedelta(days=i * 2)).timestamp(),
+            1,
+            author=f"U{i % 4}",
+        )
+        for i in range(100)
+    ]
     now = start + timedelta(days=210)
     s = build_stats(hs, now, sched)
     assert s.total == 100 and s.first_at == start
@@ -164,8 +171,9 @@ def test_digest_renders_within_limits_with_the_rest_in_the_thread() -> None:
     evil = "<!channel> <@U9> http://evil.example.com *bold* " + "x" * 300
     hs = [hl("CA", t + i, 30 - i, excerpt=evil if i == 0 else f"post {i}") for i in range(25)]
     names = Names(people={"U1": "<@U7> Ana"}, channels={"CA": "general"})
-    main, replies = render_digest(build_digest(hs, WEEK, "CD", top_n=15), names,
-                                  emoji="meow_party", zone=BERLIN.zone)  # fmt: skip
+    main, replies = render_digest(
+        build_digest(hs, WEEK, "CD", top_n=15), names, emoji="meow_party", zone=BERLIN.zone
+    )
     assert validate_blocks(main.blocks) == []
     text = json.dumps(main.blocks)
     assert "<!channel>" not in text and "<@U9>" not in text and "<@U7>" not in text
@@ -181,8 +189,13 @@ def test_empty_week_and_week_list_and_stats_render() -> None:
     main, replies = render_digest(empty, Names(), emoji="meow_party", zone=BERLIN.zone)
     assert "quiet week" in json.dumps(main.blocks) and replies == []
     t = WEEK.start.timestamp()
-    week = render_week(build_digest([hl("CA", t, 2)], WEEK, "CD", 15), Names(),
-                       emoji="meow_party", zone=BERLIN.zone, title="This week so far")  # fmt: skip
+    week = render_week(
+        build_digest([hl("CA", t, 2)], WEEK, "CD", 15),
+        Names(),
+        emoji="meow_party",
+        zone=BERLIN.zone,
+        title="This week so far",
+    )
     assert validate_blocks(week.blocks) == [] and "nice work" in json.dumps(week.blocks)
     hs = [hl("CA", t - i * 86400 * 3, 1) for i in range(120)]
     stats = build_stats(hs, WEEK.end, BERLIN)

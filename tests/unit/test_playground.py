@@ -114,18 +114,27 @@ def _outputs() -> list[Output]:
     )
     first, second = cat.run("tiny")
     return [
-        Output(checkpoint=first, state=OutputState.DONE, text="<!channel> @here hi " * 200,
-               tokens=40, elapsed_s=0.5, first_token_s=0.05, finish_reason="length"),
-        Output(checkpoint=second, state=OutputState.ERROR,
-               error="The checkpoint server a answered HTTP 500."),
-    ]  # fmt: skip
+        Output(
+            checkpoint=first,
+            state=OutputState.DONE,
+            text="<!channel> @here hi " * 200,
+            tokens=40,
+            elapsed_s=0.5,
+            first_token_s=0.05,
+            finish_reason="length",
+        ),
+        Output(
+            checkpoint=second,
+            state=OutputState.ERROR,
+            error="The checkpoint server a answered HTTP 500.",
+        ),
+    ]
 
 
 def test_session_message_is_valid_escaped_and_cut() -> None:
     prompt = Prompt(run="tiny", prompt="Say <@U123> hi", mode=Mode.CHAT, seed=3)
     outputs = _outputs()
-    streaming = render_session("s1", prompt, outputs, user_id="U1", final=False,
-                               section_chars=500)  # fmt: skip
+    streaming = render_session("s1", prompt, outputs, user_id="U1", final=False, section_chars=500)
     final = render_session("s1", prompt, outputs, user_id="U1", final=True, section_chars=500)
     for msg in (streaming, final):
         assert validate_blocks(msg.blocks) == []

@@ -48,8 +48,10 @@ def test_documents_what_a_user_can_set_and_run() -> None:
 def _dry_run(target: str, venv: Path) -> str:
     out = subprocess.run(
         ["make", "-n", "-C", str(ROOT), target, f"VENV={venv}"],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return out.stdout
 
 

@@ -197,8 +197,9 @@ def test_storm_summary_and_headers_name_fault_kinds_in_words() -> None:
 
     key = GroupKey(cause="ecc_dbe", scope=Scope.NODE, scope_value="n1")
     a = member(1).model_copy(update={"cause": "ecc_dbe"})
-    text = text_of(valid(render_storm([AlertGroup(key=key, alerts=(a,), opened_at=T0,
-                                                  channel="C")], NOW)))  # fmt: skip
+    text = text_of(
+        valid(render_storm([AlertGroup(key=key, alerts=(a,), opened_at=T0, channel="C")], NOW))
+    )
     assert "double-bit ECC error (`ecc_dbe`): 1 group by node, 1 node" in text
     # An Alertmanager rule's own name is its author's words: kept as it is.
     assert cause_words("GpuFellOffTheBus") == "GpuFellOffTheBus"

@@ -24,12 +24,21 @@ NUMBERED = re.compile(r"\[(\d+): ([^\]]*?)(?: ▾| ↗)?\]")
 def shell_settings(**extra: Any) -> Settings:
     """The settings of `meowbot shell` with nothing configured, whatever the environment."""
     none = {
-        "REDIS_URL": None, "PROMETHEUS_URL": None, "SLURM_REST_URL": None,
-        "ALERTMANAGER_URL": None, "PLAYGROUND_ENDPOINTS": None,
-        "PLAYGROUND_CHECKPOINT_DIRS": None, "MEOWBOT_FLEET": None, "MEOWBOT_CONFIG": None,
-        "MEOWBOT_ADMINS": "", "MEOWBOT_ALERT_CHANNEL": None, "MEOWBOT_SEED": 0,
-        "SLACK_BOT_TOKEN": None, "SLACK_APP_TOKEN": None, "SLACK_SIGNING_SECRET": None,
-    }  # fmt: skip
+        "REDIS_URL": None,
+        "PROMETHEUS_URL": None,
+        "SLURM_REST_URL": None,
+        "ALERTMANAGER_URL": None,
+        "PLAYGROUND_ENDPOINTS": None,
+        "PLAYGROUND_CHECKPOINT_DIRS": None,
+        "MEOWBOT_FLEET": None,
+        "MEOWBOT_CONFIG": None,
+        "MEOWBOT_ADMINS": "",
+        "MEOWBOT_ALERT_CHANNEL": None,
+        "MEOWBOT_SEED": 0,
+        "SLACK_BOT_TOKEN": None,
+        "SLACK_APP_TOKEN": None,
+        "SLACK_SIGNING_SECRET": None,
+    }
     return Settings(**{**none, **extra})
 
 

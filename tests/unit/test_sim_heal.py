@@ -25,8 +25,10 @@ async def test_heal_removes_a_nodes_faults_and_only_those() -> None:
     fleet.inject(FaultKind.ECC_DBE, "gpu-0001", gpu=2)
     fleet.inject(FaultKind.XID, "gpu-0002", gpu=3)
     assert await found(fleet) >= {
-        (FaultKind.XID, "gpu-0001"), (FaultKind.ECC_DBE, "gpu-0001"), (FaultKind.XID, "gpu-0002")
-    }  # fmt: skip
+        (FaultKind.XID, "gpu-0001"),
+        (FaultKind.ECC_DBE, "gpu-0001"),
+        (FaultKind.XID, "gpu-0002"),
+    }
 
     gone = fleet.heal("gpu-0001", FaultKind.XID)
     assert [(f.kind, f.node) for f in gone] == [(FaultKind.XID, "gpu-0001")]

@@ -591,8 +591,9 @@ async def test_people_reacting_editing_deleting_and_metadata_on_request(
     assert event["item"] == {"type": "message", "channel": "C0GENERAL", "ts": "1733150000.000100"}
     got = await client.reactions_get(channel="C0GENERAL", timestamp="1733150000.000100")
     assert got["message"]["reactions"][0]["users"] == ["U0ADMIN"]
-    removed = emu.react("C0GENERAL", "1733150000.000100", "U0ADMIN", "meow_party::skin-tone-2",
-                        remove=True)  # fmt: skip
+    removed = emu.react(
+        "C0GENERAL", "1733150000.000100", "U0ADMIN", "meow_party::skin-tone-2", remove=True
+    )
     assert removed["event"]["type"] == "reaction_removed"
     assert "reactions" not in emu.message("C0GENERAL", "1733150000.000100")
     changed = emu.edit_message("C0GENERAL", "1733150000.000100", "hello")["event"]

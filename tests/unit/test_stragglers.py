@@ -53,11 +53,19 @@ def _step_spread(fleet: SimFleet, job: Job) -> float:
 # Causes whose hardware trace the proxies see (the simulator's effects): in a synchronous job
 # whose ranks all report the same step time, these are named without compute times.
 PROXY_VISIBLE = {
-    FaultKind.THROTTLE_POWER, FaultKind.THROTTLE_HW_SLOWDOWN, FaultKind.THROTTLE_SW_THERMAL,
-    FaultKind.THROTTLE_HW_THERMAL, FaultKind.POWER_BRAKE, FaultKind.LOW_SM_CLOCK,
-    FaultKind.NVLINK_CRC, FaultKind.NVLINK_REPLAY, FaultKind.IB_FLAPPING,
-    FaultKind.IB_SYMBOL_ERRORS, FaultKind.CPU_CONTENTION, FaultKind.NUMA_MISPLACEMENT,
-}  # fmt: skip
+    FaultKind.THROTTLE_POWER,
+    FaultKind.THROTTLE_HW_SLOWDOWN,
+    FaultKind.THROTTLE_SW_THERMAL,
+    FaultKind.THROTTLE_HW_THERMAL,
+    FaultKind.POWER_BRAKE,
+    FaultKind.LOW_SM_CLOCK,
+    FaultKind.NVLINK_CRC,
+    FaultKind.NVLINK_REPLAY,
+    FaultKind.IB_FLAPPING,
+    FaultKind.IB_SYMBOL_ERRORS,
+    FaultKind.CPU_CONTENTION,
+    FaultKind.NUMA_MISPLACEMENT,
+}
 
 
 @pytest.mark.parametrize("cause", STRAGGLER_NODE_KINDS, ids=str)
@@ -110,9 +118,14 @@ async def test_a_thermally_throttled_node_of_an_8_node_job_with_equal_steps_is_n
     job = fleet.add_job(fleet.topology.names[:8], user="alice", step_time_s=1.38)
     node = fleet.topology.names[5]
     fleet.inject(
-        FaultKind.THROTTLE_HW_THERMAL, node, 3, since=NOW - timedelta(hours=2),
-        sm_clock_mhz=1320, temp_c=92, slowdown=0.33,
-    )  # fmt: skip
+        FaultKind.THROTTLE_HW_THERMAL,
+        node,
+        3,
+        since=NOW - timedelta(hours=2),
+        sm_clock_mhz=1320,
+        temp_c=92,
+        slowdown=0.33,
+    )
     assert _step_spread(fleet, job) < 0.01
     report = await _diagnose(fleet, job)
     d = report.diagnosis
@@ -138,8 +151,10 @@ async def test_healthy_synchronous_jobs_with_idle_clock_dips_have_no_culprit(see
     for job in jobs:
         d = (await _diagnose(fleet, job)).diagnosis
         assert d.stragglers == [] and d.job_cause is None and d.suspects == [], (
-            seed, len(job.nodes), d.stragglers,
-        )  # fmt: skip
+            seed,
+            len(job.nodes),
+            d.stragglers,
+        )
 
 
 async def test_independent_workers_are_judged_by_their_own_step_times() -> None:

@@ -25,9 +25,15 @@ CFG = TopologyConfig(
 
 
 def ib_down(node: str) -> Fault:
-    return Fault(kind=FaultKind.IB_LINK_DOWN, node=node, since=NOW, evidence=(),
-                 severity=Severity.CRITICAL, action=Action.DRAIN,
-                 summary="IB port down")  # fmt: skip
+    return Fault(
+        kind=FaultKind.IB_LINK_DOWN,
+        node=node,
+        since=NOW,
+        evidence=(),
+        severity=Severity.CRITICAL,
+        action=Action.DRAIN,
+        summary="IB port down",
+    )
 
 
 def test_hostlists_place_nodes_and_the_first_mention_wins() -> None:
@@ -48,9 +54,15 @@ def test_a_prometheus_fleet_groups_one_switch_as_one_fault() -> None:
     groups = group_faults(faults, inventory)
     switch = [g for g in groups if g.leaf_switch == "leaf-01"]
     assert len(switch) == 1 and len(switch[0].faults) == 32
-    alert = Alert(fingerprint="f", source=AlertSource.SWEEP, status=AlertStatus.FIRING,
-                  cause="ib_link_down", node="gpu-0005", severity=Severity.CRITICAL,
-                  starts_at=NOW)  # fmt: skip
+    alert = Alert(
+        fingerprint="f",
+        source=AlertSource.SWEEP,
+        status=AlertStatus.FIRING,
+        cause="ib_link_down",
+        node="gpu-0005",
+        severity=Severity.CRITICAL,
+        starts_at=NOW,
+    )
     key = group_key(alert, inventory.place, AlertsConfig())
     assert key.scope is Scope.LEAF_SWITCH and key.scope_value == "leaf-01"
 
@@ -58,8 +70,9 @@ def test_a_prometheus_fleet_groups_one_switch_as_one_fault() -> None:
 def test_topology_comes_from_meowbot_config(tmp_path) -> None:  # type: ignore[no-untyped-def]
     cfg = tmp_path / "meowbot.yaml"
     cfg.write_text('topology:\n  leaf_switches: {leaf-07: "gpu-[0100-0131]"}\n')
-    triage = make_triage(load_settings(PROMETHEUS_URL="http://127.0.0.1:9",
-                                       MEOWBOT_CONFIG=str(cfg)))  # fmt: skip
+    triage = make_triage(
+        load_settings(PROMETHEUS_URL="http://127.0.0.1:9", MEOWBOT_CONFIG=str(cfg))
+    )
     assert triage.inventory.leaf_switch("gpu-0120") == "leaf-07"
     cfg.write_text('topology:\n  racks: {r1: "gpu-[1-999999999]"}\n')
     with pytest.raises(ConfigError, match="topology"):

@@ -90,8 +90,13 @@ def test_absent_metrics_are_said_not_called_healthy() -> None:
 
 
 def test_old_throttle_metric_name_is_read_too() -> None:
-    fleet = SimFleet(16, seed=2, now=NOW, fault_rate=0.0,
-                     clock_reasons_metric="DCGM_FI_DEV_CLOCK_THROTTLE_REASONS")  # fmt: skip
+    fleet = SimFleet(
+        16,
+        seed=2,
+        now=NOW,
+        fault_rate=0.0,
+        clock_reasons_metric="DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+    )
     fleet.inject(FaultKind.THROTTLE_HW_SLOWDOWN, "gpu-0003", 2, NOW - timedelta(minutes=5))
     cfg = HealthConfig()
     table = SimMetrics(fleet).read_now(requests_for(enabled_checks(cfg)), nodes=None, window_s=3600)

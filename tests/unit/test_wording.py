@@ -54,8 +54,11 @@ def test_windows_in_days_past_a_day() -> None:
 def test_every_kind_has_words_and_the_filter_takes_the_words_people_use() -> None:
     assert set(WORDS) == set(FaultKind)
     assert words(FaultKind.THROTTLE_SW_THERMAL) == "software thermal slowdown"
-    thermal = {FaultKind.HIGH_TEMPERATURE, FaultKind.THROTTLE_SW_THERMAL,
-               FaultKind.THROTTLE_HW_THERMAL}  # fmt: skip
+    thermal = {
+        FaultKind.HIGH_TEMPERATURE,
+        FaultKind.THROTTLE_SW_THERMAL,
+        FaultKind.THROTTLE_HW_THERMAL,
+    }
     for word in ("temperature", "temp", "hot", "Thermal"):
         assert parse_kinds(word) == thermal
     assert parse_kinds("ecc") and FaultKind.ECC_DBE in (parse_kinds("ecc") or ())
@@ -147,9 +150,13 @@ def test_a_live_simulated_fleet_reads_at_the_real_time() -> None:
 
 @pytest.mark.parametrize(
     ("state", "said"),
-    [(JobState.FAILED, "failed at"), (JobState.COMPLETED, "completed at"),
-     (JobState.CANCELLED, "was cancelled at"), (JobState.TIMEOUT, "timed out at")],
-)  # fmt: skip
+    [
+        (JobState.FAILED, "failed at"),
+        (JobState.COMPLETED, "completed at"),
+        (JobState.CANCELLED, "was cancelled at"),
+        (JobState.TIMEOUT, "timed out at"),
+    ],
+)
 async def test_an_ended_job_is_said_in_english(state: JobState, said: str) -> None:
     from bot.triage import jobs
 
@@ -180,7 +187,15 @@ def test_app_home_jobs_say_one_node() -> None:
     from bot.render.triage import jobs_lines
     from bot.triage.service import UserJobs
 
-    job = Job(job_id="42", name="llm", user="ana", state=JobState.RUNNING, nodes=("gpu-0001",),
-              start=NOW, partition="gpu", gpus_per_node=8)  # fmt: skip
+    job = Job(
+        job_id="42",
+        name="llm",
+        user="ana",
+        state=JobState.RUNNING,
+        nodes=("gpu-0001",),
+        start=NOW,
+        partition="gpu",
+        gpus_per_node=8,
+    )
     (line,) = jobs_lines(UserJobs("ana", [job], None))
     assert "on 1 node " in line and "1 nodes" not in line

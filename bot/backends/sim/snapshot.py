@@ -35,8 +35,18 @@ NOISE_BITS = 17
 NOISE_MASK = (1 << NOISE_BITS) - 1
 
 # Noise channels: each metric reads the noise table at its own offset.
-(_CH_TEMP, _CH_POWER, _CH_CLOCK, _CH_UTIL, _CH_NVLINK, _CH_LOAD, _CH_STEP, _CH_TIMER,
- _CH_CLOCK_DIP, _CH_UTIL_DIP) = range(1, 11)  # fmt: skip
+(
+    _CH_TEMP,
+    _CH_POWER,
+    _CH_CLOCK,
+    _CH_UTIL,
+    _CH_NVLINK,
+    _CH_LOAD,
+    _CH_STEP,
+    _CH_TIMER,
+    _CH_CLOCK_DIP,
+    _CH_UTIL_DIP,
+) = range(1, 11)
 
 IB_RX_IDLE_BYTES_PER_S = 2.0e4
 # A busy GPU sampled between two steps (a data-loader wait, a checkpoint write) reads a lower
@@ -59,8 +69,18 @@ CLOCK_EVENT_OF: dict[FaultKind, int] = {
 # DCGM's health watches as dcgm-exporter lists them (gpu_health_collector.go, gpuHealthChecks),
 # in its order: one DCGM_EXP_GPU_HEALTH_STATUS series per GPU and watch.
 HEALTH_WATCHES = (
-    "PCIE", "NVLINK", "PMU", "MCU", "MEM", "SM", "INFOROM", "THERMAL", "POWER", "DRIVER", "ALL",
-)  # fmt: skip
+    "PCIE",
+    "NVLINK",
+    "PMU",
+    "MCU",
+    "MEM",
+    "SM",
+    "INFOROM",
+    "THERMAL",
+    "POWER",
+    "DRIVER",
+    "ALL",
+)
 # Families a check entry adds to the simulated exporters, with their healthy value.
 EXPORTED: dict[str, Exported] = {e.metric: e for c in CHECKS for e in c.injects.exports}
 # What each fault kind makes DCGM's watches report: (watch, result, DCGM_FR_ error code).

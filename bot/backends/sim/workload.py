@@ -29,9 +29,19 @@ TRAINING_NAMES = (
 )
 OTHER_NAMES = ("eval-harness", "dataprep-tokenize", "embed-index")
 USERS = (
-    "alice", "bob", "chandra", "dmitri", "eunji", "farid",
-    "greta", "hiro", "ines", "jamal", "kofi", "lena",
-)  # fmt: skip
+    "alice",
+    "bob",
+    "chandra",
+    "dmitri",
+    "eunji",
+    "farid",
+    "greta",
+    "hiro",
+    "ines",
+    "jamal",
+    "kofi",
+    "lena",
+)
 PARTITION = "gpu"
 FIRST_JOB_ID = 4_100_001
 STEP_JITTER = 0.015
