@@ -6,8 +6,10 @@ the shared claim keeps the DM single), and the Slack emulator. Real Slurm: test_
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -18,10 +20,14 @@ from bot.render.job_notice import JOB_NOTICE_RESUME_ACTION, JOB_NOTICE_STOP_ACTI
 from bot.render.triage import DRAIN_ACTION
 from bot.server import SLACK_EVENTS_PATH
 from bot.shell.emulator import SlackEmulator, validate_blocks
+from handlers.alertmanager import ALERTMANAGER_PATH
 from tests.e2e.conftest import Slack, bot_settings
+from tests.e2e.test_alerts import am_alert, webhook
 from tests.e2e.test_triage_commands import press
 
 NODE, OTHER, ZEDS = "gpu-0005", "gpu-0006", "gpu-0007"
+ALERTS = "C0ALERTS"
+TOKEN = "e2e-webhook-token"
 
 
 async def replicas(
@@ -122,3 +128,39 @@ async def test_an_owner_who_stops_the_messages_gets_none_until_turning_them_back
     assert "You will be told again" in emulator.responses[-1][1]["text"]
     ledger = three[0].bot.deps.job_notices
     assert ledger is not None and not await ledger.opted_out("U0USER")
+
+
+async def test_the_auto_drain_tells_the_owner_too(
+    emulator: SlackEmulator, redis_url: str, redis_client: Any, tmp_path: Path
+) -> None:
+    config = tmp_path / "meowbot.yaml"
+    config.write_text("alerts:\n  auto_drain_causes: [GpuXid79]\n")
+    emulator.add_channel(ALERTS, "gpu-alerts")
+    async with AsyncExitStack() as stack:
+        bot = await create_bot(bot_settings(
+            emulator, redis_url, MEOWBOT_ADMINS="U0ADMIN", MEOWBOT_CONFIG=str(config),
+            ALERTMANAGER_WEBHOOK_TOKEN=TOKEN, MEOWBOT_ALERT_CHANNEL=ALERTS, ALERTMANAGER_URL=None,
+        ))  # fmt: skip
+        stack.push_async_callback(bot.close)
+        port = await bot.start_http("127.0.0.1", 0)
+        bot.start_background(sweep=False)
+        fleet = bot.deps.triage.inventory.fleet  # type: ignore[attr-defined]
+        fleet.add_job([NODE], user="bob", job_id="9100009", name="llm-auto")
+        http = await stack.enter_async_context(aiohttp.ClientSession())
+        alert = webhook([am_alert(NODE, "GpuXid79", severity="critical")])
+        async with http.post(f"http://127.0.0.1:{port}{ALERTMANAGER_PATH}",
+                             data=json.dumps(alert),
+                             headers={"Authorization": f"Bearer {TOKEN}"}) as resp:  # fmt: skip
+            assert resp.status == 200
+        await emulator.wait_for_call("conversations.open", timeout=20)
+        for _ in range(100):
+            if dms(emulator, "U0USER"):
+                break
+            await asyncio.sleep(0.1)
+        [dm] = dms(emulator, "U0USER")
+        body = dm["blocks"][0]["text"]["text"]
+        # An Xid 79 is critical: set down, so the job is stopped (the simulated scheduler does
+        # not say whether a job allows requeue).
+        assert "`9100009` (llm-auto)" in body and "set down" in body
+        assert "by @" in body and "meowbot-auto-drain" in body
+        assert "requeued if it allows requeue" in body
