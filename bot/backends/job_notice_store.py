@@ -12,8 +12,14 @@ import time
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.exceptions import RedisError
 
 from bot.backends.state import key
+from bot.errors import BackendError
+
+
+def _unreachable(exc: RedisError) -> BackendError:
+    return BackendError("Redis", f"cannot be reached ({type(exc).__name__}).", retryable=True)
 
 
 class RedisJobNotices:
@@ -24,10 +30,17 @@ class RedisJobNotices:
 
     async def claim(self, key_: str, ttl_s: int) -> bool:
         told = key(self.team, "jobnotice", "told", key_)
-        return bool(await self.redis.set(told, "1", nx=True, ex=ttl_s))
+        try:
+            return bool(await self.redis.set(told, "1", nx=True, ex=ttl_s))
+        except RedisError as exc:
+            raise _unreachable(exc) from exc
 
     async def opted_out(self, slack_user: str) -> bool:
-        return bool(await self.redis.sismember(key(self.team, "jobnotice", "optout"), slack_user))
+        k = key(self.team, "jobnotice", "optout")
+        try:
+            return bool(await self.redis.sismember(k, slack_user))
+        except RedisError as exc:
+            raise _unreachable(exc) from exc
 
     async def set_opted_out(self, slack_user: str, out: bool) -> None:
         k = key(self.team, "jobnotice", "optout")

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -64,9 +65,10 @@ class SlackJobOwners:
         try:
             found = await (self._by_email(cluster_user) if self.email_domain
                            else self._by_local_part(cluster_user))  # fmt: skip
-        except SlackApiError as exc:
+        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
+            error = _error(exc) if isinstance(exc, SlackApiError) else type(exc).__name__
             log.warning("Slack user lookup failed",
-                        extra={"cluster_user": cluster_user, "error": _error(exc)})  # fmt: skip
+                        extra={"cluster_user": cluster_user, "error": error})  # fmt: skip
             return None
         self._found.put(cluster_user, found)
         return found
@@ -114,3 +116,5 @@ class SlackJobOwners:
             )  # fmt: skip
         except SlackApiError as exc:
             raise BackendError("Slack", f"refused the DM ({_error(exc)}).") from exc
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise BackendError("Slack", f"cannot be reached ({type(exc).__name__}).") from exc

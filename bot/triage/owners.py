@@ -35,7 +35,9 @@ from bot.triage.ports import JobNoticeLedger, JobOwners
 
 log = logging.getLogger(__name__)
 
-CLAIM_TTL_S = 7 * 86400  # longer than any retry or replay of the same press
+# Longer than any retry or replay of the same press; short enough that the same drain a day
+# later (after a resume) tells the jobs then running there.
+CLAIM_TTL_S = 86400
 
 
 class JobNoticesConfig(BaseModel):
@@ -57,11 +59,15 @@ class Told:
     already: int = 0  # jobs another replica (or an earlier press) told about
     failed: int = 0  # DMs Slack refused
     jobs: tuple[str, ...] = field(default=())  # ids of the running jobs the drain hit
+    error: str = ""  # why nobody could be told (the shared ledger or Slack out of reach)
 
     def sentence(self) -> str:
         """`2 job owners were told by DM (1 not found on Slack).`: for the person who drained."""
         if not self.jobs:
             return "No job was running there, so nobody was told."
+        if self.error:
+            jobs = words.count(len(self.jobs), "job")
+            return f"The owners of its {jobs} were not told: {self.error}"
         told = f"{words.count(self.told, 'job owner')} {'was' if self.told == 1 else 'were'}"
         notes = [
             f"{words.count(len(set(self.unknown)), 'owner')} not found on Slack"
@@ -167,4 +173,9 @@ class TellingScheduler:
         await self.inner.drain(node, reason, now=now)
         if not hit:
             return Told()
-        return await tell_owners(self.owners, self.ledger, hit, node, reason, now=now)
+        try:
+            return await tell_owners(self.owners, self.ledger, hit, node, reason, now=now)
+        except BackendError as exc:
+            # The drain is done: what failed is the telling, and the answer says so.
+            log.warning("job owners not told", extra={"node": node, "error": str(exc)})
+            return Told(jobs=tuple(j.job_id for j in hit), error=exc.user_text())

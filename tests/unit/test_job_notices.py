@@ -10,10 +10,11 @@ import pytest
 from bot.backends.job_notice_store import MemoryJobNotices
 from bot.errors import BackendError
 from bot.models import Job, JobState
+from bot.ports import SchedulerNode
 from bot.render.job_notice import JOB_NOTICE_STOP_ACTION, render_job_notice
 from bot.shell.emulator import validate_blocks
 from bot.triage.notice import Fate, JobNotice, fate, reason_words
-from bot.triage.owners import Told, claim_key, running_on, tell_owners
+from bot.triage.owners import TellingScheduler, Told, claim_key, running_on, tell_owners
 
 
 def job(job_id: str, user: str, *nodes: str, requeue: bool | None = None,
@@ -123,3 +124,54 @@ def test_the_dm_names_job_node_why_and_fate() -> None:
     assert "Xid 79 (GPU has fallen off the bus) on GPU 3" in body
     assert "not requeued" in body and "set down" in body
     assert msg.blocks[-1]["elements"][0]["action_id"] == JOB_NOTICE_STOP_ACTION
+
+
+class Cluster:
+    """A scheduler of one node and its jobs, for the wrapper's order of things."""
+
+    name = "Slurm"
+
+    def __init__(self, jobs: list[Job]) -> None:
+        self._jobs = jobs
+        self.calls: list[str] = []
+
+    async def nodes(self, names: object = None) -> dict[str, SchedulerNode]:
+        return {"gpu-0001": SchedulerNode(name="gpu-0001", state="mixed")}
+
+    async def jobs(self, *, user: str | None = None) -> list[Job]:
+        self.calls.append("jobs")
+        return list(self._jobs)
+
+    async def job(self, job_id: str) -> Job | None:
+        return None
+
+    async def previous_run(self, job: Job) -> Job | None:
+        return None
+
+    async def drain(self, node: str, reason: str, *, now: bool = False) -> None:
+        self.calls.append(f"drain now={now}")
+        self._jobs = []  # a node set down ends its jobs: read before, or nobody is told
+
+    async def resume(self, node: str) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class DownLedger(MemoryJobNotices):
+    async def claim(self, key_: str, ttl_s: int) -> bool:
+        raise BackendError("Redis", "cannot be reached (ConnectionError).")
+
+
+async def test_the_jobs_are_read_before_the_drain_and_a_lost_ledger_is_said() -> None:
+    cluster = Cluster([job("1", "ana")])
+    owners = Owners({"ana": "U1"})
+    told = await TellingScheduler(cluster, owners, MemoryJobNotices()).drain_and_tell(
+        "gpu-0001", "meowbot: xid79 by @ana", now=True
+    )
+    assert cluster.calls == ["jobs", "drain now=True"] and told.told == 1
+    lost = await TellingScheduler(Cluster([job("2", "ana")]), owners, DownLedger()).drain_and_tell(
+        "gpu-0001", "meowbot: xid79 by @ana", now=True
+    )
+    assert lost.sentence() == (
+        "The owners of its 1 job were not told: Redis cannot be reached (ConnectionError)."
+    )
