@@ -68,7 +68,7 @@ class Told:
         if self.error:
             jobs = words.count(len(self.jobs), "job")
             return f"The owners of its {jobs} were not told: {self.error}"
-        told = f"{words.count(self.told, 'job owner')} {'was' if self.told == 1 else 'were'}"
+        told = f"{words.count(self.told, 'job owner')} {words.plural(self.told, 'was', 'were')}"
         notes = [
             f"{words.count(len(set(self.unknown)), 'owner')} not found on Slack"
             if self.unknown else "",
