@@ -25,7 +25,6 @@ class Done:
     sentence: str  # what to tell the person, whatever happened
     changed: bool = False  # the scheduler was told to drain or resume
     can_force: bool = False  # refused only for want of a person's confirmation
-    told: Told | None = None  # the owners of the jobs a drain hit, when they are told
 
 
 async def drain(
@@ -63,13 +62,11 @@ async def drain(
             f"Set `{node}` down in {scheduler.name} with reason `{reason}`: its running jobs "
             f"are stopped (and requeued where they allow it).{owners}",
             changed=True,
-            told=told,
         )
     return Done(
         f"Draining `{node}` in {scheduler.name} with reason `{reason}`: running jobs finish, "
         f"no new ones start.{owners}",
         changed=True,
-        told=told,
     )
 
 
