@@ -42,11 +42,13 @@ from bot.backends.alert_store import RedisAlertStore
 from bot.backends.alertmanager import AlertmanagerClient
 from bot.backends.checkpoint_dirs import scan_async
 from bot.backends.highlight_store import RedisHighlightStore
+from bot.backends.job_notice_store import MemoryJobNotices, RedisJobNotices
 from bot.backends.openai_compat import CheckpointServers
 from bot.backends.playground_store import MemoryPlaygroundStore, RedisPlaygroundStore
 from bot.backends.prometheus import PrometheusInventory, PrometheusMetrics
 from bot.backends.resume_store import MemoryResumes, RedisResumes
 from bot.backends.slack_directory import SlackDigestPoster, SlackDirectory
+from bot.backends.slack_owners import SlackJobOwners
 from bot.backends.slack_poster import SlackPoster
 from bot.backends.state import MemoryStore, RedisStore
 from bot.backends.training_metrics import TrainingMetrics
@@ -55,6 +57,7 @@ from bot.config_sections import (
     alerts_config,
     health_config,
     highlights_config,
+    job_notices_config,
     playground_config,
     straggler_config,
     topology_config,
@@ -69,6 +72,7 @@ from bot.playground.service import Playground
 from bot.ports import ResumeMemory, Scheduler, StateStore
 from bot.render.alerts import BlockKitAlertMessages
 from bot.render.highlights import render_digest
+from bot.render.job_notice import render_job_notice
 from bot.server import (
     SLACK_EVENTS_PATH,
     Bot,
@@ -78,6 +82,8 @@ from bot.server import (
 )
 from bot.telemetry import Telemetry
 from bot.triage.checks import HealthConfig
+from bot.triage.owners import TellingScheduler
+from bot.triage.ports import JobNoticeLedger
 from bot.triage.service import Triage
 from bot.triage.stragglers import StragglerConfig
 from bot.triage.topology import Topology
@@ -134,6 +140,11 @@ def make_store(settings: Settings) -> StateStore:
     if settings.redis_url:
         return RedisStore(settings.redis_url)
     return MemoryStore()
+
+
+def make_job_notices(store: StateStore) -> JobNoticeLedger:
+    # Shared where state is: three replicas processing one drain send one DM.
+    return RedisJobNotices(store.redis) if isinstance(store, RedisStore) else MemoryJobNotices()
 
 
 def make_resumes(store: StateStore) -> ResumeMemory:
@@ -290,6 +301,14 @@ def make_highlights(
 def make_deps(settings: Settings, store: StateStore, client: AsyncWebClient) -> Deps:
     triage = make_triage(settings)
     triage.resumes = make_resumes(store)
+    notices = job_notices_config(settings)
+    ledger: JobNoticeLedger | None = None
+    if triage.scheduler is not None and notices.enabled:
+        # Every drain goes through the scheduler: wrapped, none can forget to tell the owners.
+        ledger = make_job_notices(store)
+        owners = SlackJobOwners(client, render_job_notice, mapping=user_mapping(settings),
+                                email_domain=notices.email_domain)  # fmt: skip
+        triage.scheduler = TellingScheduler(triage.scheduler, owners, ledger)
     deps = Deps(
         settings=settings,
         store=store,
@@ -298,6 +317,7 @@ def make_deps(settings: Settings, store: StateStore, client: AsyncWebClient) -> 
         triage=triage,
         authz=Authorizer(settings.admin_list),
         users=UserMap(user_mapping(settings)),
+        job_notices=ledger,
     )
     deps.alerting = make_alerting(settings, store, client, triage)
     deps.playground = make_playground(settings, store)

@@ -14,6 +14,7 @@ from bot.config import ConfigError, Settings
 from bot.highlights.config import HighlightsConfig
 from bot.playground.config import PlaygroundConfig, parse_dirs, parse_endpoints
 from bot.triage.checks import HealthConfig
+from bot.triage.owners import JobNoticesConfig
 from bot.triage.stragglers import StragglerConfig
 from bot.triage.topology import TopologyConfig
 
@@ -83,6 +84,10 @@ def highlights_config(settings: Settings) -> HighlightsConfig:
         "digest_channel": settings.digest_channel,
     }
     return _validated("highlights", merged, HighlightsConfig)
+
+
+def job_notices_config(settings: Settings) -> JobNoticesConfig:
+    return _section(settings, "job_notices", JobNoticesConfig)
 
 
 def user_mapping(settings: Settings) -> dict[str, str]:

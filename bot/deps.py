@@ -11,6 +11,7 @@ from bot.config import Settings
 from bot.inflight import InFlight
 from bot.ports import StateStore
 from bot.telemetry import Telemetry
+from bot.triage.ports import JobNoticeLedger
 from bot.triage.service import Triage
 from bot.usermap import UserMap
 
@@ -33,4 +34,5 @@ class Deps:
     alerting: Alerting | None = None  # None without Redis: alerts need shared state
     playground: Playground | None = None  # None without PLAYGROUND_ENDPOINTS
     highlights: Highlights | None = None  # None without Redis, likewise
+    job_notices: JobNoticeLedger | None = None  # None when job owners are not told
     digest: DigestRunner | None = None

@@ -218,6 +218,9 @@ class Job(_Frozen):
     gpus_per_node: int = Field(ge=0)
     prev_job_id: str | None = None
     """The previous run of the same job name (a requeue or resubmission), when there is one."""
+    requeue: bool | None = None
+    """Whether the scheduler requeues the job when its node goes down (Slurm's `requeue`
+    flag: `--requeue`, `JobRequeue`); None when the scheduler does not say."""
 
     @model_validator(mode="after")
     def _end_after_start(self) -> Self:

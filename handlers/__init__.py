@@ -12,6 +12,7 @@ from handlers import (
     events,
     highlights,
     home,
+    job_notices,
     jobslow,
     playground,
     views,
@@ -28,6 +29,7 @@ def register(app: AsyncApp, deps: Deps) -> Registered:
     actions.register(reg, deps)
     alerts.register(reg, deps)
     jobslow.register(reg, deps)
+    job_notices.register(reg, deps)
     playground.register(reg, deps)
     views.register(reg, deps)
     home.register(reg, deps)

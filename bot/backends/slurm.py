@@ -367,6 +367,7 @@ def parse_job(raw: Mapping[str, Any], *, cap: int = MAX_HOSTLIST_NAMES) -> Job:
         end=end,
         partition=str(raw.get("partition") or ""),
         gpus_per_node=max(0, parse_gpus_per_node(raw, node_count)),
+        requeue=raw["requeue"] if isinstance(raw.get("requeue"), bool) else None,
     )
 
 

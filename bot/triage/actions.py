@@ -1,5 +1,8 @@
 """Drain and resume through the scheduler, with owned reasons: the rules, not the buttons.
 
+A drain through a `TellingScheduler` (bot/app.py builds one) tells the owners of the jobs it
+hits, and the answer says how many were told (bot/triage/owners.py).
+
 meowbot drains with reasons starting `meowbot:`, never overwrites a reason an operator set,
 and resumes only nodes whose reason it set, unless a person confirms (`force`): the answer to a
 refused resume says so (`Done.can_force`) and the caller offers a confirmed "Resume anyway".
@@ -13,6 +16,7 @@ from datetime import UTC, datetime
 from bot import drain_reason
 from bot.errors import BackendError
 from bot.ports import ResumeMemory, Scheduler
+from bot.triage.owners import TellingScheduler, Told
 from bot.triage.targets import NODE_RE
 
 
@@ -45,18 +49,23 @@ async def drain(
             return Done(f"`{node}` is already down ({current.reason}).")
         if current.draining and current.reason_is_ours and not now:
             return Done(f"`{node}` is already draining ({current.reason}).")
-        await scheduler.drain(node, reason, now=now)
+        told: Told | None = None
+        if isinstance(scheduler, TellingScheduler):
+            told = await scheduler.drain_and_tell(node, reason, now=now)
+        else:
+            await scheduler.drain(node, reason, now=now)
     except BackendError as exc:
         return Done(f"I could not drain `{node}`: {exc.user_text()}")
+    owners = f" {told.sentence()}" if told is not None else ""
     if now:
         return Done(
             f"Set `{node}` down in {scheduler.name} with reason `{reason}`: its running jobs "
-            "are stopped (and requeued where they allow it).",
+            f"are stopped (and requeued where they allow it).{owners}",
             changed=True,
         )
     return Done(
         f"Draining `{node}` in {scheduler.name} with reason `{reason}`: running jobs finish, "
-        "no new ones start.",
+        f"no new ones start.{owners}",
         changed=True,
     )
 

@@ -1,6 +1,7 @@
-"""The port only triage takes: the metrics it reads (Prometheus and the simulator implement it,
-in bot/backends/). The inventory, the scheduler, where a node sits and the resume memory are
-shared with the alerts: bot/ports.py."""
+"""The ports only triage takes: the metrics it reads (Prometheus and the simulator implement it,
+in bot/backends/), and the job owners' DMs and their shared ledger (bot/triage/owners.py). The
+inventory, the scheduler, where a node sits and the resume memory are shared with the alerts:
+bot/ports.py."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
+from bot.triage.notice import JobNotice
 from bot.triage.stragglers import PacePoint, RankTime, StragglerConfig
 from bot.triage.table import MetricRequest, Table
 
@@ -54,3 +56,27 @@ class Metrics(Reader, Protocol):
     ) -> list[PacePoint]:
         """A job's slowest and median rank over time."""
         ...
+
+
+class JobOwners(Protocol):
+    """Who owns a job on Slack, and their DM (Slack in production, bot/backends/)."""
+
+    async def slack_user(self, cluster_user: str) -> str | None:
+        """The Slack user id of a cluster user; None when nobody matches."""
+        ...
+
+    async def tell(self, slack_user: str, notice: JobNotice) -> None:
+        """Sends the notice as a DM; raises `bot.errors.BackendError` when Slack refuses."""
+        ...
+
+
+class JobNoticeLedger(Protocol):
+    """What every replica shares of the notices (Redis): who was told, who said no."""
+
+    async def claim(self, key: str, ttl_s: int) -> bool:
+        """True for the one caller, across replicas, that claims `key` first within ttl_s."""
+        ...
+
+    async def opted_out(self, slack_user: str) -> bool: ...
+
+    async def set_opted_out(self, slack_user: str, out: bool) -> None: ...

@@ -32,6 +32,10 @@ METHOD_SCOPES: dict[str, str | tuple[str, ...] | None] = {
     "views_publish": None,
     "auth_test": None,
     "users_info": ("users:read", "users:read.email"),  # the email maps to a cluster user
+    # A job owner on Slack, from the cluster user (bot/backends/slack_owners.py), and the DM.
+    "users_list": ("users:read", "users:read.email"),
+    "users_lookupByEmail": "users:read.email",
+    "conversations_open": "im:write",
     "usergroups_users_list": "usergroups:read",
     "usergroups_list": "usergroups:read",
     # Public and private channels: a private channel's visibility and its own digest.

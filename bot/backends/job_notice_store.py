@@ -1,0 +1,68 @@
+"""The job owners' notices as every replica shares them (bot/triage/owners.py says why).
+
+Redis, under `meowbot:<team>:jobnotice:`: `told:<node>:<event>:<job>` (SET NX with a TTL: the
+one replica that sets it sends the DM) and `optout` (the set of Slack user ids who pressed
+"Stop these messages"; kept until they turn them back on). The in-process stand-in serves the
+terminal shell.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from bot.backends.state import key
+from bot.errors import BackendError
+
+
+def _unreachable(exc: RedisError) -> BackendError:
+    return BackendError("Redis", f"cannot be reached ({type(exc).__name__}).", retryable=True)
+
+
+class RedisJobNotices:
+    def __init__(self, redis: aioredis.Redis, team: str = "") -> None:
+        # Decoded string replies (decode_responses); redis-py's annotations are a union.
+        self.redis: Any = redis
+        self.team = team
+
+    async def claim(self, key_: str, ttl_s: int) -> bool:
+        told = key(self.team, "jobnotice", "told", key_)
+        try:
+            return bool(await self.redis.set(told, "1", nx=True, ex=ttl_s))
+        except RedisError as exc:
+            raise _unreachable(exc) from exc
+
+    async def opted_out(self, slack_user: str) -> bool:
+        k = key(self.team, "jobnotice", "optout")
+        try:
+            return bool(await self.redis.sismember(k, slack_user))
+        except RedisError as exc:
+            raise _unreachable(exc) from exc
+
+    async def set_opted_out(self, slack_user: str, out: bool) -> None:
+        k = key(self.team, "jobnotice", "optout")
+        await (self.redis.sadd(k, slack_user) if out else self.redis.srem(k, slack_user))
+
+
+class MemoryJobNotices:
+    """One process's notices (the terminal shell)."""
+
+    def __init__(self) -> None:
+        self._claims: dict[str, float] = {}
+        self._out: set[str] = set()
+
+    async def claim(self, key_: str, ttl_s: int) -> bool:
+        now = time.monotonic()
+        if self._claims.get(key_, 0.0) > now:
+            return False
+        self._claims[key_] = now + ttl_s
+        return True
+
+    async def opted_out(self, slack_user: str) -> bool:
+        return slack_user in self._out
+
+    async def set_opted_out(self, slack_user: str, out: bool) -> None:
+        (self._out.add if out else self._out.discard)(slack_user)

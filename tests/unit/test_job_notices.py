@@ -1,0 +1,177 @@
+"""Telling job owners, without services: the words, the once-per-job claim, the opt-out, the
+unknown owner, and the DM within Block Kit's limits."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from bot.backends.job_notice_store import MemoryJobNotices
+from bot.errors import BackendError
+from bot.models import Job, JobState
+from bot.ports import SchedulerNode
+from bot.render.job_notice import JOB_NOTICE_STOP_ACTION, render_job_notice
+from bot.shell.emulator import validate_blocks
+from bot.triage.notice import Fate, JobNotice, fate, reason_words
+from bot.triage.owners import TellingScheduler, Told, claim_key, running_on, tell_owners
+
+
+def job(job_id: str, user: str, *nodes: str, requeue: bool | None = None,
+        state: JobState = JobState.RUNNING) -> Job:  # fmt: skip
+    return Job(job_id=job_id, name=f"train-{job_id}", user=user, state=state,
+               nodes=nodes or ("gpu-0001",), start=datetime(2026, 1, 1, tzinfo=UTC),
+               partition="gpu", gpus_per_node=8, requeue=requeue)  # fmt: skip
+
+
+class Owners:
+    def __init__(self, people: dict[str, str], refuse: set[str] | None = None) -> None:
+        self.people = people
+        self.refuse = refuse or set()
+        self.sent: list[tuple[str, JobNotice]] = []
+
+    async def slack_user(self, cluster_user: str) -> str | None:
+        return self.people.get(cluster_user)
+
+    async def tell(self, slack_user: str, notice: JobNotice) -> None:
+        if slack_user in self.refuse:
+            raise BackendError("Slack", "refused the DM (channel_not_found).")
+        self.sent.append((slack_user, notice))
+
+
+def test_reasons_in_words() -> None:
+    assert reason_words("meowbot: xid79 gpu3 by @ana") == (
+        "Xid 79 (GPU has fallen off the bus) on GPU 3, by @ana"
+    )
+    assert reason_words("meowbot: ecc_dbe by @meowbot-auto-drain").endswith(
+        ", by @meowbot-auto-drain"
+    )
+    assert "ecc_dbe" not in reason_words("meowbot: ecc_dbe by @ana")
+    assert reason_words("bad DIMM (ops ticket 12)") == "bad DIMM (ops ticket 12)"
+
+
+def test_what_becomes_of_the_job() -> None:
+    assert fate(False, now=False) is Fate.FINISHES
+    assert fate(None, now=False) is Fate.FINISHES
+    assert fate(True, now=True) is Fate.REQUEUED
+    assert fate(False, now=True) is Fate.KILLED
+    assert fate(None, now=True) is Fate.STOPPED
+    stopped = JobNotice("7", "x", "gpu-0001", "meowbot: xid79 by @ana", Fate.STOPPED)
+    assert stopped.what_happens == (
+        "It was stopped; it is requeued if it allows requeue, else resubmit it."
+    )
+
+
+def test_only_running_jobs_of_the_node_are_hit() -> None:
+    jobs = [job("1", "ana", "gpu-0001", "gpu-0002"), job("2", "bob", "gpu-0002"),
+            job("3", "bob", "gpu-0001", state=JobState.PENDING)]  # fmt: skip
+    assert [j.job_id for j in running_on(jobs, "gpu-0001")] == ["1"]
+
+
+async def test_each_owner_once_opt_out_unknown_and_refused() -> None:
+    owners = Owners({"ana": "U1", "bob": "U2", "carl": "U3", "dora": "U4"}, refuse={"U4"})
+    ledger = MemoryJobNotices()
+    await ledger.set_opted_out("U3", True)
+    jobs = [job("1", "ana"), job("2", "bob", requeue=True), job("3", "carl"), job("4", "zed"),
+            job("5", "dora"), job("6", "ana")]  # fmt: skip
+    reason = "meowbot: xid79 gpu3 by @ana"
+    told = await tell_owners(owners, ledger, jobs, "gpu-0001", reason, now=True)
+    assert [(u, n.job_id, n.fate) for u, n in owners.sent] == [
+        ("U1", "1", Fate.STOPPED), ("U2", "2", Fate.REQUEUED), ("U1", "6", Fate.STOPPED),
+    ]  # fmt: skip
+    assert (told.told, told.opted_out, told.unknown, told.failed) == (2, 1, ("zed",), 1)
+    assert told.sentence() == (
+        "2 job owners were told by DM (1 owner not found on Slack; 1 turned these messages off;"
+        " 1 DM refused by Slack)."
+    )
+    # The same event again (another replica, a retried press): nobody twice.
+    again = await tell_owners(owners, ledger, jobs, "gpu-0001", reason, now=True)
+    # (Job 5, whose DM Slack refused, was claimed too: never sent twice is the rule.)
+    assert len(owners.sent) == 3 and again.told == 0 and again.already == 4
+    # A drain of the node first, then setting it down: a new event, told again.
+    drained = await tell_owners(owners, ledger, jobs[:1], "gpu-0001", reason, now=False)
+    assert drained.told == 1 and owners.sent[-1][1].fate is Fate.FINISHES
+
+
+def test_claim_keys_differ_by_event_and_job() -> None:
+    r = "meowbot: xid79 by @ana"
+    keys = {claim_key("gpu-0001", r, now=False, job_id="1"),
+            claim_key("gpu-0001", r, now=True, job_id="1"),
+            claim_key("gpu-0001", r, now=False, job_id="2"),
+            claim_key("gpu-0002", r, now=False, job_id="1")}  # fmt: skip
+    assert len(keys) == 4 and all(" " not in k for k in keys)
+
+
+@pytest.mark.parametrize(
+    ("told", "said"),
+    [
+        (Told(), "No job was running there, so nobody was told."),
+        (Told(1, jobs=("1",)), "1 job owner was told by DM."),
+        (Told(0, unknown=("zed", "zed"), jobs=("1", "2")),
+         "0 job owners were told by DM (1 owner not found on Slack)."),
+    ],
+)  # fmt: skip
+def test_the_pressers_sentence(told: Told, said: str) -> None:
+    assert told.sentence() == said
+
+
+def test_the_dm_names_job_node_why_and_fate() -> None:
+    n = JobNotice("4242", "train-<llm>", "gpu-0007", "meowbot: xid79 gpu3 by @ana", Fate.KILLED)
+    msg = render_job_notice(n)
+    assert validate_blocks(msg.blocks) == []
+    body = msg.blocks[0]["text"]["text"]
+    assert "`4242`" in body and "`gpu-0007`" in body and "train-&lt;llm&gt;" in body
+    assert "Xid 79 (GPU has fallen off the bus) on GPU 3" in body
+    assert "not requeued" in body and "set down" in body
+    assert msg.blocks[-1]["elements"][0]["action_id"] == JOB_NOTICE_STOP_ACTION
+
+
+class Cluster:
+    """A scheduler of one node and its jobs, for the wrapper's order of things."""
+
+    name = "Slurm"
+
+    def __init__(self, jobs: list[Job]) -> None:
+        self._jobs = jobs
+        self.calls: list[str] = []
+
+    async def nodes(self, names: object = None) -> dict[str, SchedulerNode]:
+        return {"gpu-0001": SchedulerNode(name="gpu-0001", state="mixed")}
+
+    async def jobs(self, *, user: str | None = None) -> list[Job]:
+        self.calls.append("jobs")
+        return list(self._jobs)
+
+    async def job(self, job_id: str) -> Job | None:
+        return None
+
+    async def previous_run(self, job: Job) -> Job | None:
+        return None
+
+    async def drain(self, node: str, reason: str, *, now: bool = False) -> None:
+        self.calls.append(f"drain now={now}")
+        self._jobs = []  # a node set down ends its jobs: read before, or nobody is told
+
+    async def resume(self, node: str) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class DownLedger(MemoryJobNotices):
+    async def claim(self, key_: str, ttl_s: int) -> bool:
+        raise BackendError("Redis", "cannot be reached (ConnectionError).")
+
+
+async def test_the_jobs_are_read_before_the_drain_and_a_lost_ledger_is_said() -> None:
+    cluster = Cluster([job("1", "ana")])
+    owners = Owners({"ana": "U1"})
+    told = await TellingScheduler(cluster, owners, MemoryJobNotices()).drain_and_tell(
+        "gpu-0001", "meowbot: xid79 by @ana", now=True
+    )
+    assert cluster.calls == ["jobs", "drain now=True"] and told.told == 1
+    lost = await TellingScheduler(Cluster([job("2", "ana")]), owners, DownLedger()).drain_and_tell(
+        "gpu-0001", "meowbot: xid79 by @ana", now=True
+    )
+    assert lost.sentence() == (
+        "The owners of its 1 job were not told: Redis cannot be reached (ConnectionError)."
+    )
