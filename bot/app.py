@@ -306,8 +306,12 @@ def make_deps(settings: Settings, store: StateStore, client: AsyncWebClient) -> 
     if triage.scheduler is not None and notices.enabled:
         # Every drain goes through the scheduler: wrapped, none can forget to tell the owners.
         ledger = make_job_notices(store)
-        owners = SlackJobOwners(client, render_job_notice, mapping=user_mapping(settings),
-                                email_domain=notices.email_domain)  # fmt: skip
+        owners = SlackJobOwners(
+            client,
+            render_job_notice,
+            mapping=user_mapping(settings),
+            email_domain=notices.email_domain,
+        )
         triage.scheduler = TellingScheduler(triage.scheduler, owners, ledger)
     deps = Deps(
         settings=settings,

@@ -63,12 +63,16 @@ class SlackJobOwners:
         if hit:
             return cached
         try:
-            found = await (self._by_email(cluster_user) if self.email_domain
-                           else self._by_local_part(cluster_user))  # fmt: skip
+            found = await (
+                self._by_email(cluster_user)
+                if self.email_domain
+                else self._by_local_part(cluster_user)
+            )
         except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
             error = _error(exc) if isinstance(exc, SlackApiError) else type(exc).__name__
-            log.warning("Slack user lookup failed",
-                        extra={"cluster_user": cluster_user, "error": error})  # fmt: skip
+            log.warning(
+                "Slack user lookup failed", extra={"cluster_user": cluster_user, "error": error}
+            )
             return None
         self._found.put(cluster_user, found)
         return found
@@ -111,9 +115,12 @@ class SlackJobOwners:
             opened = await self.client.conversations_open(users=slack_user)
             channel = str(opened["channel"]["id"])
             await self.client.chat_postMessage(
-                channel=channel, text=message.text, blocks=message.blocks,
-                unfurl_links=False, unfurl_media=False,
-            )  # fmt: skip
+                channel=channel,
+                text=message.text,
+                blocks=message.blocks,
+                unfurl_links=False,
+                unfurl_media=False,
+            )
         except SlackApiError as exc:
             raise BackendError("Slack", f"refused the DM ({_error(exc)}).") from exc
         except (aiohttp.ClientError, TimeoutError) as exc:

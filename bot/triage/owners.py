@@ -71,11 +71,12 @@ class Told:
         told = f"{words.count(self.told, 'job owner')} {words.plural(self.told, 'was', 'were')}"
         notes = [
             f"{words.count(len(set(self.unknown)), 'owner')} not found on Slack"
-            if self.unknown else "",
+            if self.unknown
+            else "",
             f"{words.number(self.opted_out)} turned these messages off" if self.opted_out else "",
             f"{words.number(self.already)} told already" if self.already else "",
             f"{words.count(self.failed, 'DM')} refused by Slack" if self.failed else "",
-        ]  # fmt: skip
+        ]
         said = "; ".join(n for n in notes if n)
         return f"{told} told by DM" + (f" ({said})." if said else ".")
 
@@ -106,15 +107,16 @@ async def tell_owners(
     for job in jobs:
         slack_user = await owners.slack_user(job.user) if job.user else None
         if slack_user is None:
-            log.info("job owner not found on Slack; not told",
-                     extra={"job": job.job_id, "cluster_user": job.user, "node": node})  # fmt: skip
+            log.info(
+                "job owner not found on Slack; not told",
+                extra={"job": job.job_id, "cluster_user": job.user, "node": node},
+            )
             unknown.append(job.user)
             continue
         if await ledger.opted_out(slack_user):
             opted += 1
             continue
-        if not await ledger.claim(claim_key(node, reason, now=now, job_id=job.job_id),
-                                  CLAIM_TTL_S):  # fmt: skip
+        if not await ledger.claim(claim_key(node, reason, now=now, job_id=job.job_id), CLAIM_TTL_S):
             already += 1
             continue
         notice = JobNotice(job.job_id, job.name, node, reason, fate(job.requeue, now=now))
@@ -167,8 +169,10 @@ class TellingScheduler:
         try:
             hit = running_on(await self.inner.jobs(), node)
         except BackendError as exc:
-            log.warning("jobs on a drained node unknown; owners not told",
-                        extra={"node": node, "error": str(exc)})  # fmt: skip
+            log.warning(
+                "jobs on a drained node unknown; owners not told",
+                extra={"node": node, "error": str(exc)},
+            )
             hit = []
         await self.inner.drain(node, reason, now=now)
         if not hit:

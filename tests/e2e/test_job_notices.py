@@ -52,8 +52,11 @@ async def three(
         for s in slacks:  # the same jobs on every replica's fleet (one job a node, there)
             fleet = s.bot.deps.triage.inventory.fleet  # type: ignore[attr-defined]
             # Bob is on Slack (bob@example.org); zed, who owns a job too, is not.
-            for job_id, user, node in (("9100001", "bob", NODE), ("9100002", "bob", OTHER),
-                                       ("9100003", "zed", ZEDS)):  # fmt: skip
+            for job_id, user, node in (
+                ("9100001", "bob", NODE),
+                ("9100002", "bob", OTHER),
+                ("9100003", "zed", ZEDS),
+            ):
                 fleet.add_job([node], user=user, job_id=job_id, name=f"llm-{job_id}")
         yield slacks
 
@@ -107,8 +110,7 @@ async def test_an_owner_who_stops_the_messages_gets_none_until_turning_them_back
     await emulator.wait_for_responses(1, timeout=15)
     [dm] = dms(emulator, "U0USER")
     # Bob presses "Stop these messages" in the DM, on another replica than the one that sent it.
-    stop = emulator.block_actions_payload("D0USER", dm["ts"], JOB_NOTICE_STOP_ACTION,
-                                          user="U0USER")  # fmt: skip
+    stop = emulator.block_actions_payload("D0USER", dm["ts"], JOB_NOTICE_STOP_ACTION, user="U0USER")
     await three[1].interactive(stop)
     await emulator.wait_for_responses(2)
     stopped = emulator.responses[-1][1]
@@ -137,10 +139,17 @@ async def test_the_auto_drain_tells_the_owner_too(
     config.write_text("alerts:\n  auto_drain_causes: [GpuXid79]\n")
     emulator.add_channel(ALERTS, "gpu-alerts")
     async with AsyncExitStack() as stack:
-        bot = await create_bot(bot_settings(
-            emulator, redis_url, MEOWBOT_ADMINS="U0ADMIN", MEOWBOT_CONFIG=str(config),
-            ALERTMANAGER_WEBHOOK_TOKEN=TOKEN, MEOWBOT_ALERT_CHANNEL=ALERTS, ALERTMANAGER_URL=None,
-        ))  # fmt: skip
+        bot = await create_bot(
+            bot_settings(
+                emulator,
+                redis_url,
+                MEOWBOT_ADMINS="U0ADMIN",
+                MEOWBOT_CONFIG=str(config),
+                ALERTMANAGER_WEBHOOK_TOKEN=TOKEN,
+                MEOWBOT_ALERT_CHANNEL=ALERTS,
+                ALERTMANAGER_URL=None,
+            )
+        )
         stack.push_async_callback(bot.close)
         port = await bot.start_http("127.0.0.1", 0)
         bot.start_background(sweep=False)
@@ -148,9 +157,11 @@ async def test_the_auto_drain_tells_the_owner_too(
         fleet.add_job([NODE], user="bob", job_id="9100009", name="llm-auto")
         http = await stack.enter_async_context(aiohttp.ClientSession())
         alert = webhook([am_alert(NODE, "GpuXid79", severity="critical")])
-        async with http.post(f"http://127.0.0.1:{port}{ALERTMANAGER_PATH}",
-                             data=json.dumps(alert),
-                             headers={"Authorization": f"Bearer {TOKEN}"}) as resp:  # fmt: skip
+        async with http.post(
+            f"http://127.0.0.1:{port}{ALERTMANAGER_PATH}",
+            data=json.dumps(alert),
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        ) as resp:
             assert resp.status == 200
         await emulator.wait_for_call("conversations.open", timeout=20)
         for _ in range(100):

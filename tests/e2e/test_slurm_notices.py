@@ -37,8 +37,10 @@ ROOT = "U0ROOT"
 
 def cli(*args: str, check: bool = True) -> str:
     # Munge, not JWT: the slurmds do not take a JWT for job steps.
-    env = {**{k: v for k, v in os.environ.items() if k != "SLURM_JWT"},
-           "SLURM_CONF": need_service("SLURM_CONF")}  # fmt: skip
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "SLURM_JWT"},
+        "SLURM_CONF": need_service("SLURM_CONF"),
+    }
     out = subprocess.run(list(args), env=env, capture_output=True, text=True, timeout=30)
     if check and out.returncode != 0:
         raise AssertionError(f"{args}: {out.stderr}")
@@ -46,9 +48,23 @@ def cli(*args: str, check: bool = True) -> str:
 
 
 def submit(node: str, *, requeue: bool) -> str:
-    out = cli("sbatch", "--parsable", "-N", "1", "-w", node, "-J", "notice-llm", "-o",
-              "/dev/null", "--chdir", "/", "--requeue" if requeue else "--no-requeue",
-              "--wrap", "sleep 300")  # fmt: skip
+    out = cli(
+        "sbatch",
+        "--parsable",
+        "-N",
+        "1",
+        "-w",
+        node,
+        "-J",
+        "notice-llm",
+        "-o",
+        "/dev/null",
+        "--chdir",
+        "/",
+        "--requeue" if requeue else "--no-requeue",
+        "--wrap",
+        "sleep 300",
+    )
     job_id = out.strip().split(";")[0]
     assert job_id.isdigit(), out
     return job_id
@@ -85,12 +101,17 @@ async def three(
         out: list[Slack] = []
         for _ in range(3):
             settings = bot_settings(
-                emulator, redis_url,
-                SLURM_REST_URL=need_service("SLURM_REST_URL"), SLURM_JWT=need_service("SLURM_JWT"),
-                SLURM_USER=os.environ.get("SLURM_USER", "root"), MEOWBOT_FLEET="sim:16",
-                MEOWBOT_ADMINS="U0ADMIN", ALERTMANAGER_WEBHOOK_TOKEN=TOKEN,
-                MEOWBOT_ALERT_CHANNEL=CHANNEL, ALERTMANAGER_URL=None,
-            )  # fmt: skip
+                emulator,
+                redis_url,
+                SLURM_REST_URL=need_service("SLURM_REST_URL"),
+                SLURM_JWT=need_service("SLURM_JWT"),
+                SLURM_USER=os.environ.get("SLURM_USER", "root"),
+                MEOWBOT_FLEET="sim:16",
+                MEOWBOT_ADMINS="U0ADMIN",
+                ALERTMANAGER_WEBHOOK_TOKEN=TOKEN,
+                MEOWBOT_ALERT_CHANNEL=CHANNEL,
+                ALERTMANAGER_URL=None,
+            )
             bot = await create_bot(settings)
             stack.push_async_callback(bot.close)
             port = await bot.start_http("127.0.0.1", 0)

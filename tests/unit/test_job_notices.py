@@ -17,11 +17,24 @@ from bot.triage.notice import Fate, JobNotice, fate, reason_words
 from bot.triage.owners import TellingScheduler, Told, claim_key, running_on, tell_owners
 
 
-def job(job_id: str, user: str, *nodes: str, requeue: bool | None = None,
-        state: JobState = JobState.RUNNING) -> Job:  # fmt: skip
-    return Job(job_id=job_id, name=f"train-{job_id}", user=user, state=state,
-               nodes=nodes or ("gpu-0001",), start=datetime(2026, 1, 1, tzinfo=UTC),
-               partition="gpu", gpus_per_node=8, requeue=requeue)  # fmt: skip
+def job(
+    job_id: str,
+    user: str,
+    *nodes: str,
+    requeue: bool | None = None,
+    state: JobState = JobState.RUNNING,
+) -> Job:
+    return Job(
+        job_id=job_id,
+        name=f"train-{job_id}",
+        user=user,
+        state=state,
+        nodes=nodes or ("gpu-0001",),
+        start=datetime(2026, 1, 1, tzinfo=UTC),
+        partition="gpu",
+        gpus_per_node=8,
+        requeue=requeue,
+    )
 
 
 class Owners:
@@ -63,8 +76,11 @@ def test_what_becomes_of_the_job() -> None:
 
 
 def test_only_running_jobs_of_the_node_are_hit() -> None:
-    jobs = [job("1", "ana", "gpu-0001", "gpu-0002"), job("2", "bob", "gpu-0002"),
-            job("3", "bob", "gpu-0001", state=JobState.PENDING)]  # fmt: skip
+    jobs = [
+        job("1", "ana", "gpu-0001", "gpu-0002"),
+        job("2", "bob", "gpu-0002"),
+        job("3", "bob", "gpu-0001", state=JobState.PENDING),
+    ]
     assert [j.job_id for j in running_on(jobs, "gpu-0001")] == ["1"]
 
 
@@ -72,13 +88,21 @@ async def test_each_owner_once_opt_out_unknown_and_refused() -> None:
     owners = Owners({"ana": "U1", "bob": "U2", "carl": "U3", "dora": "U4"}, refuse={"U4"})
     ledger = MemoryJobNotices()
     await ledger.set_opted_out("U3", True)
-    jobs = [job("1", "ana"), job("2", "bob", requeue=True), job("3", "carl"), job("4", "zed"),
-            job("5", "dora"), job("6", "ana")]  # fmt: skip
+    jobs = [
+        job("1", "ana"),
+        job("2", "bob", requeue=True),
+        job("3", "carl"),
+        job("4", "zed"),
+        job("5", "dora"),
+        job("6", "ana"),
+    ]
     reason = "meowbot: xid79 gpu3 by @ana"
     told = await tell_owners(owners, ledger, jobs, "gpu-0001", reason, now=True)
     assert [(u, n.job_id, n.fate) for u, n in owners.sent] == [
-        ("U1", "1", Fate.STOPPED), ("U2", "2", Fate.REQUEUED), ("U1", "6", Fate.STOPPED),
-    ]  # fmt: skip
+        ("U1", "1", Fate.STOPPED),
+        ("U2", "2", Fate.REQUEUED),
+        ("U1", "6", Fate.STOPPED),
+    ]
     assert (told.told, told.opted_out, told.unknown, told.failed) == (2, 1, ("zed",), 1)
     assert told.sentence() == (
         "2 job owners were told by DM (1 owner not found on Slack; 1 turned these messages off;"
@@ -95,10 +119,12 @@ async def test_each_owner_once_opt_out_unknown_and_refused() -> None:
 
 def test_claim_keys_differ_by_event_and_job() -> None:
     r = "meowbot: xid79 by @ana"
-    keys = {claim_key("gpu-0001", r, now=False, job_id="1"),
-            claim_key("gpu-0001", r, now=True, job_id="1"),
-            claim_key("gpu-0001", r, now=False, job_id="2"),
-            claim_key("gpu-0002", r, now=False, job_id="1")}  # fmt: skip
+    keys = {
+        claim_key("gpu-0001", r, now=False, job_id="1"),
+        claim_key("gpu-0001", r, now=True, job_id="1"),
+        claim_key("gpu-0001", r, now=False, job_id="2"),
+        claim_key("gpu-0002", r, now=False, job_id="1"),
+    }
     assert len(keys) == 4 and all(" " not in k for k in keys)
 
 
@@ -107,10 +133,12 @@ def test_claim_keys_differ_by_event_and_job() -> None:
     [
         (Told(), "No job was running there, so nobody was told."),
         (Told(1, jobs=("1",)), "1 job owner was told by DM."),
-        (Told(0, unknown=("zed", "zed"), jobs=("1", "2")),
-         "0 job owners were told by DM (1 owner not found on Slack)."),
+        (
+            Told(0, unknown=("zed", "zed"), jobs=("1", "2")),
+            "0 job owners were told by DM (1 owner not found on Slack).",
+        ),
     ],
-)  # fmt: skip
+)
 def test_the_pressers_sentence(told: Told, said: str) -> None:
     assert told.sentence() == said
 
