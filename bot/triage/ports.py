@@ -1,13 +1,15 @@
-"""The port only triage takes: the metrics it reads (Prometheus and the simulator implement it,
-in bot/backends/). The inventory, the scheduler, where a node sits and the resume memory are
-shared with the alerts: bot/ports.py."""
+"""The ports only triage takes: the metrics it reads (Prometheus and the simulator implement it,
+in bot/backends/) and the fault history that finds repeat offenders (Redis, or in memory). The
+inventory, the scheduler, where a node sits and the resume memory are shared with the alerts:
+bot/ports.py."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
+from bot.triage.repeats import Occurrence
 from bot.triage.stragglers import PacePoint, RankTime, StragglerConfig
 from bot.triage.table import MetricRequest, Table
 
@@ -53,4 +55,17 @@ class Metrics(Reader, Protocol):
         timeout_s: float | None = None,
     ) -> list[PacePoint]:
         """A job's slowest and median rank over time."""
+        ...
+
+
+class FaultHistory(Protocol):
+    """Each node's fault occurrences (bot/triage/repeats.py), shared by every replica and kept
+    bounded: what the store keeps is its own concern, within `keep_days` and `max_per_node`."""
+
+    async def occurrences(self, nodes: Sequence[str] | None) -> list[Occurrence]:
+        """The occurrences of `nodes` (None: of every node with any)."""
+        ...
+
+    async def save(self, by_node: Mapping[str, Sequence[Occurrence]], now: datetime) -> None:
+        """Replaces each named node's occurrences with the ones given."""
         ...
