@@ -5,8 +5,10 @@ tests/e2e/test_repeat_offenders.py)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
+import yaml
 
 from bot import drain_reason
 from bot.backends.fault_history import MemoryFaultHistory
@@ -257,3 +259,10 @@ async def test_hw_faults_repeat_lists_the_offenders_and_app_home_counts_them() -
     )
     health = await service.node_health(triage, "gpu-0001")
     assert isinstance(health, NodeReport) and health.offenders == []
+
+
+def test_the_readme_shows_the_defaults() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    start = readme.index("  repeat:  ")
+    shown = yaml.safe_load(readme[start : readme.index("```", start)])
+    assert RepeatConfig.model_validate(shown["repeat"]) == RepeatConfig()
