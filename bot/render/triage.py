@@ -139,8 +139,9 @@ def render_node(
     if report.faults:
         lines = []
         for f in report.faults[:MAX_FAULT_LINES]:
+            mark = f" {REPEAT_EMOJI}" if f.repeat else ""
             lines.append(
-                f"{kind_label(f.kind)} {_tag(f)} {_fault_line(f)}\n      {_evidence_line(f)}"
+                f"{kind_label(f.kind)}{mark} {_tag(f)} {_fault_line(f)}\n      {_evidence_line(f)}"
             )
         msg.lines(lines, max_items=MAX_FAULT_LINES, more_hint="see /hw-faults")
     if report.offenders:
@@ -267,7 +268,8 @@ def _group_line(g: FaultGroup) -> str:
             f"{escape(words(g.kind))} ({code(g.kind.value)}) {_tag(worst)} on "
             f"{count(len(g.nodes), 'node')} at once ({code(compress(g.nodes))})"
         )
-    return f"{kind_label(g.kind)} {_tag(worst)} {_fault_line(worst)}"
+    mark = f" {REPEAT_EMOJI}" if worst.repeat else ""
+    return f"{kind_label(g.kind)}{mark} {_tag(worst)} {_fault_line(worst)}"
 
 
 def render_repeats(r: FaultsReport) -> SlackMessage:

@@ -212,7 +212,7 @@ def escalate(faults: Sequence[Fault], found: Sequence[Offender], now: datetime) 
         ]
         for i in hits:
             f = out[i]
-            update: dict[str, object] = {"summary": f"{f.summary}; repeat offender: {line}"}
+            update: dict[str, object] = {"repeat": line}
             if level_of(severity, action).rank > fault_level(f).rank:
                 update |= {
                     "action": action,
@@ -241,6 +241,7 @@ def escalate(faults: Sequence[Fault], found: Sequence[Offender], now: datetime) 
                 severity=severity,
                 action=action,
                 summary=f"Repeat offender: {line} (not present now)",
+                repeat=line,
             )
         )
     return out

@@ -14,7 +14,7 @@ import logging
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from bot.errors import BackendError
 from bot.models import Fault, FaultKind, Job, Node, Severity, Verdict, VerdictLevel
@@ -184,6 +184,13 @@ async def fleet_faults(triage: Triage, window_s: float | None = None) -> FleetFa
         else frozenset()
     )
     return FleetFaults(faults, unchecked, run.at)
+
+
+async def known_offenders(triage: Triage, nodes: Sequence[str] | None) -> list[Offender]:
+    """The repeat offenders among `nodes` (None: the fleet) by their recorded history alone,
+    for a surface that has no reading of its own (an Alertmanager alert's node)."""
+    _, found = await _with_history(triage, nodes, [], datetime.now(UTC), sighted=False)
+    return found
 
 
 def _nearest(name: str, names: Sequence[str]) -> str:

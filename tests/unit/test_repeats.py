@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from bot import drain_reason
+from bot.alerts.sweep import REPEAT_LABEL, alerts_from_faults
 from bot.backends.fault_history import MemoryFaultHistory
 from bot.backends.sim.fleet import SimFleet
 from bot.backends.sim.metrics import SimInventory, SimMetrics
@@ -91,7 +92,13 @@ def test_three_separate_xid_79_on_one_gpu_over_three_weeks_escalate_to_rma() -> 
     v = verdict("gpu-0042", faults)
     assert v.level is VerdictLevel.RMA
     assert v.drain_reason == "meowbot: xid79 gpu3"
-    assert "repeat offender: 3rd Xid 79 on GPU 3 in 30 days" in faults[0].summary
+    assert faults[0].repeat == "3rd Xid 79 on GPU 3 in 30 days: 14 Nov, 26 Nov, today"
+    assert faults[0].summary == xid(79).summary
+    # Its sweep alert says so where every alert renderer reads, and in a label.
+    (alert,) = alerts_from_faults(faults, NOW)
+    assert alert.summary.endswith("; repeat offender: " + faults[0].repeat)
+    assert alert.labels[REPEAT_LABEL] == faults[0].repeat
+    assert REPEAT_LABEL not in alerts_from_faults([xid(79)], NOW)[0].labels
     # Two are not enough; the third alone a month later is not either.
     assert offenders(history[:2], NOW, CFG) == []
     assert offenders(history, NOW + timedelta(days=22), CFG) == []
@@ -138,6 +145,8 @@ def test_an_offender_with_no_fault_now_keeps_its_verdict() -> None:
     )
     assert added.summary.startswith("Repeat offender: 3rd Xid 48 on GPU 3 in 30 days:")
     assert drain_reason.for_fault(added) == "meowbot: xid48 gpu3"
+    (alert,) = alerts_from_faults(faults, NOW)
+    assert alert.summary == added.summary and alert.labels[REPEAT_LABEL] == added.repeat
     assert verdict("gpu-0042", faults).level is VerdictLevel.RMA
     # An added fault is not a sighting: the offender does not keep itself alive.
     assert sightings(faults, NOW) == []
@@ -257,6 +266,10 @@ async def test_hw_faults_repeat_lists_the_offenders_and_app_home_counts_them() -
         "*2 repeat offenders* on 2 nodes (`gpu-[0042,0050]`)" in line
         for line in glance_lines(glance)
     )
+    # By the recorded history alone (an Alertmanager alert's node): /hw-faults and App Home read
+    # without recording, so gpu-0042 has two occurrences there, gpu-0050 three.
+    known = await service.known_offenders(triage, ["gpu-0042", "gpu-0050", "gpu-0001"])
+    assert [o.node for o in known] == ["gpu-0050"]
     health = await service.node_health(triage, "gpu-0001")
     assert isinstance(health, NodeReport) and health.offenders == []
 
