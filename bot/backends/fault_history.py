@@ -5,8 +5,9 @@ occurrences (cause, kind, GPU, first and last seen), and a sorted set
 `meowbot:<team>:triage:faults:nodes` of the nodes with any, scored by their last write, for
 the fleet's offenders. Bounded: a node keeps the occurrences seen in the last `keep_days` (90),
 at most `max_per_node` (200, the newest); its key expires `keep_days` after its last write, and
-the index drops nodes not written for as long. At 200 occurrences of ~120 bytes, a node holds at
-most ~24 KB; a fleet of 4,096 nodes, at most ~100 MB, in practice a few kilobytes a faulty node.
+the index drops nodes not written for as long. An occurrence is ~52 bytes of JSON: a node holds
+at most ~10 KB, a fleet of 4,096 nodes at most ~43 MB, in practice far less (11,363 occurrences
+on 1,629 nodes are 581 KB).
 Shared by every replica; the in-process stand-in serves the terminal shell.
 """
 
