@@ -33,7 +33,7 @@ def alerts_from_faults(faults: list[Fault], now: datetime) -> list[Alert]:
         if fault.repeat is not None:
             # Marked where every renderer reads it, and as a label for those that count them.
             labels[REPEAT_LABEL] = fault.repeat
-            if not summary.startswith("Repeat offender"):
+            if fault.repeat not in summary:
                 summary = f"{summary}; repeat offender: {fault.repeat}"
         alerts[fp] = Alert(
             fingerprint=fp,

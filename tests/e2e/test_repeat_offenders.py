@@ -118,6 +118,10 @@ async def test_a_gpu_failing_a_third_time_in_a_month_is_escalated_everywhere(
     assert "Repeat offender" in shown and history_line in shown
     assert "meowbot: xid79 gpu3" in shown  # the proposed drain reason
 
+    # /node-health of a hostlist: the node among the RMAs, its history in its reasons.
+    _, blocks = await answer(slack, "/node-health", "gpu-[0001-0064]")
+    assert f"repeat offender: {history_line}" in json.dumps(blocks)
+
     # `/hw-faults repeat` lists it; `/hw-faults help` says the word.
     text, blocks = await answer(slack, "/hw-faults", "repeat")
     shown = json.dumps(blocks)

@@ -94,6 +94,7 @@ def test_three_separate_xid_79_on_one_gpu_over_three_weeks_escalate_to_rma() -> 
     assert v.drain_reason == "meowbot: xid79 gpu3"
     assert faults[0].repeat == "3rd Xid 79 on GPU 3 in 30 days: 14 Nov, 26 Nov, today"
     assert faults[0].summary == xid(79).summary
+    assert v.reasons == (f"{xid(79).summary}; repeat offender: {faults[0].repeat}",)
     # Its sweep alert says so where every alert renderer reads, and in a label.
     (alert,) = alerts_from_faults(faults, NOW)
     assert alert.summary.endswith("; repeat offender: " + faults[0].repeat)
