@@ -154,8 +154,20 @@ async def _with_history(
             await triage.history.save(by_node, at)
         except BackendError as exc:
             log.warning("fault history not saved: %s", exc)
-    asked = None if nodes is None else set(nodes)
-    found = [o for o in offenders(merged, at, cfg) if asked is None or o.node in asked]
+    found = offenders(merged, at, cfg)
+    if nodes is not None:
+        asked = set(nodes)
+        found = [o for o in found if o.node in asked]
+    elif found:
+        # The fleet is what the inventory says: a node retired (or gone from the metrics) with
+        # history left is no offender to alert on or count.
+        try:
+            await triage.inventory.load()
+        except BackendError as exc:
+            log.warning("inventory unreadable, offenders unfiltered: %s", exc)
+        else:
+            known = set(triage.inventory.names())
+            found = [o for o in found if o.node in known]
     return escalate(faults, found, at), found
 
 

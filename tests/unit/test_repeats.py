@@ -217,7 +217,16 @@ async def _offender_triage() -> tuple[Triage, MemoryFaultHistory]:
     ]
     third = NOW - timedelta(days=1)
     earlier.append(Occurrence("xid79", FaultKind.XID, "gpu-0050", 3, third, third))
-    await history.save({"gpu-0042": earlier[:2], "gpu-0050": earlier[2:]}, NOW)
+    # A node retired since, its history left: no offender of the fleet's.
+    retired = [
+        Occurrence("xid79", FaultKind.XID, "gpu-0999", 1, t, t + timedelta(hours=1))
+        for t in (NOW - timedelta(days=d) for d in (3, 2, 1))
+    ]
+    await history.save({"gpu-0042": earlier[:2], "gpu-0050": earlier[2:], "gpu-0999": retired}, NOW)
+    assert [o.node for o in offenders(await history.occurrences(None), NOW, CFG)] == [
+        "gpu-0050",
+        "gpu-0999",
+    ]
     triage = Triage(SimMetrics(fleet), SimInventory(fleet), None, HealthConfig(), history=history)
     return triage, history
 
