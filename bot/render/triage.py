@@ -291,7 +291,7 @@ def render_repeats(r: FaultsReport) -> SlackMessage:
             more_hint="narrow by node or kind",
         )
     msg.context(
-        f"Counted {r.at:%Y-%m-%d %H:%M} UTC from the fault history meowbot keeps for 90 days: "
+        f"Counted {r.at:%Y-%m-%d %H:%M} UTC from the fault history meowbot keeps (90 days by default): "
         "a fault seen again after a quiet hour is a new occurrence; `health.repeat` sets what "
         "makes an offender."
     )
