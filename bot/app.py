@@ -41,6 +41,7 @@ from bot.authz import Authorizer
 from bot.backends.alert_store import RedisAlertStore
 from bot.backends.alertmanager import AlertmanagerClient
 from bot.backends.checkpoint_dirs import scan_async
+from bot.backends.fault_history import MemoryFaultHistory, RedisFaultHistory
 from bot.backends.highlight_store import RedisHighlightStore
 from bot.backends.job_notice_store import MemoryJobNotices, RedisJobNotices
 from bot.backends.openai_compat import CheckpointServers
@@ -83,7 +84,7 @@ from bot.server import (
 from bot.telemetry import Telemetry
 from bot.triage.checks import HealthConfig
 from bot.triage.owners import TellingScheduler
-from bot.triage.ports import JobNoticeLedger
+from bot.triage.ports import FaultHistory, JobNoticeLedger
 from bot.triage.service import Triage
 from bot.triage.stragglers import StragglerConfig
 from bot.triage.topology import Topology
@@ -150,6 +151,14 @@ def make_job_notices(store: StateStore) -> JobNoticeLedger:
 def make_resumes(store: StateStore) -> ResumeMemory:
     # Resumes are remembered where state is shared: an Xid that predates one is history.
     return RedisResumes(store.redis) if isinstance(store, RedisStore) else MemoryResumes()
+
+
+def make_fault_history(store: StateStore, health: HealthConfig) -> FaultHistory:
+    # Kept where state is shared: a fault seen through one replica counts in every other's.
+    days, cap = health.repeat.keep_days, health.repeat.max_per_node
+    if isinstance(store, RedisStore):
+        return RedisFaultHistory(store.redis, keep_days=days, max_per_node=cap)
+    return MemoryFaultHistory(keep_days=days, max_per_node=cap)
 
 
 # Triage: the real cluster's adapters, or the simulated fleet ------------------------------------
@@ -313,6 +322,7 @@ def make_deps(settings: Settings, store: StateStore, client: AsyncWebClient) -> 
             email_domain=notices.email_domain,
         )
         triage.scheduler = TellingScheduler(triage.scheduler, owners, ledger)
+    triage.history = make_fault_history(store, triage.config)
     deps = Deps(
         settings=settings,
         store=store,

@@ -247,6 +247,8 @@ class Fault(_Frozen):
     severity: Severity
     action: Action
     summary: str
+    repeat: str | None = None
+    """Set on a repeat offender's fault: its history, "3rd Xid 79 on GPU 3 in 30 days: ..."."""
 
 
 class Verdict(_Frozen):

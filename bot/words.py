@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["count", "number", "plural"]
+__all__ = ["count", "number", "ordinal", "plural"]
 
 
 def plural(n: float, singular: str, many: str | None = None) -> str:
@@ -43,3 +43,10 @@ def number(n: float, *, separators: bool = True) -> str:
 def count(n: float, singular: str, many: str | None = None) -> str:
     """`1 fault`, `15,084 NVLink CRC flit errors`: the number and its noun, agreeing."""
     return f"{number(n)} {plural(n, singular, many)}"
+
+
+def ordinal(n: int) -> str:
+    """`1st`, `2nd`, `3rd`, `11th`, `22nd`: the place of a repeat ("3rd Xid 79")."""
+    if 10 <= n % 100 <= 20:
+        return f"{n}th"
+    return f"{n}{ {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th') }"

@@ -89,10 +89,11 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         name="/hw-faults",
         description="Hardware faults across the fleet, grouped by cause and topology",
-        usage_hint="[node | hostlist | kind] [--since 24h] | help",
+        usage_hint="[repeat] [node | hostlist | kind] [--since 24h] | help",
         usage=(
             "`/hw-faults`: faults of the last 24 h, worst first, grouped by cause and switch",
             "`/hw-faults xid --since 6h`: one kind of fault over a window",
+            "`/hw-faults repeat`: repeat offenders, GPUs and nodes whose fault keeps coming back",
         ),
         run=triage.hw_faults,
         help_more=faults_help_lines,

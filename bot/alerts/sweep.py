@@ -9,6 +9,9 @@ from datetime import datetime
 from bot.alerts.models import Alert, AlertSource, AlertStatus
 from bot.models import Fault
 
+# The label of a sweep alert whose fault is a repeat offender's: its history in a line.
+REPEAT_LABEL = "repeat_offender"
+
 
 def sweep_fingerprint(kind: str, node: str, gpu: int | None) -> str:
     """Stable across runs and replicas (not Python's salted `hash`)."""
@@ -26,6 +29,12 @@ def alerts_from_faults(faults: list[Fault], now: datetime) -> list[Alert]:
         labels = {"node": fault.node}
         if fault.gpu is not None:
             labels["gpu"] = str(fault.gpu)
+        summary = fault.summary
+        if fault.repeat is not None:
+            # Marked where every renderer reads it, and as a label for those that count them.
+            labels[REPEAT_LABEL] = fault.repeat
+            if fault.repeat not in summary:
+                summary = f"{summary}; repeat offender: {fault.repeat}"
         alerts[fp] = Alert(
             fingerprint=fp,
             source=AlertSource.SWEEP,
@@ -34,7 +43,7 @@ def alerts_from_faults(faults: list[Fault], now: datetime) -> list[Alert]:
             node=fault.node,
             gpu=fault.gpu,
             severity=fault.severity,
-            summary=fault.summary,
+            summary=summary,
             labels=labels,
             starts_at=min(fault.since, now),
             action=fault.action,

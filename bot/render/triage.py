@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from bot.models import Fault, FaultKind, VerdictLevel
 from bot.mrkdwn import code, escape
 from bot.render.blocks import Block, Message, SlackMessage, button, confirm_dialog
 from bot.render.blocks import error as error_message
 from bot.triage.checks import CHECKS, CHECKS_BY_NAME
 from bot.triage.kinds import words
+from bot.triage.repeats import Offender
 from bot.triage.service import (
     FaultGroup,
     FaultsReport,
@@ -28,6 +31,8 @@ RESUME_ANYWAY_ACTION = "meowbot_resume_node_anyway"
 DASHBOARD_ACTION = "meowbot_open_dashboard"  # a link: Slack still sends the click
 MAX_FAULT_LINES = 15
 MAX_GROUP_LINES = 20
+MAX_OFFENDER_LINES = 20
+REPEAT_EMOJI = ":repeat:"
 
 ICON = {
     VerdictLevel.HEALTHY: ":large_green_circle:",
@@ -74,6 +79,12 @@ def _evidence_line(f: Fault) -> str:
             f"{code(f'{ev.series}{{{labels}}} = {number(ev.value, separators=False)}')}{note}"
         )
     return " · ".join(parts)
+
+
+def offender_line(o: Offender, now: datetime, *, node: bool = True) -> str:
+    """`:repeat: `gpu-0042`: 3rd Xid 79 on GPU 3 in 30 days: 02 Nov, 19 Nov, today (rma)`."""
+    where = f"{code(o.node)}: " if node else ""
+    return f"{REPEAT_EMOJI} {where}{escape(o.line(now))} ({o.escalate_to.value})"
 
 
 def _not_run(not_run: dict[str, list[str]]) -> str | None:
@@ -128,10 +139,17 @@ def render_node(
     if report.faults:
         lines = []
         for f in report.faults[:MAX_FAULT_LINES]:
+            mark = f" {REPEAT_EMOJI}" if f.repeat else ""
             lines.append(
-                f"{kind_label(f.kind)} {_tag(f)} {_fault_line(f)}\n      {_evidence_line(f)}"
+                f"{kind_label(f.kind)}{mark} {_tag(f)} {_fault_line(f)}\n      {_evidence_line(f)}"
             )
         msg.lines(lines, max_items=MAX_FAULT_LINES, more_hint="see /hw-faults")
+    if report.offenders:
+        # The history beside the faults: why the verdict is worse than today's fault alone.
+        msg.section(
+            "*Repeat offender*\n"
+            + "\n".join(offender_line(o, report.at, node=False) for o in report.offenders[:5])
+        )
     missing = _not_run(report.not_run)
     if missing:
         msg.context(missing)
@@ -250,10 +268,39 @@ def _group_line(g: FaultGroup) -> str:
             f"{escape(words(g.kind))} ({code(g.kind.value)}) {_tag(worst)} on "
             f"{count(len(g.nodes), 'node')} at once ({code(compress(g.nodes))})"
         )
-    return f"{kind_label(g.kind)} {_tag(worst)} {_fault_line(worst)}"
+    mark = f" {REPEAT_EMOJI}" if worst.repeat else ""
+    return f"{kind_label(g.kind)}{mark} {_tag(worst)} {_fault_line(worst)}"
+
+
+def render_repeats(r: FaultsReport) -> SlackMessage:
+    """`/hw-faults repeat`: the GPUs and nodes whose faults came back, with their history."""
+    n = len(r.offenders)
+    msg = Message(f"{count(n, 'repeat offender')} on {r.scope}")
+    msg.header(f"Repeat offenders: {r.scope}")
+    if not r.offenders:
+        msg.section(":white_check_mark: No GPU or node has had the same fault again and again.")
+    else:
+        nodes = sorted({o.node for o in r.offenders})
+        msg.section(
+            f"*{count(n, 'repeat offender')}* on {count(len(nodes), 'node')} "
+            f"({code(compress(nodes))}), worst first."
+        )
+        msg.lines(
+            [offender_line(o, r.at) for o in r.offenders],
+            max_items=MAX_OFFENDER_LINES,
+            more_hint="narrow by node or kind",
+        )
+    msg.context(
+        f"Counted {r.at:%Y-%m-%d %H:%M} UTC from the fault history meowbot keeps (90 days by default): "
+        "a fault seen again after a quiet hour is a new occurrence; `health.repeat` sets what "
+        "makes an offender."
+    )
+    return msg.build()
 
 
 def render_faults(r: FaultsReport) -> SlackMessage:
+    if r.repeat_only:
+        return render_repeats(r)
     total = sum(r.counts.values())
     window = span(r.window_s)
     msg = Message(f"{count(total, 'hardware fault')} on {r.scope} in the last {window}")
@@ -271,11 +318,17 @@ def render_faults(r: FaultsReport) -> SlackMessage:
             max_items=MAX_GROUP_LINES,
             more_hint="narrow by node or kind",
         )
+    if r.offenders:
+        msg.lines(
+            [offender_line(o, r.at) for o in r.offenders[:5]],
+            max_items=5,
+            more_hint="see `/hw-faults repeat`",
+        )
     if r.repeat_gpus:
-        repeats = ", ".join(
+        several = ", ".join(
             f"{code(n)} GPU {g} ({count(c, 'fault')})" for n, g, c in r.repeat_gpus[:10]
         )
-        msg.context(f":repeat: Repeat offenders: {repeats}")
+        msg.context(f"Several faults on one GPU in the window: {several}")
     missing = _not_run(r.not_run)
     if missing:
         msg.context(missing)
@@ -307,6 +360,11 @@ def faults_help_lines() -> list[str]:
         f"`{MAX_WINDOW_S // 86400}d` (default 24 h); a node (`gpu-0042`) or a Slurm hostlist "
         "(`gpu-[0001-0064]`) for those nodes only; a kind or a word below for those kinds "
         "only. They combine: `/hw-faults gpu-[0001-0064] nvlink --since 6h`.",
+        "*Repeat offenders*: `/hw-faults repeat` (with a node, hostlist or kind too) lists the "
+        "GPUs and nodes whose fault came back again and again: by default the same Xid 79, 48, "
+        "63, 64, 74, 92, 94, 95 or 140, double-bit ECC error, row-remap failure or lost GPU 3 "
+        "times on one GPU in 30 days makes an RMA; 3 unexpected reboots or IB link losses of a "
+        "node in 30 days, a drain (`health.repeat` in the config).",
         "*Kinds*: " + "; ".join(f"{code(k.value)} {escape(words(k))}" for k in kinds),
         "*Words that stand for kinds*:\n" + "\n".join(family_lines),
     ]
@@ -329,6 +387,12 @@ def glance_lines(g: FleetGlance | UserError) -> list[str]:
         f"{in_the_last(g.verdict_window_s)})",
         f"Faults {in_the_last(g.window_s)} by kind: {kinds}",
     ]
+    if g.offenders:
+        nodes = sorted({o.node for o in g.offenders})
+        lines.append(
+            f"{REPEAT_EMOJI} *{count(len(g.offenders), 'repeat offender')}* on "
+            f"{count(len(nodes), 'node')} ({code(compress(nodes))}): `/hw-faults repeat`"
+        )
     missing = _not_run(g.not_run)
     if missing:
         lines.append(missing)

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from bot import metric_names as m
 from bot.models import Action, Evidence, Fault, FaultKind, Severity
+from bot.triage.repeat_config import RepeatConfig
 from bot.triage.table import VERSION_LABELS, Column, MetricRequest, Reading, Table
 from bot.triage.window import IN_THE_WINDOW, named
 from bot.triage.xid import advice, describe
@@ -109,6 +110,8 @@ class HealthConfig(BaseModel):
     # Read the series of meowbot's recording rules (`meowbot prometheus-rules`) where
     # Prometheus keeps them up to date; off, every read is raw.
     recorded_rules: bool = True
+    # Repeat offenders across weeks: what counts, and what their verdict becomes.
+    repeat: RepeatConfig = RepeatConfig()
 
     @field_validator("disabled", mode="after")
     @classmethod

@@ -1,15 +1,17 @@
 """The ports only triage takes: the metrics it reads (Prometheus and the simulator implement it,
-in bot/backends/), and the job owners' DMs and their shared ledger (bot/triage/owners.py). The
+in bot/backends/), the job owners' DMs and their shared ledger (bot/triage/owners.py), and
+the fault history that finds repeat offenders (Redis, or in memory). The
 inventory, the scheduler, where a node sits and the resume memory are shared with the alerts:
 bot/ports.py."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
 from bot.triage.notice import JobNotice
+from bot.triage.repeats import Occurrence
 from bot.triage.stragglers import PacePoint, RankTime, StragglerConfig
 from bot.triage.table import MetricRequest, Table
 
@@ -80,3 +82,16 @@ class JobNoticeLedger(Protocol):
     async def opted_out(self, slack_user: str) -> bool: ...
 
     async def set_opted_out(self, slack_user: str, out: bool) -> None: ...
+
+
+class FaultHistory(Protocol):
+    """Each node's fault occurrences (bot/triage/repeats.py), shared by every replica and kept
+    bounded: what the store keeps is its own concern, within `keep_days` and `max_per_node`."""
+
+    async def occurrences(self, nodes: Sequence[str] | None) -> list[Occurrence]:
+        """The occurrences of `nodes` (None: of every node with any)."""
+        ...
+
+    async def save(self, by_node: Mapping[str, Sequence[Occurrence]], now: datetime) -> None:
+        """Replaces each named node's occurrences with the ones given."""
+        ...

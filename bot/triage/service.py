@@ -1,17 +1,20 @@
 """Node health and hardware faults: the services behind /node-health and /hw-faults.
 
-Plain async functions over ports (metrics, scheduler, inventory); they return report models
-and never touch Slack. Each reads the fleet with a fixed number of metric queries.
+Plain async functions over ports (metrics, scheduler, inventory, fault history); they return
+report models and never touch Slack. Each reads the fleet with a fixed number of metric queries.
+Every one of them judges faults with their history (bot/triage/repeats.py): a repeat offender
+escalates the same way whichever surface asks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import difflib
+import logging
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from bot.errors import BackendError
 from bot.models import Fault, FaultKind, Job, Node, Severity, Verdict, VerdictLevel
@@ -26,11 +29,14 @@ from bot.triage.checks import (
     run_checks,
 )
 from bot.triage.kinds import words
-from bot.triage.ports import Metrics
+from bot.triage.ports import FaultHistory, Metrics
+from bot.triage.repeats import Offender, bounded, escalate, fold, offenders, sightings
 from bot.triage.resumes import apply_resume_memory
 from bot.triage.stragglers import StragglerConfig
 from bot.triage.targets import BadInput, expand_nodes, parse_duration, parse_kinds
 from bot.triage.verdict import fault_level, verdicts
+
+log = logging.getLogger(__name__)
 
 # Nodes under one leaf switch with the same fault at once point at the switch.
 SWITCH_SUSPECT_MIN_NODES = 4
@@ -45,6 +51,8 @@ class Triage:
     stragglers: StragglerConfig = field(default_factory=StragglerConfig)
     # The nodes meowbot resumed: an Xid from before a resume does not drain a node again.
     resumes: ResumeMemory | None = None
+    # Each node's fault occurrences over weeks: finds the repeat offenders.
+    history: FaultHistory | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,7 @@ class NodeReport:
     scheduler_note: str | None
     at: datetime
     window_s: float  # the counters' window, named in the answer
+    offenders: list[Offender] = field(default_factory=list)  # the node's, with their history
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,8 @@ class FaultsReport:
     scope: str
     at: datetime
     verdict_window_s: float  # what /node-health judges a node on, said where it differs
+    offenders: list[Offender] = field(default_factory=list)  # across weeks, in scope
+    repeat_only: bool = False  # `/hw-faults repeat`: the offenders are the answer
 
 
 @dataclass(frozen=True)
@@ -108,6 +119,58 @@ async def _run(triage: Triage, nodes: Sequence[str] | None, window_s: float) -> 
     return await apply_resume_memory(triage.metrics, triage.resumes, run, window_s)
 
 
+async def _with_history(
+    triage: Triage,
+    nodes: Sequence[str] | None,
+    faults: list[Fault],
+    at: datetime,
+    *,
+    sighted: bool = True,
+    record: bool = False,
+) -> tuple[list[Fault], list[Offender]]:
+    """`faults` judged with their history: offenders found and their faults escalated.
+
+    The faults of now count as seen (`sighted`) whether or not this call records them, so a
+    surface that only reads agrees with one that records. `record` saves them: the sweep and
+    /node-health do (one read and one write of the faulty nodes' history)."""
+    cfg = triage.config.repeat
+    if triage.history is None or not cfg.enabled:
+        return faults, []
+    seen = sightings(faults, at) if sighted else []
+    try:
+        stored = await triage.history.occurrences(nodes)
+    except BackendError as exc:
+        # Without its history a fault is judged on the present, as before there was one.
+        log.warning("fault history unreadable: %s", exc)
+        return faults, []
+    merged = fold([*stored, *seen], cfg.gap_s)
+    if record and seen:
+        touched = sorted({o.node for o in seen})
+        by_node = {
+            n: bounded([o for o in merged if o.node == n], at, cfg.keep_days, cfg.max_per_node)
+            for n in touched
+        }
+        try:
+            await triage.history.save(by_node, at)
+        except BackendError as exc:
+            log.warning("fault history not saved: %s", exc)
+    found = offenders(merged, at, cfg)
+    if nodes is not None:
+        asked = set(nodes)
+        found = [o for o in found if o.node in asked]
+    elif found:
+        # The fleet is what the inventory says: a node retired (or gone from the metrics) with
+        # history left is no offender to alert on or count.
+        try:
+            await triage.inventory.load()
+        except BackendError as exc:
+            log.warning("inventory unreadable, offenders unfiltered: %s", exc)
+        else:
+            known = set(triage.inventory.names())
+            found = [o for o in found if o.node in known]
+    return escalate(faults, found, at), found
+
+
 @dataclass(frozen=True)
 class FleetFaults:
     faults: list[Fault]
@@ -120,13 +183,26 @@ async def fleet_faults(triage: Triage, window_s: float | None = None) -> FleetFa
 
     By default over the health window, as /node-health and App Home judge a node: an alert
     then fires and clears with the verdict /node-health gives."""
-    run = await _run(triage, None, window_s or triage.config.window_s)
+    window = window_s or triage.config.window_s
+    run = await _run(triage, None, window)
+    # Recorded over the health window or a shorter one: a longer one would date old faults now.
+    current = window <= triage.config.window_s
+    faults, _ = await _with_history(
+        triage, None, _fold_related(run.faults), run.at, sighted=current, record=current
+    )
     unchecked = (
         frozenset(kind for name in run.not_run for kind in CHECKS_BY_NAME[name].kinds)
         if run.not_run
         else frozenset()
     )
-    return FleetFaults(_fold_related(run.faults), unchecked, run.at)
+    return FleetFaults(faults, unchecked, run.at)
+
+
+async def known_offenders(triage: Triage, nodes: Sequence[str] | None) -> list[Offender]:
+    """The repeat offenders among `nodes` (None: the fleet) by their recorded history alone,
+    for a surface that has no reading of its own (an Alertmanager alert's node)."""
+    _, found = await _with_history(triage, nodes, [], datetime.now(UTC), sighted=False)
+    return found
 
 
 def _nearest(name: str, names: Sequence[str]) -> str:
@@ -160,7 +236,9 @@ async def node_health(triage: Triage, text: str) -> NodeReport | FleetSummary | 
     except BackendError as exc:
         sched_task.cancel()
         return UserError(f"I could not read the metrics: {exc.user_text()}")
-    faults = _fold_related(run.faults)
+    faults, found = await _with_history(
+        triage, present, _fold_related(run.faults), run.at, record=True
+    )
     by_node = verdicts(present, faults)
     if len(present) == 1:
         node = present[0]
@@ -175,6 +253,7 @@ async def node_health(triage: Triage, text: str) -> NodeReport | FleetSummary | 
             scheduler_note=note,
             at=run.at,
             window_s=cfg.window_s,
+            offenders=[o for o in found if o.node == node],
         )
     sched_task.cancel()
     ordered = sorted(by_node.values(), key=lambda v: (-v.level.rank, v.node))
@@ -244,12 +323,17 @@ def _fold_related(faults: list[Fault]) -> list[Fault]:
     return out
 
 
+# The word of `/hw-faults repeat`: the repeat offenders across weeks, not the window's faults.
+REPEAT_WORD = "repeat"
+
+
 def parse_faults_args(
     text: str,
-) -> tuple[list[str] | None, frozenset[FaultKind] | None, float | None]:
-    """`[node|hostlist|kind] [--since 24h]` -> (nodes, kinds, window)."""
+) -> tuple[list[str] | None, frozenset[FaultKind] | None, float | None, bool]:
+    """`[repeat] [node|hostlist|kind] [--since 24h]` -> (nodes, kinds, window, repeat)."""
     words = text.split()
     window: float | None = None
+    repeat = False
     nodes: list[str] | None = None
     kinds: frozenset[FaultKind] | None = None
     i = 0
@@ -263,6 +347,8 @@ def parse_faults_args(
             continue
         if word.startswith("--since="):
             window = parse_duration(word.split("=", 1)[1])
+        elif word.lower() in {REPEAT_WORD, "repeats"}:
+            repeat = True
         elif (found := parse_kinds(word)) is not None:
             kinds = found if kinds is None else kinds | found
         elif nodes is None:
@@ -270,15 +356,16 @@ def parse_faults_args(
         else:
             raise BadInput(f"I read `{word[:40]}` as a second hostlist; give one.")
         i += 1
-    return nodes, kinds, window
+    return nodes, kinds, window, repeat
 
 
 async def hw_faults(triage: Triage, text: str) -> FaultsReport | UserError:
     try:
-        nodes, kinds, window = parse_faults_args(text)
+        nodes, kinds, window, repeat = parse_faults_args(text)
     except BadInput as exc:
         return UserError(str(exc))
-    window_s = window or 86400.0
+    # The offenders are judged as /node-health judges a node: over the health window.
+    window_s = window or (triage.config.window_s if repeat else 86400.0)
     try:
         await triage.inventory.load()
     except BackendError as exc:
@@ -299,9 +386,18 @@ async def hw_faults(triage: Triage, text: str) -> FaultsReport | UserError:
         run = await _run(triage, nodes, window_s)
     except BackendError as exc:
         return UserError(f"I could not read the metrics: {exc.user_text()}")
-    faults = _fold_related(run.faults)
+    # Seen over the health window (or a shorter one), the faults count as seen now; over a
+    # longer one they may be days old, and only the recorded history counts.
+    faults, found = await _with_history(
+        triage,
+        nodes,
+        _fold_related(run.faults),
+        run.at,
+        sighted=window_s <= triage.config.window_s,
+    )
     if kinds is not None:
         faults = [f for f in faults if f.kind in kinds]
+        found = [o for o in found if o.kind in kinds]
     scope = "the fleet" if nodes is None else f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}"
     if kinds is not None:
         scope += " (" + ", ".join(sorted(words(k) for k in kinds)) + ")"
@@ -318,6 +414,8 @@ async def hw_faults(triage: Triage, text: str) -> FaultsReport | UserError:
         scope=scope,
         at=run.at,
         verdict_window_s=triage.config.window_s,
+        offenders=found,
+        repeat_only=repeat,
     )
 
 
@@ -371,6 +469,7 @@ class FleetGlance:
     at: datetime
     verdict_window_s: float
     window_s: float
+    offenders: list[Offender] = field(default_factory=list)  # repeat offenders across weeks
 
 
 async def fleet_glance(triage: Triage, window_s: float = 86400.0) -> FleetGlance | UserError:
@@ -392,7 +491,8 @@ async def fleet_glance(triage: Triage, window_s: float = 86400.0) -> FleetGlance
     except BackendError as exc:
         return UserError(f"I could not read the fleet: {exc.user_text()}")
     names = triage.inventory.names()
-    by_node = verdicts(names, _fold_related(now_run.faults))
+    now_faults, found = await _with_history(triage, None, _fold_related(now_run.faults), now_run.at)
+    by_node = verdicts(names, now_faults)
     counts = Counter(v.level for v in by_node.values())
     return FleetGlance(
         nodes=len(names),
@@ -402,6 +502,7 @@ async def fleet_glance(triage: Triage, window_s: float = 86400.0) -> FleetGlance
         at=now_run.at,
         verdict_window_s=verdict_window_s,
         window_s=window_s,
+        offenders=found,
     )
 
 

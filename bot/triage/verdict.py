@@ -38,12 +38,19 @@ def _order(fault: Fault) -> tuple[int, int]:
     return (-fault_level(fault).rank, -fault.severity.rank)
 
 
+def _reason(fault: Fault) -> str:
+    """The fault's summary, and a repeat offender's history where the summary lacks it."""
+    if fault.repeat is None or fault.repeat in fault.summary:
+        return fault.summary
+    return f"{fault.summary}; repeat offender: {fault.repeat}"
+
+
 def verdict(node: str, faults: Iterable[Fault]) -> Verdict:
     ordered = sorted((f for f in faults if f.node == node), key=_order)
     if not ordered:
         return Verdict(node=node, level=VerdictLevel.HEALTHY)
     level = max((fault_level(f) for f in ordered), key=lambda lv: lv.rank)
-    reasons = tuple(dict.fromkeys(f.summary for f in ordered))
+    reasons = tuple(dict.fromkeys(_reason(f) for f in ordered))
     worst = ordered[0]
     reason = drain_reason.for_fault(worst) if level.rank >= VerdictLevel.DRAIN.rank else None
     return Verdict(node=node, level=level, reasons=reasons, drain_reason=reason)
