@@ -30,7 +30,9 @@ Two paths a GPU fault takes to the alert channel, measured in one run, side by s
     webhook points at the bot's ``POST /alertmanager`` through a pass-through relay that notes
     when each webhook arrived. Times: from the POST to Alertmanager to the channel message, and
     the bot's own part, from the webhook's arrival to the message. Each alert is resolved
-    once named.
+    once named. Its ``startsAt`` is the moment of the POST: Alertmanager sends a new group's
+    first alert at once, without group_wait, when it started more than group_wait ago (as an
+    alerting rule's alert with a longer ``for:`` does), which would hide the wait.
 
 Both run at once against the one bot, as they would in production. Then the sweep loop is
 stopped and Prometheus' CPU is sampled at rest for ``--idle`` seconds: its CPU seconds a minute
