@@ -76,7 +76,7 @@ class QuietHours(_Cfg):
 
 
 class AlertsConfig(_Cfg):
-    sweep_interval_s: int = Field(60, ge=5, le=86400)
+    sweep_interval_s: int = Field(10, ge=5, le=86400)
     sweep_window_s: int | None = Field(None, ge=60, le=86400)
     """How far back a sweep's counter checks look: a fault clears once it is this quiet.
     Unset, the health window (`health.window_s`): the alerts then fire and clear with the

@@ -1,0 +1,811 @@
+"""Fault to channel message, measured: not a timed test, run by hand.
+
+    .venv/bin/python bench/fault_latency.py [--nodes 4096] [--faults 20] [--alerts 20]
+        [--scrape-interval 15] [--sweep-interval S] [--group-wait 10] [--idle 120] [--no-rules]
+
+Two paths a GPU fault takes to the alert channel, measured in one run, side by side:
+
+(a) The sweep. A clean simulated fleet (``SimFleet(fault_rate=0)``, 8 GPUs a node) is served
+    as dcgm-exporter and node_exporter text by a child process (this script with ``--serve``),
+    one target per 256 nodes as a real Prometheus scrapes many exporters, each re-rendered at
+    the wall clock once a minute (its counters move on) and at once when a fault is injected.
+    A real Prometheus on loopback scrapes them every ``--scrape-interval`` seconds (15 s:
+    dcgm-exporter's common collection interval and a common scrape interval; timeout 10 s;
+    ``honor_labels``) and evaluates meowbot's recording rules as ``meowbot prometheus-rules``
+    prints them for the default config (``--no-rules``: none, every read raw). The real bot
+    (``create_bot`` with PROMETHEUS_URL, REDIS_URL and the project's Slack emulator, as
+    tests/e2e/test_alerts_sweep.py builds it) runs its notifier and the real sweep loop
+    (``Alerting.sweeper``) at ``--sweep-interval`` (default: the bot's own default). At random
+    moments an Xid 79 is set on one GPU of a random node (the last-Xid gauge
+    DCGM_FI_DEV_XID_ERRORS, as dcgm-exporter shows a GPU that fell off the bus); the time runs
+    from the exporter serving it to the first Slack call in the channel whose text names that
+    node (by name or in a hostlist). Once named, the GPU is mended (the gauge back to 0) so the
+    group resolves and the channel never reaches storm mode. From Prometheus' own samples the
+    bench also tells where the time went: to the scrape, from the scrape to the sweep that
+    found it, from that sweep's start to the message.
+(b) Alertmanager. At random moments one firing alert (``GpuXidError``, ``xid="79"``,
+    ``Hostname``, ``gpu``, ``severity="critical"``) is posted to a real Alertmanager
+    (prometheus-alertmanager; ``group_by: [alertname, Hostname]`` so each is a new group, sent
+    after ``--group-wait``: 10 s as many sites run it, Alertmanager's default is 30 s) whose
+    webhook points at the bot's ``POST /alertmanager`` through a pass-through relay that notes
+    when each webhook arrived. Times: from the POST to Alertmanager to the channel message, and
+    the bot's own part, from the webhook's arrival to the message. Each alert is resolved
+    once named. Its ``startsAt`` is the moment of the POST: Alertmanager sends a new group's
+    first alert at once, without group_wait, when it started more than group_wait ago (as an
+    alerting rule's alert with a longer ``for:`` does), which would hide the wait.
+
+Both run at once against the one bot, as they would in production. Then the sweep loop is
+stopped and Prometheus' CPU is sampled at rest for ``--idle`` seconds: its CPU seconds a minute
+(from /proc) with the sweep and without it, and the sweep's own duration and queries at this
+fleet size. The figures are printed beside NVIDIA NVSentinel's published fault-to-cordon
+latency (P50 16.75 s, P90 28 s) and meowbot's target (P50 < 15 s, P90 < 30 s).
+
+Services: REDIS_URL from the environment (`make bench` runs it under scripts/testenv.py) or a
+redis-server started here; Prometheus and Alertmanager are always started here, configured as
+above. The bot's alert keys in that Redis (``meowbot:_:alerts:*``) are deleted first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import random
+import re
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+
+import aiohttp
+import redis.asyncio as aioredis
+from aiohttp import web
+
+from bench.health_prometheus import (
+    bench_rule_groups,
+    prometheus_cpu_s,
+    rss_mb,
+    say,
+    scalar,
+    tail,
+    wait_for_count,
+    write_rules,
+)
+from bot.alerts.runtime import Alerting
+from bot.app import create_bot
+from bot.backends.alertmanager import AlertmanagerClient
+from bot.backends.prometheus import PrometheusMetrics
+from bot.backends.prometheus_rules import SENTINEL_LABEL
+from bot.backends.sim.fleet import SimFleet
+from bot.backends.state import key
+from bot.config import load_settings
+from bot.models import FaultKind
+from bot.shell.emulator import Call, SlackEmulator
+from bot.triage.targets import BadInput, expand_nodes
+from scripts.testsvc.common import free_port, stop, wait_port
+from scripts.testsvc.prometheus import prometheus_command
+from tests.integration.sim_exporter import CONTENT_TYPE
+
+ROOT = Path(__file__).resolve().parents[1]
+CHANNEL = "C0LATENCY"
+SECRET = "bench-latency-secret"
+XID = 79  # GPU fallen off the bus: critical, drain
+SHARD_NODES = 256  # nodes a target: about 53k series, 13 MB
+RERENDER_S = 60.0
+READY_METRIC = "DCGM_FI_DEV_GPU_TEMP"
+XID_METRIC = "DCGM_FI_DEV_XID_ERRORS"
+NVSENTINEL = (16.75, 28.0)  # NVIDIA NVSentinel's published fault-to-cordon P50 and P90, s
+TARGET = (15.0, 30.0)
+DAY_GROUP_S = 240
+HOSTLIST_RE = re.compile(r"[A-Za-z][\w.-]*-(?:\[[0-9,\-]+\]|\d+)")
+
+
+# --- the exporter (child process) --------------------------------------------------------------
+def serve(n_nodes: int, ports: list[int], control: int) -> None:
+    """The clean fleet's exposition, one target a shard of nodes, re-rendered at the wall clock
+    once a minute (a shard at a time) and at once for the shard whose node gets or loses a
+    fault (``POST /inject?node=&gpu=`` / ``POST /heal?node=`` on the control port, answered
+    with ``time.monotonic()`` right after the new bytes are served)."""
+    started = time.perf_counter()
+    fleet = SimFleet(n_nodes, seed=1, fault_rate=0.0, now=datetime.now(UTC))
+    names = fleet.topology.names
+    shards = [names[i : i + SHARD_NODES] for i in range(0, len(names), SHARD_NODES)]
+    assert len(shards) == len(ports)
+    shard_of = {n: k for k, shard in enumerate(shards) for n in shard}
+    lock = threading.Lock()  # the fleet is one object: one render at a time
+
+    def render(k: int) -> bytes:
+        with lock:
+            return fleet.exposition(at=datetime.now(UTC), nodes=shards[k]).encode()
+
+    bodies = [render(k) for k in range(len(shards))]
+    size = sum(len(b) for b in bodies)
+    series = sum(b.count(b"\n") - b.count(b"\n#") - b.startswith(b"#") for b in bodies)
+    print(
+        f"exposition: {series} series, {size / 1e6:.0f} MB in {len(shards)} targets, "
+        f"rendered in {time.perf_counter() - started:.1f} s",
+        file=sys.stderr,
+        flush=True,
+    )
+
+    def rerender() -> None:
+        while True:
+            for k in range(len(shards)):
+                time.sleep(RERENDER_S / len(shards))
+                bodies[k] = render(k)
+
+    threading.Thread(target=rerender, name="render", daemon=True).start()
+
+    def handler(k: int | None) -> type[BaseHTTPRequestHandler]:
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if k is None or self.path.split("?", 1)[0] != "/metrics":
+                    self.send_error(404)
+                    return
+                data = bodies[k]
+                self.send_response(200)
+                self.send_header("Content-Type", CONTENT_TYPE)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_POST(self) -> None:
+                url = urllib.parse.urlsplit(self.path)
+                q = dict(urllib.parse.parse_qsl(url.query))
+                node = q.get("node", "")
+                if k is not None or node not in shard_of:
+                    self.send_error(404)
+                    return
+                with lock:
+                    if url.path == "/inject":
+                        fleet.inject(
+                            FaultKind.XID,
+                            node,
+                            gpu=int(q["gpu"]),
+                            since=datetime.now(UTC),
+                            xid=int(q.get("xid", XID)),
+                        )
+                    else:
+                        fleet.heal(node, FaultKind.XID)
+                shard = shard_of[node]
+                bodies[shard] = render(shard)
+                answer = json.dumps({"at": time.monotonic()}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, format: str, *args: object) -> None:
+                return
+
+        return Handler
+
+    servers = [ThreadingHTTPServer(("127.0.0.1", p), handler(k)) for k, p in enumerate(ports)]
+    servers.append(ThreadingHTTPServer(("127.0.0.1", control), handler(None)))
+    for s in servers[1:]:
+        s.daemon_threads = True
+        threading.Thread(target=s.serve_forever, daemon=True).start()
+    servers[0].daemon_threads = True
+    servers[0].serve_forever()
+
+
+# --- services ----------------------------------------------------------------------------------
+def prometheus_config(ports: list[int], interval_s: int, rules: Path | None) -> str:
+    return json.dumps(  # JSON is YAML
+        {
+            "global": {
+                "scrape_interval": f"{interval_s}s",
+                "scrape_timeout": f"{max(5, interval_s - 5)}s",
+                "evaluation_interval": f"{interval_s}s",
+            },
+            "rule_files": [str(rules)] if rules else [],
+            "scrape_configs": [
+                {
+                    "job_name": "meowbot-sim",
+                    "honor_labels": True,
+                    "static_configs": [{"targets": [f"127.0.0.1:{p}" for p in ports]}],
+                }
+            ],
+        },
+        indent=2,
+    )
+
+
+def alertmanager_config(hook_port: int, token: str, group_wait_s: int) -> str:
+    return f"""route:
+  receiver: meowbot
+  group_by: [alertname, Hostname]
+  group_wait: {group_wait_s}s
+  group_interval: 1m
+  repeat_interval: 4h
+receivers:
+  - name: meowbot
+    webhook_configs:
+      - url: http://127.0.0.1:{hook_port}/alertmanager
+        send_resolved: true
+        max_alerts: 0
+        http_config:
+          authorization:
+            type: Bearer
+            credentials: {token}
+"""
+
+
+@contextlib.contextmanager
+def redis_service(tmp: Path) -> Iterator[str]:
+    if os.environ.get("REDIS_URL"):
+        yield os.environ["REDIS_URL"]
+        return
+    from testsvc import redis  # scripts/testsvc: the starter `make test` uses
+
+    (tmp / "redis").mkdir()
+    with redis.start(tmp / "redis", {}) as env:
+        yield env["REDIS_URL"]
+
+
+class Procs:
+    """Child processes, stopped newest first."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self, cmd: list[str], log: Path) -> subprocess.Popen[bytes]:
+        with log.open("wb") as err:
+            proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
+        self.procs.append(proc)
+        return proc
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            stop(proc)
+
+
+# --- the bot's side ------------------------------------------------------------------------------
+@dataclass
+class Sweeps:
+    """Each sweep of the real loop: when it started and ended (monotonic), its PromQL queries."""
+
+    runs: list[tuple[float, float, int]] = field(default_factory=list)
+
+    def wrap(self, alerting: Alerting, metrics: PrometheusMetrics) -> None:
+        inner = alerting.sweep_once
+
+        async def timed() -> Any:
+            start, queries = time.monotonic(), metrics.queries
+            try:
+                return await inner()
+            finally:
+                self.runs.append((start, time.monotonic(), metrics.queries - queries))
+
+        alerting.sweep_once = timed  # type: ignore[method-assign]
+
+
+@dataclass
+class Relay:
+    """Alertmanager's webhook, passed on to the bot as it came; notes when each node arrived."""
+
+    target: str
+    arrived: dict[str, float] = field(default_factory=dict)
+
+    async def start(self, port: int) -> web.AppRunner:
+        http = aiohttp.ClientSession()
+
+        async def relay(request: web.Request) -> web.Response:
+            at = time.monotonic()
+            body = await request.read()
+            for alert in json.loads(body).get("alerts", []):
+                node = alert.get("labels", {}).get("Hostname", "")
+                if alert.get("status") == "firing":
+                    self.arrived.setdefault(node, at)
+            headers = {
+                k: v for k, v in request.headers.items() if k in ("Authorization", "Content-Type")
+            }
+            async with http.post(self.target, data=body, headers=headers) as resp:
+                return web.Response(
+                    status=resp.status, body=await resp.read(), content_type="application/json"
+                )
+
+        app = web.Application(client_max_size=8 * 1024 * 1024)
+        app.router.add_post("/alertmanager", relay)
+        app.on_cleanup.append(lambda _: http.close())
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        return runner
+
+
+def named_nodes(call: Call) -> set[str]:
+    """The nodes a Slack call's text names, by name or in a hostlist."""
+    out: set[str] = set()
+    for token in HOSTLIST_RE.findall(json.dumps(call.args)):
+        with contextlib.suppress(BadInput):
+            out.update(expand_nodes(token))
+    return out
+
+
+async def first_named(emu: SlackEmulator, node: str, after: float, timeout_s: float) -> float:
+    """When a channel call (post or update) first named `node` after `after`; NaN on timeout."""
+    deadline = time.monotonic() + timeout_s
+    seen = 0
+    while time.monotonic() < deadline:
+        calls = emu.calls
+        for call in calls[seen:]:
+            if (
+                call.at >= after
+                and call.ok
+                and call.method in ("chat.postMessage", "chat.update")
+                and call.args.get("channel") == CHANNEL
+                and node in named_nodes(call)
+            ):
+                return call.at
+        seen = len(calls)
+        await asyncio.sleep(0.05)
+    return float("nan")
+
+
+def post_control(url: str) -> float:
+    with urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=30) as resp:
+        return float(json.loads(resp.read())["at"])
+
+
+def first_scrape(prom: str, node: str, gpu: int, after_wall: float) -> float | None:
+    """The wall time of the first scraped sample of the node's Xid gauge above 0, if any."""
+    sel = f'{XID_METRIC}{{Hostname="{node}",gpu="{gpu}"}}[10m]'
+    data = urllib.parse.urlencode({"query": sel}).encode()
+    with contextlib.suppress(OSError, ValueError, KeyError, IndexError):
+        with urllib.request.urlopen(f"{prom}/api/v1/query", data=data, timeout=10) as resp:
+            result = json.loads(resp.read())["data"]["result"]
+        for ts, value in result[0]["values"]:
+            if float(value) > 0 and float(ts) >= after_wall - 1:
+                return float(ts)
+    return None
+
+
+@dataclass
+class Fault:
+    node: str
+    at: float  # monotonic: served by the exporter, or posted to Alertmanager
+    named: float = float("nan")
+    scraped: float | None = None  # monotonic: Prometheus' first sample of it
+    sweep_start: float | None = None  # monotonic: the sweep that found it
+    arrived: float | None = None  # monotonic: the webhook reached the bot
+
+    @property
+    def latency(self) -> float:
+        return self.named - self.at
+
+
+def pick_nodes(names: list[str], count: int, rng: random.Random) -> list[str]:
+    """`count` nodes spread over the fleet (every leaf switch before any twice)."""
+    step = max(1, len(names) // count)
+    return [names[k * step + rng.randrange(step)] for k in range(count)]
+
+
+async def sweep_fault(
+    emu: SlackEmulator,
+    node: str,
+    start_in: float,
+    env: dict[str, str],
+    sweeps: Sweeps,
+    timeout_s: float,
+    rng: random.Random,
+    wall_offset: float,
+) -> Fault:
+    """One Xid: set at a random moment, timed to the message naming its node, then mended."""
+    loop = asyncio.get_running_loop()
+    control, prom = env["CONTROL_URL"], env["PROMETHEUS_URL"]
+    await asyncio.sleep(start_in)
+    gpu = rng.randrange(8)
+    at = await loop.run_in_executor(
+        None, post_control, f"{control}/inject?node={node}&gpu={gpu}&xid={XID}"
+    )
+    fault = Fault(node, at)
+    fault.named = await first_named(emu, node, at, timeout_s)
+    scraped = await loop.run_in_executor(None, first_scrape, prom, node, gpu, at + wall_offset)
+    if scraped is not None:
+        fault.scraped = scraped - wall_offset
+        # The sweep that found it: the last one to end before the message.
+        found = [s for s, e, _ in sweeps.runs if s >= fault.scraped and e <= fault.named]
+        fault.sweep_start = max(found) if found else None
+    say(
+        f"  sweep: Xid {XID} on {node} gpu {gpu}: named after {fault.latency:.1f} s"
+        + (f" (scraped after {fault.scraped - at:.1f} s)" if fault.scraped else "")
+    )
+    await loop.run_in_executor(None, post_control, f"{control}/heal?node={node}")
+    return fault
+
+
+def am_alert(node: str, gpu: int, resolved: bool = False) -> dict[str, Any]:
+    now = datetime.now(UTC)
+    alert: dict[str, Any] = {
+        "labels": {
+            "alertname": "GpuXidError",
+            "Hostname": node,
+            "gpu": str(gpu),
+            "xid": str(XID),
+            "severity": "critical",
+        },
+        "annotations": {"summary": f"Xid {XID} on {node} GPU {gpu}"},
+        # Now: Alertmanager sends a new group at once, without group_wait, when its first
+        # alert started more than group_wait ago (as a rule's alert with a longer `for:` does).
+        "startsAt": now.isoformat(),
+    }
+    if resolved:
+        alert["endsAt"] = now.isoformat()
+    return alert
+
+
+async def am_fault(
+    emu: SlackEmulator,
+    node: str,
+    start_in: float,
+    am: AlertmanagerClient,
+    relay: Relay,
+    timeout_s: float,
+    rng: random.Random,
+) -> Fault:
+    """One alert posted to Alertmanager at a random moment, timed to the message, resolved."""
+    await asyncio.sleep(start_in)
+    gpu = rng.randrange(8)
+    at = time.monotonic()
+    await am.post_alerts([am_alert(node, gpu)])
+    fault = Fault(node, at)
+    fault.named = await first_named(emu, node, at, timeout_s)
+    fault.arrived = relay.arrived.get(node)
+    own = f", the bot's part {fault.named - fault.arrived:.2f} s" if fault.arrived else ""
+    say(f"  alertmanager: {node}: named after {fault.latency:.1f} s{own}")
+    await am.post_alerts([am_alert(node, gpu, resolved=True)])
+    return fault
+
+
+# --- the run -----------------------------------------------------------------------------------
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
+
+
+def line(what: str, values: list[float]) -> str:
+    p50, p90 = pct(values, 0.5), pct(values, 0.9)
+    return (
+        f"{what}: P50 {p50:.1f} s, P90 {p90:.1f} s, max {max(values, default=float('nan')):.1f} s "
+        f"({len(values)})"
+    )
+
+
+def verdict(values: list[float]) -> str:
+    p50, p90 = pct(values, 0.5), pct(values, 0.9)
+    ok = p50 < TARGET[0] and p90 < TARGET[1]
+    return "met" if ok else "MISSED"
+
+
+async def measure(args: argparse.Namespace, env: dict[str, str], prom_pid: int) -> None:
+    rng = random.Random(args.seed)
+    client = aioredis.Redis.from_url(env["REDIS_URL"], decode_responses=True)
+    stale = [k async for k in client.scan_iter(key("", "alerts", "*"))]
+    if stale:
+        await client.delete(*stale)
+    await client.aclose()
+    emu = SlackEmulator()
+    await emu.start()
+    emu.add_channel(CHANNEL, "gpu-alerts")
+    extra = {"MEOWBOT_SWEEP_INTERVAL": str(args.sweep_interval)} if args.sweep_interval else {}
+    settings = load_settings(
+        SLACK_BOT_TOKEN=emu.bot_token,
+        SLACK_SIGNING_SECRET=SECRET,
+        SLACK_API_URL=emu.api_url,
+        REDIS_URL=env["REDIS_URL"],
+        PROMETHEUS_URL=env["PROMETHEUS_URL"],
+        ALERTMANAGER_URL=env["ALERTMANAGER_URL"],
+        ALERTMANAGER_WEBHOOK_TOKEN=env["TOKEN"],
+        MEOWBOT_ALERT_CHANNEL=CHANNEL,
+        MEOWBOT_ADMINS="",
+        MEOWBOT_CONFIG=None,
+        SLURM_REST_URL=None,
+        **extra,
+    )
+    bot = await create_bot(settings)
+    alerting = bot.deps.alerting
+    metrics = bot.deps.triage.metrics
+    assert alerting is not None and isinstance(metrics, PrometheusMetrics)
+    interval = alerting.cfg.sweep_interval_s
+    bot_port = await bot.start_http("127.0.0.1", 0)
+    relay = Relay(f"http://127.0.0.1:{bot_port}/alertmanager")
+    relay_runner = await relay.start(int(env["HOOK_PORT"]))
+    bot.start_background(sweep=False)  # the notifier; the sweep loop is ours to stop
+    sweeps = Sweeps()
+    sweeps.wrap(alerting, metrics)
+    stop_sweep = asyncio.Event()
+    sweeper = asyncio.create_task(alerting.sweeper(stop_sweep))
+    am = AlertmanagerClient(env["ALERTMANAGER_URL"])
+    try:
+        await bot.deps.triage.inventory.load()
+        names = list(bot.deps.triage.inventory.names())
+        say(
+            f"bot: sweep every {interval} s (MEOWBOT_SWEEP_INTERVAL"
+            f"{'' if args.sweep_interval else ', its default'}), {len(names)} nodes listed"
+        )
+        while not sweeps.runs:
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(3.0)
+        first = sweeps.runs[0]
+        say(
+            f"first sweep: {first[1] - first[0]:.1f} s, {first[2]} queries; "
+            f"{len(emu.calls_to('chat.postMessage'))} messages posted about the clean fleet"
+        )
+        picked = pick_nodes(names, args.faults + args.alerts, rng)
+        rng.shuffle(picked)
+        sweep_nodes, am_nodes = picked[: args.faults], picked[args.faults :]
+        timeout_s = 3 * interval + 4 * args.scrape_interval + 60
+        cpu0, t0 = prometheus_cpu_s(prom_pid), time.monotonic()
+        sweeps_before = len(sweeps.runs)
+        wall_offset = time.time() - time.monotonic()
+        # Arrivals at random moments over the span, each timed on its own, so that a fault
+        # lands at any phase of the scrape, the rules and the sweep; faults may overlap.
+        span = args.gap * max(args.faults, args.alerts)
+        sweep_tasks = [
+            sweep_fault(
+                emu,
+                node,
+                rng.uniform(0, span),
+                env,
+                sweeps,
+                timeout_s,
+                random.Random(rng.random()),
+                wall_offset,
+            )
+            for node in sweep_nodes
+        ]
+        am_tasks = [
+            am_fault(
+                emu,
+                node,
+                rng.uniform(0, span),
+                am,
+                relay,
+                timeout_s + args.group_wait,
+                random.Random(rng.random()),
+            )
+            for node in am_nodes
+        ]
+        done = await asyncio.gather(*sweep_tasks, *am_tasks)
+        sweep_faults, am_faults = done[: len(sweep_tasks)], done[len(sweep_tasks) :]
+        with_sweep = (prometheus_cpu_s(prom_pid) - cpu0) / (time.monotonic() - t0) * 60
+        phase_s = time.monotonic() - t0
+        swept = sweeps.runs[sweeps_before:]
+        stop_sweep.set()
+        await sweeper
+        say(f"sweep loop stopped; Prometheus at rest for {args.idle} s")
+        cpu1, t1 = prometheus_cpu_s(prom_pid), time.monotonic()
+        await asyncio.sleep(args.idle)
+        without = (prometheus_cpu_s(prom_pid) - cpu1) / (time.monotonic() - t1) * 60
+    finally:
+        stop_sweep.set()
+        with contextlib.suppress(Exception):
+            await sweeper
+        await am.close()
+        await relay_runner.cleanup()
+        await bot.close()
+        await emu.stop()
+    report(args, interval, sweep_faults, am_faults, swept, with_sweep, without, phase_s)
+
+
+def report(
+    args: argparse.Namespace,
+    interval: int,
+    sweep_faults: list[Fault],
+    am_faults: list[Fault],
+    swept: list[tuple[float, float, int]],
+    with_sweep: float,
+    without: float,
+    phase_s: float,
+) -> None:
+    print()
+    print(
+        f"fault to channel message, {args.nodes} nodes x 8 GPUs, scrape every "
+        f"{args.scrape_interval} s, recording rules {'loaded' if args.rules else 'not loaded'}, "
+        f"sweep every {interval} s, Alertmanager group_wait {args.group_wait} s"
+    )
+    print(
+        f"  NVIDIA NVSentinel (published, fault to cordon): P50 {NVSENTINEL[0]} s, "
+        f"P90 {NVSENTINEL[1]:.0f} s; target: P50 < {TARGET[0]:.0f} s, P90 < {TARGET[1]:.0f} s"
+    )
+    if sweep_faults:
+        done = [f for f in sweep_faults if f.latency == f.latency]
+        lat = [f.latency for f in done]
+        print(
+            f"  (a) {line('sweep, Xid in the exposition to the message', lat)}; "
+            f"{len(sweep_faults) - len(done)} not named in time; target {verdict(lat)}"
+        )
+        parts = [f for f in done if f.scraped is not None and f.sweep_start is not None]
+        if parts:
+            print(
+                "      where it went, P50: to the scrape "
+                f"{pct([f.scraped - f.at for f in parts], 0.5):.1f} s, "  # type: ignore[operator]
+                "scrape to the sweep that found it "
+                f"{pct([f.sweep_start - f.scraped for f in parts], 0.5):.1f} s, "  # type: ignore[operator]
+                "that sweep's start to the message "
+                f"{pct([f.named - f.sweep_start for f in parts], 0.5):.1f} s "  # type: ignore[operator]
+                f"({len(parts)} of {len(done)})"
+            )
+    if am_faults:
+        done = [f for f in am_faults if f.latency == f.latency]
+        lat = [f.latency for f in done]
+        own = [f.named - f.arrived for f in done if f.arrived is not None]
+        print(
+            f"  (b) {line('Alertmanager, POST to the message', lat)}; "
+            f"{len(am_faults) - len(done)} not named in time; target {verdict(lat)}"
+        )
+        print(f"      {line('the bot: webhook received to the message', own)}")
+    durations = [e - s for s, e, _ in swept]
+    queries = sorted({q for *_, q in swept})
+    if durations:
+        print(
+            f"  the sweep at {args.nodes} nodes: {len(swept)} sweeps in {phase_s:.0f} s, "
+            f"duration P50 {pct(durations, 0.5):.2f} s, max {max(durations):.2f} s, "
+            f"{'/'.join(map(str, queries))} PromQL queries each"
+        )
+    print(
+        f"  Prometheus CPU: {with_sweep:.1f} s a minute with the sweep every {interval} s "
+        f"(and the {len(am_faults)} alerts), {without:.1f} s a minute without it "
+        f"(ingest{' and rules' if args.rules else ''}): the sweep costs "
+        f"{with_sweep - without:.1f} CPU s a minute ({(with_sweep - without) / 60:.0%} of a core)"
+    )
+
+
+def run(args: argparse.Namespace) -> None:
+    n_shards = -(-args.nodes // SHARD_NODES)
+    procs = Procs()
+    with tempfile.TemporaryDirectory(prefix="meowbot-bench-latency-") as tmp_name:
+        tmp = Path(tmp_name)
+        logs = [tmp / "exporter.log", tmp / "prometheus.log", tmp / "alertmanager.log"]
+        try:
+            with redis_service(tmp) as redis_url:
+                ports = [free_port() for _ in range(n_shards)]
+                control = free_port()
+                exporter = procs.start(
+                    [
+                        sys.executable,
+                        __file__,
+                        "--serve",
+                        ",".join(map(str, ports)),
+                        "--control",
+                        str(control),
+                        "--nodes",
+                        str(args.nodes),
+                    ],
+                    logs[0],
+                )
+                started = time.perf_counter()
+                wait_port(control, 300, exporter, "the fleet's exporter")
+                say(
+                    f"exporter: {logs[0].read_text().strip()} (up after "
+                    f"{time.perf_counter() - started:.1f} s)"
+                )
+                rules, _, n_rules = write_rules(tmp)
+                cfg = tmp / "prometheus.yml"
+                cfg.write_text(
+                    prometheus_config(ports, args.scrape_interval, rules if args.rules else None)
+                )
+                (tmp / "data").mkdir()
+                port = free_port()
+                prom = procs.start(prometheus_command(cfg, tmp / "data", port), logs[1])
+                prom_url = f"http://127.0.0.1:{port}"
+                wait_port(port, 60, prom, "prometheus")
+                expected = 8 * args.nodes
+                wait_for_count(
+                    prom_url,
+                    f"count({READY_METRIC})",
+                    expected,
+                    300,
+                    1.0,
+                    procs.procs,
+                    lambda seen: f"the first full scrape: {seen} of {expected} GPUs",
+                )
+                scraped_at = time.time()
+                say(
+                    f"prometheus: {expected} GPUs scraped after {time.perf_counter() - started:.1f}"
+                    f" s, a target's scrape {scalar(prom_url, 'avg(scrape_duration_seconds)'):.2f}"
+                    f" s, every {args.scrape_interval} s"
+                )
+                if args.rules:
+                    # The groups of a day's window (every 240 s) feed /hw-faults, not the sweep.
+                    read = [g for g in bench_rule_groups() if g.interval_s < DAY_GROUP_S]
+                    n_read = sum(len(g.rules) for g in read)
+                    ran = "|".join(sorted({str(g.interval_s) for g in read}))
+                    wait_for_count(
+                        prom_url,
+                        f'count({{{SENTINEL_LABEL}=~"{ran}"}} > {scraped_at:.3f})',
+                        n_read,
+                        300,
+                        2.0,
+                        procs.procs,
+                        lambda seen: f"the rules the sweep reads to run: {seen} of {n_read}",
+                    )
+                    say(
+                        f"recording rules: {n_rules} loaded; the {n_read} the sweep reads "
+                        f"(every {ran.replace('|', '/')} s) have run since the full scrape"
+                    )
+                hook_port = free_port()
+                am_port = free_port()
+                token = secrets.token_hex(16)
+                am_cfg = tmp / "alertmanager.yml"
+                am_cfg.write_text(alertmanager_config(hook_port, token, args.group_wait))
+                am = procs.start(
+                    [
+                        "prometheus-alertmanager",
+                        f"--config.file={am_cfg}",
+                        f"--storage.path={tmp / 'am-data'}",
+                        f"--web.listen-address=127.0.0.1:{am_port}",
+                        "--cluster.listen-address=",
+                    ],
+                    logs[2],
+                )
+                wait_port(am_port, 30, am, "alertmanager")
+                env = {
+                    "REDIS_URL": redis_url,
+                    "PROMETHEUS_URL": prom_url,
+                    "ALERTMANAGER_URL": f"http://127.0.0.1:{am_port}",
+                    "TOKEN": token,
+                    "HOOK_PORT": str(hook_port),
+                    "CONTROL_URL": f"http://127.0.0.1:{control}",
+                }
+                load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+                say(f"measuring; load average {load} ({os.cpu_count()} cores)")
+                asyncio.run(measure(args, env, prom.pid))
+                say(f"prometheus RSS {rss_mb(prom.pid):.0f} MB")
+        except BaseException:
+            for log in logs:
+                print(tail(log), file=sys.stderr)
+            raise
+        finally:
+            procs.stop()
+    say(f"total wall time {time.perf_counter() - started:.1f} s")
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=4096)
+    parser.add_argument("--faults", type=int, default=20, help="Xids through the sweep")
+    parser.add_argument("--alerts", type=int, default=20, help="alerts through Alertmanager")
+    parser.add_argument("--scrape-interval", type=int, default=15, help="seconds")
+    parser.add_argument(
+        "--sweep-interval", type=int, default=0, help="seconds (default: the bot's default)"
+    )
+    parser.add_argument("--group-wait", type=int, default=10, help="Alertmanager's, seconds")
+    parser.add_argument(
+        "--gap", type=float, default=8.0, help="mean seconds between faults of one path"
+    )
+    parser.add_argument("--idle", type=int, default=120, help="seconds at rest, for the CPU")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--no-rules", dest="rules", action="store_false")
+    parser.add_argument("--serve", help=argparse.SUPPRESS)
+    parser.add_argument("--control", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve:
+        serve(args.nodes, [int(p) for p in args.serve.split(",")], args.control)
+    else:
+        run(args)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
