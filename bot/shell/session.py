@@ -65,6 +65,8 @@ WEATHER_KINDS = (
     "gpu_missing",
     "pcie_replay",
 )
+# One change of the simulated fleet a minute, whatever the sweep interval: readable.
+WEATHER_EVERY_S = 60
 WEATHER_MAX = 4  # at most this many at once: a change is a heal past it
 # Buttons of this many recent messages and views stay pressable; older ones scrolled away.
 RECENT_SHOWN = 50
@@ -684,17 +686,19 @@ class ShellSession:
         return f"{kind} came on {node}"
 
     async def run_weather(self, stop: asyncio.Event) -> None:
-        """The shell's sweeper: every sweep interval, faults come and go on the simulated
-        fleet (one change), then the fleet is swept, so alerts open and resolve as in a day
-        on a real cluster."""
+        """The shell's sweeper: the fleet is swept every sweep interval, and once a minute a
+        fault comes or goes on the simulated fleet (one change), so alerts open and resolve as
+        in a day on a real cluster, slowly enough to read."""
         assert self.bot is not None
         every = self.bot.settings.sweep_interval_s
+        changed_at = time.monotonic()
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), every)
             if stop.is_set():
                 return
-            if self.weather_on:
+            if self.weather_on and time.monotonic() - changed_at >= WEATHER_EVERY_S:
+                changed_at = time.monotonic()
                 self.weather()
             try:
                 await self._sweep_now()
