@@ -20,7 +20,16 @@ from bot.alerts.pages import NODES_PER_PAGE
 from bot.backends.alertmanager import AlertmanagerClient
 from bot.render.alerts import ALERT_DRAIN_ACTION, split_value
 from bot.shell.emulator import SlackEmulator, validate_blocks
-from tests.e2e.test_alerts import CHANNEL, Replica, StartReplica, settle, start_replica, team
+from tests.e2e.test_alerts import (
+    CHANNEL,
+    Replica,
+    StartReplica,
+    named,
+    settle,
+    start_replica,
+    team,
+    top_posts,
+)
 from tests.e2e.test_alerts_alertmanager import am
 
 __all__ = ["am", "start_replica", "team"]  # fixtures, used by name
@@ -40,10 +49,6 @@ def firing(name: str, node: str, **labels: str) -> dict[str, Any]:
 def ended(alert: dict[str, Any]) -> dict[str, Any]:
     """The same alert, resolved (Prometheus sends it again with `endsAt` now)."""
     return {**alert, "endsAt": datetime.now(UTC).isoformat()}
-
-
-def top_posts(emulator: SlackEmulator) -> list[dict[str, Any]]:
-    return [c.args for c in emulator.calls_to("chat.postMessage") if not c.args.get("thread_ts")]
 
 
 def tops(emulator: SlackEmulator) -> list[dict[str, Any]]:
@@ -77,17 +82,6 @@ async def three(
         await start_replica(port=p, ALERTMANAGER_URL=url, ALERTMANAGER_WEBHOOK_TOKEN=token)
         for p in ports
     ]
-
-
-def named_nodes(text: str) -> set[str]:
-    """Every node the mrkdwn names in code spans, hostlists expanded."""
-    out: set[str] = set()
-    for span in re.findall(r"`([^`]+)`", text):
-        try:
-            out.update(n for n in hostlist.expand_hostlist(span) if n.startswith("gpu-"))
-        except hostlist.BadHostlist:
-            continue
-    return out
 
 
 async def test_forty_nodes_losing_a_gpu_at_once_are_one_message_naming_them_all(
@@ -224,7 +218,7 @@ async def test_many_unrelated_events_are_one_storm_summary_naming_every_node(
         )
         want = {n for nodes in events.values() for n in nodes}
         await until(
-            lambda: any(named_nodes(text_of(m)) >= want for m in tops(emulator)),
+            lambda: any(named(text_of(m)) >= want for m in tops(emulator)),
             "no storm summary naming every node",
             timeout_s=60,
         )

@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from bot.alerts import pages
 from bot.alerts.config import AlertsConfig
 from bot.alerts.dispatch import Change, group_key, merge, scope_for
-from bot.alerts import pages
 from bot.alerts.models import Alert, AlertGroup, AlertSource, AlertStatus, GroupKey, Page, Scope
 from bot.alerts.notify import StepKind, drawn, needs_message, plan
 from bot.alerts.policy import (

@@ -7,8 +7,8 @@ from typing import Any
 
 from bot.alerts.config import AlertsConfig
 from bot.alerts.lines import audit_line, repeat_line
-from bot.alerts.pages import IN_MESSAGE_NODES
 from bot.alerts.models import Alert, AlertGroup, AlertSource, AlertStatus, Claim, GroupKey, Scope
+from bot.alerts.pages import IN_MESSAGE_NODES
 from bot.models import Severity
 from bot.mrkdwn import WORD_JOINER
 from bot.render.alerts import (
