@@ -35,8 +35,8 @@ ALERT_RUNBOOK_ACTION = "meowbot_alert_runbook"  # a link: Slack still sends the 
 CUSTOM_SILENCE = "custom"
 
 MAX_MEMBER_LINES = 15
-MAX_STORM_LINES = 400
-"""Events a storm summary names (packed into sections, under Slack's 50 blocks a message)."""
+STORM_TEXT_BUDGET = 9_000
+"""Characters of event lines a storm summary holds (packed into sections of 3,000)."""
 
 EMOJI = {
     Severity.CRITICAL: ":red_circle:",
@@ -230,7 +230,7 @@ def node_line(node: str, alerts: Sequence[Alert]) -> str:
     summary = next((a.summary for a in firing if a.summary.strip()), "")
     text = f"{EMOJI[max(a.severity for a in firing)]} {where}"
     if summary:
-        text += f": {escape(truncate(' '.join(summary.split()), 200, mrkdwn=False))}"
+        text += f": {escape(truncate(' '.join(summary.split()), 160, mrkdwn=False))}"
     if place:
         text += f" ({place})"
     if firing[0].starts_at:
@@ -355,8 +355,24 @@ def render_storm(channel_groups: Sequence[AlertGroup], now: datetime) -> SlackMe
         f"{plural_count(len(causes), 'cause')}, "
         f"{plural_count(sum(len(g.firing) for g in open_groups), 'firing alert')}."
     )
-    msg.lines([_storm_line(g) for g in open_groups], max_items=MAX_STORM_LINES,
-              more_hint="/hw-faults lists them all", bullet="")  # fmt: skip
+    # What one message holds (Slack takes 11,000 characters of blocks' text): the rest are
+    # counted, never cut silently.
+    lines: list[str] = []
+    used = 0
+    for g in open_groups:
+        line = _storm_line(g)
+        if used + len(line) > STORM_TEXT_BUDGET:
+            break
+        lines.append(line)
+        used += len(line) + 1
+    msg.lines(lines, bullet="")
+    left = open_groups[len(lines) :]
+    if left:
+        hidden = {a.node for g in left for a in g.firing if a.node}
+        msg.context(
+            f"…and {plural_count(len(left), 'more event')} on "
+            f"{plural_count(len(hidden), 'node')}: /hw-faults lists them all."
+        )
     msg.context(
         f"Updated {now:%Y-%m-%d %H:%M:%S} UTC. Each event is posted on its own, with its "
         f"per-node detail and buttons, once the storm passes; /hw-faults shows them now."

@@ -135,3 +135,30 @@ def test_the_planner_writes_the_message_then_its_stale_pages_then_redraws() -> N
     changed = changed.model_copy(update={"drawn": drawn(changed)})
     [step] = plan([changed], T0, {}, CFG)
     assert (step.kind, step.page) == (StepKind.PAGE, 1)
+
+
+def test_a_storm_too_big_for_one_message_counts_the_rest_and_stays_within_limits() -> None:
+    from bot.render.alerts import render_storm
+    from bot.render.blocks import block_text_length
+
+    groups = [
+        AlertGroup(
+            key=GroupKey(cause=f"Rule{k:04d}", scope=Scope.EVENT),
+            alerts=tuple(
+                xid79(3 * k + j).model_copy(
+                    update={"cause": f"Rule{k:04d}", "fingerprint": f"{k}-{j}"}
+                )
+                for j in range(3)
+            ),
+            opened_at=T0,
+            channel="C",
+        )
+        for k in range(1000)
+    ]
+    msg = render_storm(groups, T0)
+    assert validate_blocks(msg.blocks) == [] and msg.overflow == []
+    assert block_text_length(msg.blocks) <= 11_000
+    text = json.dumps(msg.blocks, ensure_ascii=False)
+    assert "Alert storm: 1,000 events on 3,000 nodes" in text
+    shown = text.count("on 3 nodes: ")
+    assert 50 < shown < 1000 and f"…and {1000 - shown:,} more events on" in text
