@@ -13,7 +13,7 @@ import hashlib
 
 from bot.alerts.models import Alert, AlertGroup
 
-IN_MESSAGE_NODES = 3
+IN_MESSAGE_NODES = 5
 """Up to this many nodes, their lines and buttons are in the group's own message."""
 NODES_PER_PAGE = 25
 """Nodes a thread reply lists: one block each (a section, its button beside it), under
