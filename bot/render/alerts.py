@@ -196,7 +196,7 @@ def render_group(
         msg.lines([_member_line(a) for a in members], max_items=MAX_MEMBER_LINES,
                   more_hint="see /hw-faults")  # fmt: skip
         if len(pic.nodes) > 1:
-            msg.lines(_picture_lines(group)[1:], bullet="")
+            msg.lines(_picture_lines(group), bullet="")
     context = [f"Since {_when(group.opened_at, now)}"]
     if group.claim is not None:
         context.append(f":eyes: {user_mention(group.claim.user_id)} is on it")
