@@ -51,7 +51,9 @@ def test_a_prometheus_fleet_groups_one_switch_as_one_fault() -> None:
     alert = Alert(fingerprint="f", source=AlertSource.SWEEP, status=AlertStatus.FIRING,
                   cause="ib_link_down", node="gpu-0005", severity=Severity.CRITICAL,
                   starts_at=NOW)  # fmt: skip
-    key = group_key(alert, inventory.place, AlertsConfig())
+    # An IB fault is one event by default; configured to group by switch, the topology says which.
+    cfg = AlertsConfig(group_scope={"ib_link_down": Scope.LEAF_SWITCH})
+    key = group_key(alert, inventory.place, cfg)
     assert key.scope is Scope.LEAF_SWITCH and key.scope_value == "leaf-01"
 
 
