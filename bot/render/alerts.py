@@ -195,7 +195,7 @@ def render_group(
         )
         msg.lines([_member_line(a) for a in members], max_items=MAX_MEMBER_LINES,
                   more_hint="see /hw-faults")  # fmt: skip
-        if len(pic.nodes) > 1:
+        if len(group.nodes) > 1:  # an event of several nodes names them, firing and resolved
             msg.lines(_picture_lines(group), bullet="")
     context = [f"Since {_when(group.opened_at, now)}"]
     if group.claim is not None:
