@@ -1,36 +1,38 @@
 """An alert storm through the real Alertmanager: not a timed test, run by hand.
 
-    .venv/bin/python bench/storm.py [--replicas 3] [--alerts 500] [--window 10]
+    .venv/bin/python bench/storm.py [--scenario correlated|one-cause] [--replicas 3]
+                                    [--alerts 500] [--window 10]
 
-500 alerts on 500 nodes across the 16 leaf switches of the bot's simulated fleet (one per node,
-each with its `leaf_switch` label, as a rule over node_exporter's InfiniBand metrics with
-topology relabelling would send them) are posted to Alertmanager's `POST /api/v2/alerts` in
-batches spread over 10 s. Alertmanager (Debian's prometheus-alertmanager, configured as
-scripts/testsvc/alertmanager.py does: group_wait 1 s, group_interval 1 s, three webhook
-receivers with a bearer token) delivers them to `POST /alertmanager` of the real bot
-(`create_bot`, `start_http`, the notifier loop; the passive sweep off so that only the storm is
-posted), which shares a real redis-server with its other replicas and posts to the project's
-Slack emulator. A webhook port no replica takes (one replica of three) gets a receiver that
-answers 200: Alertmanager waits for every receiver of a flush, so a dead one would delay the
-live ones by its retries (seen: 47 s instead of 27 s to the last update). The bench waits until
-every alert is stored, the notifier's queue is empty (or a storm summary is shown: groups it
-stands for stay queued) and Slack has been quiet for 3 s, then prints:
+`correlated` (the default): a correlated burst of 500 alerts on 500 nodes of the bot's simulated
+fleet: 200 share one cause (`xid="79"`, critical, one rule: a bad driver push) and 300 are
+spread over 60 unrelated rules, 5 nodes each. `one-cause`: 500 alerts of one rule on 500 nodes
+under 16 leaf switches (each with its `leaf_switch` label), one event. Either way they are
+posted to Alertmanager's `POST /api/v2/alerts` in batches spread over 10 s. Alertmanager
+(Debian's prometheus-alertmanager, configured as scripts/testsvc/alertmanager.py does:
+group_by [alertname], group_wait 1 s, group_interval 1 s, three webhook receivers with a bearer
+token) delivers them to `POST /alertmanager` of the real bot (`create_bot`, `start_http`, the
+notifier loop; the passive sweep off so that only the storm is posted), which shares a real
+redis-server with its other replicas and posts to the project's Slack emulator. A webhook port
+no replica takes (one replica of three) gets a receiver that answers 200: Alertmanager waits for
+every receiver of a flush, so a dead one would delay the live ones by its retries. The bench
+waits until every alert is stored, the notifier's queue is empty (or a storm summary is shown:
+events it stands for stay queued) and Slack has been quiet for 3 s, then prints:
 
-- messages posted (top-level) against the groups (16: one message a leaf switch);
-- Slack calls made (chat.*) against one post per alert (500, a bot without grouping);
+- messages posted (top-level) against the events (one per cause);
+- Slack calls made (chat.*: posts, updates, thread replies) against one post per alert (500);
 - time from the first alert to the last Slack call, against the floor that one call a second
   a channel sets for the calls made;
-- alerts lost (target 0): sent alerts that are in no group of the store shown in Slack, i.e.
-  neither in a group whose message is in the final Slack state nor counted in a storm summary
-  there (a message lists 15 members and "and N more": the store holds the rest);
-- groups posted twice (target 0): a leaf switch's group posted as a new top-level message
-  more than once;
+- alerts lost (target 0): sent alerts that are in no event shown in Slack, i.e. neither in a
+  group whose message is in the final Slack state nor counted in a storm summary there;
+- groups posted twice (target 0): an event posted as a new top-level message more than once;
+- firing nodes named in the channel (target all): nodes the final messages name, top level and
+  threads, reading their hostlists;
 - the peak Slack call rate per channel (calls in any 1 s window as the emulator received
   them; target <= 1), and any two calls closer than 1 s.
 
-`--storm-groups 8` lowers `alerts.storm_groups` (default 20, above the storm's 16 groups) so
-that the storm summary path runs. Exits 0 after printing (`make bench` chains the benches);
-`--check` exits 1 when a target is missed.
+`--storm-groups N` sets `alerts.storm_groups` (default 20: the correlated burst's 61 events are
+a storm). Exits 0 after printing (`make bench` chains the benches); `--check` exits 1 when a
+target is missed.
 
 Services: with REDIS_URL, ALERTMANAGER_URL, MEOWBOT_TEST_AM_WEBHOOK_PORTS and
 MEOWBOT_TEST_AM_TOKEN set (`make bench` runs it under scripts/testenv.py) it uses them;
@@ -61,6 +63,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
+import hostlist
 import redis.asyncio as aioredis
 from aiohttp import web
 
@@ -155,8 +158,9 @@ async def start_replicas(
     return bots, sinks
 
 
-def storm(bot: Bot, count: int, name: str, seed: int) -> list[dict[str, Any]]:
-    """One alert per node on the first `count` nodes (16 leaf switches for 500), shuffled."""
+def storm(bot: Bot, count: int, name: str, seed: int) -> tuple[list[dict[str, Any]], set[str]]:
+    """One alert per node on the first `count` nodes (16 leaf switches for 500), shuffled: one
+    rule's alerts, so one cause; and the causes they make."""
     inv = bot.deps.triage.inventory
     nodes = list(inv.names())[:count]
     starts = (datetime.now(UTC) - timedelta(minutes=1)).isoformat()
@@ -174,7 +178,57 @@ def storm(bot: Bot, count: int, name: str, seed: int) -> list[dict[str, Any]]:
         for n in nodes
     ]
     random.Random(seed).shuffle(alerts)
-    return alerts
+    return alerts, {name}
+
+
+def correlated(bot: Bot, count: int, name: str, seed: int) -> tuple[list[dict[str, Any]], set[str]]:
+    """A correlated burst: 2/5 of `count` alerts (200 of 500) share one cause, an Xid 79 on as
+    many nodes (a bad driver push), and the other 3/5 (300) are spread over `count // 8.33`
+    unrelated rules (60), 5 nodes each; shuffled. Every alert is on a node of its own."""
+    inv = bot.deps.triage.inventory
+    nodes = list(inv.names())[:count]
+    big = count * 2 // 5
+    rules = max(1, round((count - big) / 5))
+    starts = (datetime.now(UTC) - timedelta(minutes=1)).isoformat()
+    alerts = [
+        {
+            "labels": {
+                "alertname": f"{name}FellOffBus",
+                "Hostname": n,
+                "xid": "79",
+                "gpu": str(i % 8),
+                "severity": "critical",
+            },
+            "annotations": {"summary": f"GPU has fallen off the bus on {n}"},
+            "startsAt": starts,
+        }
+        for i, n in enumerate(nodes[:big])
+    ]
+    causes = {"xid_79"}
+    for i, n in enumerate(nodes[big:]):
+        rule = f"{name}Rule{i % rules:02d}"
+        causes.add(rule)
+        alerts.append(
+            {
+                "labels": {"alertname": rule, "Hostname": n, "severity": "warning"},
+                "annotations": {"summary": f"{rule} on {n}"},
+                "startsAt": starts,
+            }
+        )
+    random.Random(seed).shuffle(alerts)
+    return alerts, causes
+
+
+SCENARIOS = {"one-cause": storm, "correlated": correlated}
+
+
+def named_nodes(messages: list[dict[str, Any]]) -> set[str]:
+    """Every node the channel's messages name in code spans, hostlists expanded."""
+    out: set[str] = set()
+    for span in re.findall(r"`([^`]+)`", json.dumps([m.get("blocks", []) for m in messages])):
+        with contextlib.suppress(hostlist.BadHostlist):
+            out.update(n for n in hostlist.expand_hostlist(span) if n.startswith("gpu-"))
+    return out
 
 
 def peak_per_window(times: list[float], window_s: float = 1.0) -> int:
@@ -201,7 +255,8 @@ async def stored_groups(store: RedisAlertStore) -> dict[str, AlertGroup]:
 
 @dataclass
 class Outcome:
-    name: str
+    scenario: str
+    causes: set[str]
     sent: set[str]  # nodes alerted, one alert each
     sent_s: float
     t0: float
@@ -211,6 +266,7 @@ class Outcome:
     storm_ts: str | None
     all_stored_s: float | None
     webhooks: list[int]  # webhook posts stored, per replica
+    named: set[str]  # nodes the channel's final messages name (top level and threads)
 
     def posts(self) -> list[Call]:
         posted = (c for c in self.calls if c.method == "chat.postMessage" and c.ok)
@@ -229,13 +285,17 @@ class Outcome:
         return len(self.sent - accounted)
 
     def duplicated(self) -> int:
-        """Groups posted as a new top-level message more than once (headers name the switch)."""
-        per_leaf: Counter[str] = Counter()
+        """Groups posted as a new top-level message more than once: a header names its cause
+        (and its scope) before " on "."""
+        per_group: Counter[str] = Counter()
         for c in self.posts():
-            match = re.search(r" under (leaf-\d+)", json.dumps(c.args.get("blocks", "")))
-            if match:
-                per_leaf[match.group(1)] += 1
-        return sum(n - 1 for n in per_leaf.values())
+            blocks = c.args.get("blocks") or []
+            if isinstance(blocks, str):
+                blocks = json.loads(blocks)
+            head = blocks[0].get("text", {}).get("text", "") if blocks else ""
+            if " on " in head and "Alert storm" not in head:
+                per_group[head.split(" on ")[0]] += 1
+        return sum(n - 1 for n in per_group.values())
 
     def peak(self) -> int:
         by_channel: dict[str, list[float]] = {}
@@ -245,7 +305,13 @@ class Outcome:
 
 
 async def run(
-    replicas: int, count: int, window_s: float, timeout_s: float, seed: int, storm_groups: int
+    scenario: str,
+    replicas: int,
+    count: int,
+    window_s: float,
+    timeout_s: float,
+    seed: int,
+    storm_groups: int,
 ) -> Outcome:
     with services() as env, tempfile.TemporaryDirectory(prefix="meowbot-storm-cfg-") as cfg_dir:
         config = None
@@ -262,8 +328,8 @@ async def run(
         emu.add_channel(CHANNEL, "gpu-alerts")
         bots, sinks = await start_replicas(env, emu, replicas, config)
         am = AlertmanagerClient(env["ALERTMANAGER_URL"])
-        name = f"StormIbPortDown{int(time.time())}"  # apart from earlier runs' alerts
-        alerts = storm(bots[0], count, name, seed)
+        name = f"Storm{int(time.time())}"  # apart from earlier runs' alerts
+        alerts, causes = SCENARIOS[scenario](bots[0], count, name, seed)
         sent = {a["labels"]["Hostname"] for a in alerts}
         store = bots[0].deps.alerting.store if bots[0].deps.alerting else None
         assert isinstance(store, RedisAlertStore)
@@ -280,7 +346,7 @@ async def run(
             all_stored_s: float | None = None
             while True:
                 groups = await stored_groups(store)
-                have = {a.node for g in groups.values() if g.key.cause == name for a in g.firing}
+                have = {a.node for g in groups.values() if g.key.cause in causes for a in g.firing}
                 if all_stored_s is None and have >= sent:
                     all_stored_s = time.monotonic() - t0
                 quiet = time.monotonic() - max((c.at for c in emu.calls), default=t0) > QUIET_S
@@ -292,7 +358,9 @@ async def run(
                     print(f"timed out after {timeout_s:.0f} s: {len(have)} of {len(sent)} stored")
                     break
                 await asyncio.sleep(0.2)
-            groups = {g: v for g, v in (await stored_groups(store)).items() if v.key.cause == name}
+            groups = {
+                g: v for g, v in (await stored_groups(store)).items() if v.key.cause in causes
+            }
             storm_ts = await store.storm_ts(CHANNEL)
             webhooks = [
                 int(
@@ -309,10 +377,22 @@ async def run(
                 await bot.close()
             for runner in sinks:
                 await runner.cleanup()
+            named = named_nodes(emu.messages(CHANNEL))
             await emu.stop()
     calls = [c for c in emu.calls if c.method.startswith("chat.")]
     return Outcome(
-        name, sent, sent_s, t0, calls, top_level(emu), groups, storm_ts, all_stored_s, webhooks
+        scenario,
+        causes,
+        sent,
+        sent_s,
+        t0,
+        calls,
+        top_level(emu),
+        groups,
+        storm_ts,
+        all_stored_s,
+        webhooks,
+        named,
     )
 
 
@@ -330,10 +410,11 @@ def report(o: Outcome, replicas: int, window_s: float) -> bool:
     count = len(o.sent)
     lost, dup, peak = o.lost(), o.duplicated(), o.peak()
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    leaves = len(o.groups)  # the storm's groups: one a leaf switch
+    leaves = len(o.groups)  # the storm's events: one a cause
     print(
-        f"alert storm: {count} alerts on {count} nodes under {leaves} leaf switches, posted to "
-        f"Alertmanager over {o.sent_s:.1f} s; {replicas} replica(s), one Redis, one channel"
+        f"alert storm ({o.scenario}): {count} alerts on {count} nodes, {len(o.causes)} "
+        f"cause(s), posted to Alertmanager over {o.sent_s:.1f} s; {replicas} replica(s), "
+        f"one Redis, one channel"
     )
     print(f"  cores {os.cpu_count()}, load average after the run {load}")
     print(f"  groups stored {len(o.groups)}; webhook posts stored per replica {o.webhooks}")
@@ -341,7 +422,7 @@ def report(o: Outcome, replicas: int, window_s: float) -> bool:
         print(f"  every alert stored {o.all_stored_s:.1f} s after the first was sent")
     summary = " (the storm summary among them)" if o.storm_ts else ""
     print(
-        f"  messages posted      {len(posts):4d}  one per group: {leaves}, "
+        f"  messages posted      {len(posts):4d}  one per event: {leaves}, "
         f"ratio {len(posts) / max(1, leaves):.2f}{summary}"
     )
     print(
@@ -355,6 +436,11 @@ def report(o: Outcome, replicas: int, window_s: float) -> bool:
     )
     print(f"  alerts lost          {lost:4d}  target {TARGET_LOST}: {verdict(lost == 0)}")
     print(f"  groups posted twice  {dup:4d}  target {TARGET_DUPLICATED}: {verdict(dup == 0)}")
+    unnamed = len(o.sent - o.named)
+    print(
+        f"  firing nodes named in the channel  {len(o.sent & o.named)} of {count}: "
+        f"{verdict(unnamed == 0)}"
+    )
     ok_peak = peak <= TARGET_PEAK_PER_S
     print(
         f"  peak Slack calls in 1 s per channel  {peak}  target <= {TARGET_PEAK_PER_S}, "
@@ -371,11 +457,12 @@ def report(o: Outcome, replicas: int, window_s: float) -> bool:
                 f"  calls {b.at - a.at:.3f} s apart: {a.method} at {a.at - o.t0:.3f} s, "
                 f"{b.method} at {b.at - o.t0:.3f} s"
             )
-    return lost == TARGET_LOST and dup == TARGET_DUPLICATED and ok_peak
+    return lost == TARGET_LOST and dup == TARGET_DUPLICATED and ok_peak and unnamed == 0
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
+    parser.add_argument("--scenario", choices=sorted(SCENARIOS), default="correlated")
     parser.add_argument("--replicas", type=int, default=1, choices=(1, 2, 3))
     parser.add_argument("--alerts", type=int, default=500)
     parser.add_argument("--window", type=float, default=10.0, help="seconds the alerts arrive in")
@@ -385,12 +472,20 @@ if __name__ == "__main__":
         "--storm-groups",
         type=int,
         default=0,
-        help="alerts.storm_groups (default: the bot's, 20, above the 16 groups of the storm)",
+        help="alerts.storm_groups (default: the bot's, 20)",
     )
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args()
     outcome = asyncio.run(
-        run(args.replicas, args.alerts, args.window, args.timeout, args.seed, args.storm_groups)
+        run(
+            args.scenario,
+            args.replicas,
+            args.alerts,
+            args.window,
+            args.timeout,
+            args.seed,
+            args.storm_groups,
+        )
     )
     met = report(outcome, args.replicas, args.window)
     sys.exit(1 if args.check and not met else 0)

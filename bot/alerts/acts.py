@@ -73,7 +73,7 @@ def _matchers(group: AlertGroup) -> list[dict[str, str]]:
     for a in group.firing or group.alerts:
         if a.source is not AlertSource.ALERTMANAGER:
             continue
-        m = {"alertname": a.cause}
+        m = {"alertname": a.labels.get("alertname", a.cause)}
         for label in NODE_LABELS:
             if label in a.labels:
                 m[label] = a.labels[label]

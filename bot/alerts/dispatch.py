@@ -1,7 +1,8 @@
 """Dispatch: which group an alert belongs to, and what joining it changes.
 
-Like Alertmanager's dispatcher, alerts are grouped by cause and shared topology: one broken
-leaf switch is one group (one Slack message), not 32. Pure: topology comes in as a function.
+Alerts are grouped by cause: one cause firing on many nodes at once (a power feed, a rack, a
+driver push) is one event, one Slack message, not one per node. Pure: topology comes in as a
+function.
 """
 
 from __future__ import annotations
@@ -13,12 +14,6 @@ from enum import StrEnum
 from bot.alerts.config import AlertsConfig
 from bot.alerts.models import Alert, AlertGroup, AlertSource, AlertStatus, GroupKey, Scope
 from bot.ports import Located
-from bot.triage.checks import CHECKS
-
-# A check's alerts group by what its entry says (bot/triage/checks.py `group_by`): an IB
-# or NIC fault by leaf switch, a thermal or power one by rack, the rest by node.
-LEAF_SWITCH_CAUSES = frozenset(c.name for c in CHECKS if c.group_by == "leaf_switch")
-RACK_CAUSES = frozenset(c.name for c in CHECKS if c.group_by == "rack")
 
 
 class Change(StrEnum):
@@ -36,14 +31,9 @@ class Change(StrEnum):
 
 
 def scope_for(cause: str, cfg: AlertsConfig) -> Scope:
-    """The topology a cause groups by: configured first, then the defaults."""
-    if cause in cfg.group_scope:
-        return cfg.group_scope[cause]
-    if cause in LEAF_SWITCH_CAUSES:
-        return Scope.LEAF_SWITCH
-    if cause in RACK_CAUSES:
-        return Scope.RACK
-    return Scope.NODE
+    """The topology a cause groups by: configured (`alerts.group_scope`), else one event of
+    the cause across every node it fires on."""
+    return cfg.group_scope.get(cause, Scope.EVENT)
 
 
 def group_key(
@@ -51,22 +41,18 @@ def group_key(
 ) -> GroupKey:
     """The group `alert` belongs to.
 
-    Alertmanager alerts may say their topology in labels (`leaf_switch`, `rack`, `job_id`);
-    those win over the inventory, and unless the cause's scope is configured a `job_id` label
-    groups by job, and a `leaf_switch` or `rack` label groups a per-node cause by that place.
-    When the wanted topology is unknown the alert groups by its node, and an alert
-    with no node at all groups cluster-wide (`Scope.NONE`).
+    By default every alert of one cause is one event, whichever nodes it fires on and however
+    its source spelled the cause (bot/alerts/causes.py): forty nodes losing a GPU in a minute
+    are one message, not forty. An Alertmanager grouping by more than the cause (a `cluster`
+    label, say) is respected: its `event` keeps it apart. A cause configured in
+    `alerts.group_scope` groups by that place instead (`leaf_switch`, `rack`, `job`, `node`;
+    the labels of the same names win over the inventory); when the place is unknown the alert
+    groups by its node, and an alert with no node at all cluster-wide (`Scope.NONE`).
     """
-    labels = alert.labels if alert.source is AlertSource.ALERTMANAGER else {}
     scope = scope_for(alert.cause, cfg)
-    if alert.cause not in cfg.group_scope:
-        # Labels that name a shared place say how the rule's author wants it grouped.
-        if labels.get("job_id"):
-            scope = Scope.JOB
-        elif scope is Scope.NODE and labels.get("leaf_switch"):
-            scope = Scope.LEAF_SWITCH
-        elif scope is Scope.NODE and labels.get("rack"):
-            scope = Scope.RACK
+    if scope is Scope.EVENT:
+        return GroupKey(cause=alert.cause, scope=Scope.EVENT, scope_value=alert.event)
+    labels = alert.labels if alert.source is AlertSource.ALERTMANAGER else {}
     node = topology(alert.node) if alert.node else None
     value = ""
     if scope is Scope.LEAF_SWITCH:

@@ -8,7 +8,7 @@ topology changed since), otherwise by its group key.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -51,9 +51,14 @@ async def ingest(
     now: datetime,
     *,
     fence: Fence | None = None,
+    describe: Callable[[str], Mapping[str, str]] | None = None,
 ) -> Ingested:
+    """`describe`: what the inventory knows of a node (`Alert.facts`); an alert's own labels
+    win over it."""
     done = Ingested()
     for alert in alerts:
+        if describe is not None and alert.node:
+            alert = alert.model_copy(update={"facts": {**describe(alert.node), **alert.facts}})
         gid = await store.group_of(alert.fingerprint) or group_key(alert, topology, cfg).id
         key = GroupKey.parse(gid)
 

@@ -31,6 +31,9 @@ class Scope(StrEnum):
     RACK = "rack"
     JOB = "job"
     NODE = "node"
+    EVENT = "event"
+    """One cause's correlated event: every node it fires on, whatever their topology (the
+    default; the value names the Alertmanager grouping it came in, "" for meowbot's sweep)."""
     NONE = "none"  # an alert that names no node (a cluster-wide Alertmanager rule)
 
 
@@ -39,7 +42,9 @@ class Alert(_Frozen):
     source: AlertSource
     status: AlertStatus
     cause: str = Field(min_length=1, max_length=100)
-    """A FaultKind value for sweep alerts; the alertname for Alertmanager's."""
+    """A FaultKind value for sweep alerts; for Alertmanager's, what bot/alerts/causes.py reads
+    from its labels (`meowbot_cause`, `xid`, a known DCGM or node_exporter name) or else its
+    alertname."""
     node: str | None = None
     gpu: int | None = None
     severity: Severity
@@ -49,6 +54,11 @@ class Alert(_Frozen):
     ends_at: UtcDatetime | None = None
     action: Action = Action.NONE
     generator_url: str = ""
+    event: str = ""
+    """The Alertmanager grouping it came in (its group labels beyond the cause), "" if none."""
+    facts: dict[str, str] = Field(default_factory=dict)
+    """What is known of its node when it joined: `rack`, `leaf_switch`, `driver`, `kernel`,
+    `job` (from its labels, else the inventory); what a group's nodes share and do not."""
 
 
 class GroupKey(_Frozen):
@@ -75,6 +85,13 @@ class Claim(_Frozen):
     at: UtcDatetime
 
 
+class Page(_Frozen):
+    """One thread reply of a group's per-node detail, as last written."""
+
+    ts: str
+    digest: str
+
+
 class AlertGroup(_Frozen):
     key: GroupKey
     alerts: tuple[Alert, ...]
@@ -87,6 +104,10 @@ class AlertGroup(_Frozen):
     silenced_until: UtcDatetime | None = None
     replies: tuple[str, ...] = ()
     """Lines waiting to go into the group's thread (repeats, auto-drains), mrkdwn-ready."""
+    drawn: str = ""
+    """What the group's message showed when last written (`bot.alerts.notify.drawn`)."""
+    pages: tuple[Page, ...] = ()
+    """The per-node detail replies in the thread (bot/alerts/pages.py), in order."""
 
     @property
     def firing(self) -> tuple[Alert, ...]:

@@ -14,7 +14,10 @@ The loop's side of the contract:
   step's group (POST, UPDATE) or its pending replies (THREAD_REPLY); a STORM_SUMMARY clears no
   dirty mark but its `text` is the summary's digest: pass it back in `storm_digest[channel]`;
 - a dirty group for which `needs_message` is False (resolved before it was ever posted) needs
-  no call: forget it.
+  no call: forget it;
+- after a POST or UPDATE store the group's `drawn` (`drawn(group)`), and after a PAGE the
+  page's ts and digest; clear the dirty mark only once no page is stale (`pages.stale`), so a
+  big event's thread is rewritten, a reply a second, after its message.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from bot.alerts import pages
 from bot.alerts.config import AlertsConfig
 from bot.alerts.models import AlertGroup
 
@@ -37,6 +41,8 @@ class StepKind(StrEnum):
     UPDATE = "update"
     THREAD_REPLY = "thread_reply"
     STORM_SUMMARY = "storm_summary"
+    PAGE = "page"
+    """Post or rewrite one reply of a big event's per-node detail in its thread."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,8 @@ class Step:
     """STORM_SUMMARY: the open groups it lists (empty: the storm is over)."""
     text: str = ""
     """THREAD_REPLY: the reply; STORM_SUMMARY: the digest of what it lists."""
+    page: int = 0
+    """PAGE: which reply of the thread's per-node detail."""
 
     @classmethod
     def post(cls, group: AlertGroup) -> Step:
@@ -62,6 +70,10 @@ class Step:
         return cls(StepKind.THREAD_REPLY, group.channel, group=group, text=text)
 
     @classmethod
+    def page_of(cls, group: AlertGroup, index: int) -> Step:
+        return cls(StepKind.PAGE, group.channel, group=group, page=index)
+
+    @classmethod
     def storm_summary(cls, channel: str, groups: Sequence[AlertGroup]) -> Step:
         return cls(StepKind.STORM_SUMMARY, channel, groups=tuple(groups), text=storm_digest(groups))
 
@@ -69,6 +81,16 @@ class Step:
 def needs_message(group: AlertGroup) -> bool:
     """False for a group resolved before it was ever posted: nobody needs to hear of it."""
     return group.ts is not None or not group.resolved
+
+
+def drawn(group: AlertGroup) -> str:
+    """Changes whenever the group's own message must change: its members' states, its claim,
+    its silence. (A redraw for the scheduler's sake is asked for by marking the group dirty.)"""
+    parts = [f"{a.fingerprint}={a.status.value}" for a in group.alerts] + [
+        group.claim.user_id if group.claim else "",
+        group.silenced_until.isoformat() if group.silenced_until else "",
+    ]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
 def storm_digest(groups: Sequence[AlertGroup]) -> str:
@@ -154,9 +176,18 @@ def _next_step(
         posts = sorted((g for g in mine if g.ts is None), key=_worst_first)
         if posts:
             return Step.post(posts[0])
-    updates = sorted((g for g in mine if g.ts is not None), key=_worst_first)
-    if updates:
-        return Step.update(updates[0])
+    shown = sorted((g for g in mine if g.ts is not None), key=_worst_first)
+    # A message already drawn as its group stands, with thread replies still to write: the
+    # replies go next. Any other dirty posted group is redrawn.
+    for posted in shown:
+        if posted.drawn != drawn(posted):
+            return Step.update(posted)
+    for posted in shown:
+        stale = pages.stale(posted)
+        if stale is not None:
+            return Step.page_of(posted, stale)
+    if shown:
+        return Step.update(shown[0])
     for group_id in sorted(pending):
         group = by_id.get(group_id)
         texts = [t for t in pending[group_id] if t.strip()]

@@ -10,6 +10,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from bot.alerts.config import AlertsConfig
 from bot.alerts.models import AlertGroup
+from bot.alerts.pages import NodeRow
 from bot.ports import Fence
 
 T = TypeVar("T")
@@ -99,6 +100,18 @@ class AlertMessages(Protocol):
     ) -> Any:
         """The group's message; `out_of_service`: its nodes out of scheduling now (None: the
         scheduler cannot say)."""
+        ...
+
+    def page(
+        self,
+        group: AlertGroup,
+        rows: Sequence[NodeRow],
+        index: int,
+        cfg: AlertsConfig,
+        out_of_service: frozenset[str] | None,
+    ) -> Any:
+        """Reply `index` of the group's per-node detail in its thread: a line and buttons a
+        node (bot/alerts/pages.py)."""
         ...
 
     def storm(self, groups: Sequence[AlertGroup], now: datetime) -> Any:

@@ -16,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from bot.alerts import acts, notify, policy
+from bot.alerts import acts, notify, pages, policy
 from bot.alerts.config import AlertsConfig
 from bot.alerts.ingest import Ingested, ingest
-from bot.alerts.models import Alert, AlertGroup, AlertSource
+from bot.alerts.models import Alert, AlertGroup, AlertSource, Page
 from bot.alerts.ports import AlertMessages, AlertStore, Poster, Silencer, Update
 from bot.alerts.route import route
 from bot.alerts.sweep import alerts_from_faults, resolved_by_sweep
@@ -66,8 +66,25 @@ class Alerting:
             log.warning("topology unavailable; alerts group by node")
         return inventory.place
 
+    def describe(self, node: str) -> dict[str, str]:
+        """What the inventory knows of a node, for what an event's nodes share
+        (`Alert.facts`); read from what `topology` loaded, so no I/O."""
+        known = self.triage.inventory.node(node)
+        if known is None:
+            place = self.triage.inventory.place(node)
+            return {"rack": place.rack, "leaf_switch": place.leaf_switch} if place else {}
+        facts = {
+            "rack": known.rack,
+            "leaf_switch": known.leaf_switch,
+            "driver": known.driver_version,
+            "kernel": known.kernel_version,
+        }
+        return {k: v for k, v in facts.items() if v}
+
     async def receive(self, alerts: list[Alert], now: datetime) -> Ingested:
-        done = await ingest(self.store, alerts, await self.topology(), self.cfg, now)
+        done = await ingest(
+            self.store, alerts, await self.topology(), self.cfg, now, describe=self.describe
+        )
         self.wake.set()
         return done
 
@@ -90,7 +107,13 @@ class Alerting:
         }
         resolved = resolved_by_sweep(open_sweep, current, now)
         done = await ingest(
-            self.store, [*current, *resolved], await self.topology(), self.cfg, now, fence=fence
+            self.store,
+            [*current, *resolved],
+            await self.topology(),
+            self.cfg,
+            now,
+            fence=fence,
+            describe=self.describe,
         )
         self.wake.set()
         return done
@@ -227,27 +250,70 @@ class Alerting:
                 await self.store.update(gid, _drop_replies(group.replies), fence=fence)
                 return 1
             now = self.clock()
+            if step.kind is notify.StepKind.PAGE:
+                return await self._write_page(group, step.page, fence, seen)
             message = self.messages.group(group, self.cfg, now, await self._out_of_service(group))
             ts = group.ts
             if ts is None:
                 ts = await self.poster.post(channel, message)
             else:
                 await self.poster.update(channel, ts, message)
+            drawn = notify.drawn(group)
 
             def shown(g: AlertGroup | None, ts: str = ts) -> Update[None]:
                 base = g or group
                 # Storing it again also retires a fully resolved group from the open set.
                 return Update(
-                    base.model_copy(update={"ts": ts, "channel": channel}), None, dirty=False
+                    base.model_copy(update={"ts": ts, "channel": channel, "drawn": drawn}),
+                    None,
+                    dirty=False,
                 )
 
             await self.store.update(gid, shown, fence=fence)
-            await self.store.clean(gid, seen.get(gid, 0.0))
+            if pages.stale(group.model_copy(update={"ts": ts})) is None:
+                await self.store.clean(gid, seen.get(gid, 0.0))
             return 1
         except PostError as exc:
             # Left queued: a later pass tries again (slack_sdk already waited out 429s).
             log.warning("slack refused an alert message", extra={"error": exc.error})
             return 1
+
+    async def _write_page(
+        self, group: AlertGroup, index: int, fence: Fence, seen: dict[str, float]
+    ) -> int:
+        """Posts or rewrites one reply of the group's per-node detail in its thread."""
+        assert group.ts is not None
+        rows = pages.pages(group)[index]
+        message = self.messages.page(
+            group, rows, index, self.cfg, await self._out_of_service(group)
+        )
+        old = group.pages[index] if index < len(group.pages) else None
+        if old is None:
+            ts = await self.poster.post(group.channel, message, thread_ts=group.ts)
+        else:
+            ts = old.ts
+            await self.poster.update(group.channel, ts, message)
+        written = Page(ts=ts, digest=pages.digest(rows, group.resolved))
+
+        def keep(g: AlertGroup | None) -> Update[AlertGroup | None]:
+            if g is None:
+                return Update(None, None, dirty=False)
+            have = list(g.pages)
+            if index < len(have):
+                have[index] = written
+            elif index == len(have):
+                have.append(written)
+            new = g.model_copy(update={"pages": tuple(have)})
+            return Update(new, new, dirty=False)
+
+        stored = await self.store.update(group.key.id, keep, fence=fence)
+        if (
+            stored is not None
+            and pages.stale(stored) is None
+            and stored.drawn == notify.drawn(stored)
+        ):
+            await self.store.clean(group.key.id, seen.get(group.key.id, 0.0))
+        return 1
 
     async def _out_of_service(self, group: AlertGroup) -> frozenset[str] | None:
         """The group's firing nodes out of scheduling now, or None when the scheduler cannot

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import hmac
 import json
 from datetime import datetime
@@ -15,6 +16,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from bot.alerts.causes import CAUSE_LABEL, cause_of
+from bot.alerts.correlate import facts_from_labels
 from bot.alerts.models import Alert, AlertSource, AlertStatus
 from bot.models import Severity
 from bot.triage.targets import NODE_RE
@@ -72,7 +75,25 @@ def _time(value: Any) -> datetime | None:
         raise WebhookError(f"An alert's time {str(value)[:40]!r} is not ISO 8601.") from None
 
 
-def _alert(raw: Any) -> Alert:
+# Group labels that say what an alert is, or which node: an Alertmanager group by any of them
+# is still one event of its cause (grouping by host is how rules storm a channel).
+_NOT_EVENT_LABELS = frozenset({"alertname", "xid", "gpu", "severity", CAUSE_LABEL, *NODE_LABELS})
+
+
+def event_of(group_labels: Any) -> str:
+    """What an Alertmanager grouping adds to the cause (`cluster="b"`), as a short stable id;
+    "" when it groups by cause alone."""
+    if not isinstance(group_labels, dict):
+        return ""
+    rest = sorted(
+        (str(k), str(v)) for k, v in group_labels.items() if str(k) not in _NOT_EVENT_LABELS
+    )
+    if not rest:
+        return ""
+    return hashlib.sha256(json.dumps(rest).encode()).hexdigest()[:12]
+
+
+def _alert(raw: Any, event: str = "") -> Alert:
     if not isinstance(raw, dict):
         raise WebhookError("An alert in the payload is not an object.")
     labels = raw.get("labels")
@@ -99,7 +120,7 @@ def _alert(raw: Any) -> Alert:
             fingerprint=str(fingerprint),
             source=AlertSource.ALERTMANAGER,
             status=AlertStatus(status),
-            cause=name,
+            cause=cause_of(name, labels),
             node=_node(labels),
             gpu=int(gpu) if gpu.isdigit() else None,
             severity=_SEVERITY.get(labels.get("severity", "").lower(), Severity.INFO),
@@ -108,6 +129,8 @@ def _alert(raw: Any) -> Alert:
             starts_at=starts,
             ends_at=_time(raw.get("endsAt")) if status == "resolved" else None,
             generator_url=str(raw.get("generatorURL") or "")[:500],
+            event=event,
+            facts=facts_from_labels(labels),
         )
     except ValidationError as exc:
         where = ".".join(str(p) for p in exc.errors()[0]["loc"])
@@ -128,4 +151,5 @@ def parse_webhook(body: bytes) -> list[Alert]:
         raise WebhookError("The payload has no list of alerts.")
     if len(alerts) > MAX_ALERTS:
         raise WebhookError(f"The payload holds {len(alerts)} alerts, over {MAX_ALERTS}.")
-    return [_alert(a) for a in alerts]
+    event = event_of(payload.get("groupLabels"))
+    return [_alert(a, event) for a in alerts]

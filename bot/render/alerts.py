@@ -12,8 +12,11 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 
+from bot.alerts.causes import xid_of
 from bot.alerts.config import AlertsConfig
+from bot.alerts.correlate import node_facts, picture
 from bot.alerts.models import Alert, AlertGroup, AlertStatus, GroupKey, Scope
+from bot.alerts.pages import NODES_PER_PAGE, NodeRow, paged
 from bot.alerts.policy import ACK, DRAIN_AFTER_JOBS, DRAIN_NOW, RESUME, SILENCE, offered_actions
 from bot.models import FaultKind, Severity
 from bot.mrkdwn import code, escape, truncate, user_mention
@@ -31,10 +34,9 @@ ALERT_RESUME_ANYWAY_ACTION = "meowbot_alert_resume_anyway"
 ALERT_RUNBOOK_ACTION = "meowbot_alert_runbook"  # a link: Slack still sends the click
 CUSTOM_SILENCE = "custom"
 
-MAX_NODE_BUTTONS = 3
-"""Nodes that get their own drain/resume buttons; the others go through /node-health."""
 MAX_MEMBER_LINES = 15
-MAX_STORM_LINES = 20
+STORM_TEXT_BUDGET = 9_000
+"""Characters of event lines a storm summary holds (packed into sections of 3,000)."""
 
 EMOJI = {
     Severity.CRITICAL: ":red_circle:",
@@ -66,12 +68,26 @@ def _when(at: datetime, now: datetime) -> str:
     return f"{at:%Y-%m-%d %H:%M} UTC ({ago})"
 
 
+def _span(seconds: float) -> str:
+    minutes = seconds / 60
+    if minutes < 1:
+        return "under 1 min"
+    if minutes < 120:
+        return f"{round(minutes)} min"
+    return f"{minutes / 60:.0f} h"
+
+
 def scope_phrase(group: AlertGroup) -> str:
-    """ "on 32 nodes under leaf-07", "on node-001", "cluster-wide" (plain text, unescaped)."""
-    nodes = group.nodes
+    """ "on 40 nodes in 2 min", "on 32 nodes under leaf-07", "on node-001", "cluster-wide"
+    (plain text, unescaped)."""
+    nodes = picture(group).nodes
     count = f"{len(nodes):,} {plural(len(nodes), 'node')}"
     value = group.key.scope_value
     match group.key.scope:
+        case Scope.EVENT:
+            if len(nodes) == 1:
+                return f"on {nodes[0]}"
+            return f"on {count} in {_span(picture(group).span_s)}" if nodes else "cluster-wide"
         case Scope.LEAF_SWITCH:
             return f"on {count} under {value}"
         case Scope.RACK:
@@ -91,6 +107,9 @@ def _headline(group: AlertGroup) -> str:
 
 def _cause_label(cause: str) -> str:
     """`InfiniBand link down (`ib_link_down`)` in mrkdwn; an alert name as code alone."""
+    xid = xid_of(cause)
+    if xid is not None:
+        return escape(f"Xid {xid}")
     try:
         kind = FaultKind(cause)
     except ValueError:
@@ -99,8 +118,11 @@ def _cause_label(cause: str) -> str:
 
 
 def cause_words(cause: str) -> str:
-    """`InfiniBand link down (ib_link_down)` for a fault kind of the checks; an Alertmanager
-    alert name as it is (its rule's author chose it)."""
+    """`Xid 79` for an Xid, `InfiniBand link down (ib_link_down)` for a fault kind of the
+    checks; an Alertmanager alert name as it is (its rule's author chose it)."""
+    xid = xid_of(cause)
+    if xid is not None:
+        return f"Xid {xid}"
     try:
         kind = FaultKind(cause)
     except ValueError:
@@ -118,6 +140,32 @@ def _member_line(alert: Alert) -> str:
     return f"{where}: {summary}" if summary else where
 
 
+def _tally(counts: Sequence[tuple[str, int]], limit: int = 8) -> str:
+    shown = ", ".join(f"{escape(name)} {n}" for name, n in counts[:limit])
+    return shown + (f", {len(counts) - limit} more" if len(counts) > limit else "")
+
+
+def _picture_lines(group: AlertGroup) -> list[str]:
+    """The event at a glance: its nodes as a hostlist, where they sit, what they share."""
+    pic = picture(group)
+    lines: list[str] = []
+    if pic.nodes:
+        label = "Nodes" if not group.firing else "Firing on"
+        lines.append(f"*{label}:* {code(pic.hostlist)}")
+    if pic.resolved_nodes:
+        lines.append(f"*Resolved on:* {code(pic.resolved_hostlist)}")
+    if len(pic.nodes) > 1:
+        if pic.by_rack:
+            lines.append(f"*By rack:* {_tally(pic.by_rack)}")
+        if pic.by_leaf:
+            lines.append(f"*By leaf switch:* {_tally(pic.by_leaf)}")
+        if pic.shared:
+            lines.append("*Shared:* " + ", ".join(f"{w} {code(v)}" for w, v in pic.shared))
+        if pic.differ:
+            lines.append("*Differ:* " + ", ".join(f"{w} ({n} values)" for w, n in pic.differ))
+    return lines
+
+
 def render_group(
     group: AlertGroup,
     cfg: AlertsConfig,
@@ -125,20 +173,33 @@ def render_group(
     out_of_service: frozenset[str] | None = None,
 ) -> SlackMessage:
     """The group's message: what, where, since when, who is on it, and the actions it offers.
-    `out_of_service`: the nodes the scheduler has out of scheduling now (None: it cannot say)."""
+    `out_of_service`: the nodes the scheduler has out of scheduling now (None: it cannot say).
+
+    A big event (more than `IN_MESSAGE_NODES` nodes) shows its nodes as hostlists with counts
+    and leaves the per-node lines and buttons to its thread (`render_page`)."""
     headline = _headline(group)
-    msg = Message(headline).header(headline)
-    members = sorted(group.alerts, key=lambda a: (a.status is AlertStatus.RESOLVED, a.node or ""))
+    pic = picture(group)
+    fallback = f"{headline}: {pic.hostlist}" if len(pic.nodes) > 1 else headline
+    msg = Message(truncate(fallback, 3000, mrkdwn=False)).header(headline)
     firing = len(group.firing)
     msg.section(
         f"*{firing}* firing, *{len(group.alerts) - firing}* resolved · severity "
         f"*{group.severity.value}*"
     )
-    msg.lines(
-        [_member_line(a) for a in members],
-        max_items=MAX_MEMBER_LINES,
-        more_hint="see the thread or /hw-faults",
-    )
+    big = paged(group)
+    if big:
+        msg.lines(_picture_lines(group), bullet="")
+    else:
+        members = sorted(
+            group.alerts, key=lambda a: (a.status is AlertStatus.RESOLVED, a.node or "")
+        )
+        msg.lines(
+            [_member_line(a) for a in members],
+            max_items=MAX_MEMBER_LINES,
+            more_hint="see /hw-faults",
+        )
+        if len(group.nodes) > 1:  # an event of several nodes names them, firing and resolved
+            msg.lines(_picture_lines(group), bullet="")
     context = [f"Since {_when(group.opened_at, now)}"]
     if group.claim is not None:
         context.append(f":eyes: {user_mention(group.claim.user_id)} is on it")
@@ -146,20 +207,102 @@ def render_group(
         context.append(f":mute: Silenced until {group.silenced_until:%Y-%m-%d %H:%M} UTC")
     msg.context(*context)
     if not group.resolved:
-        buttons = _buttons(group, cfg, out_of_service)
+        buttons = _buttons(group, cfg, None if big else out_of_service, per_node=not big)
         if buttons:
             msg.actions(*buttons)
-        firing_nodes = sorted({a.node for a in group.firing if a.node})
-        if len(firing_nodes) > MAX_NODE_BUTTONS:
+        if big:
             msg.context(
-                f"Drain or resume the other "
-                f"{plural_count(len(firing_nodes) - MAX_NODE_BUTTONS, 'node')} with /node-health."
+                f"Each node's detail and its Drain button are in the thread "
+                f"({plural_count(len(group.nodes), 'node')})."
             )
     return msg.build()
 
 
+def node_line(node: str, alerts: Sequence[Alert]) -> str:
+    """One node of a big event in its thread: its GPUs, what its alerts say, where it sits.
+    Kept to one function so that more per node (its jobs, its fault history) joins here."""
+    firing = [a for a in alerts if a.status is AlertStatus.FIRING]
+    shown = firing or list(alerts)
+    gpus = sorted({a.gpu for a in shown if a.gpu is not None})
+    where = code(node) + (f" GPU {', '.join(map(str, gpus))}" if gpus else "")
+    if not firing:
+        ended = max((a.ends_at for a in alerts if a.ends_at), default=None)
+        return f"{RESOLVED_EMOJI} ~{where}~ resolved" + (f" {ended:%H:%M} UTC" if ended else "")
+    facts = node_facts(shown).get(node, {})
+    place = " · ".join(escape(facts[k]) for k in ("rack", "leaf_switch") if facts.get(k))
+    summary = next((a.summary for a in firing if a.summary.strip()), "")
+    text = f"{EMOJI[max(a.severity for a in firing)]} {where}"
+    if summary:
+        text += f": {escape(truncate(' '.join(summary.split()), 160, mrkdwn=False))}"
+    if place:
+        text += f" ({place})"
+    if firing[0].starts_at:
+        text += f", since {min(a.starts_at for a in firing):%H:%M} UTC"
+    return text
+
+
+def render_page(
+    group: AlertGroup,
+    rows: Sequence[NodeRow],
+    index: int,
+    cfg: AlertsConfig,
+    out_of_service: frozenset[str] | None = None,
+) -> SlackMessage:
+    """Reply `index` of a big event's per-node detail: one section a node, its Drain (or
+    Resume) button beside it; the buttons carry the same values as the message's."""
+    total = -(-len(group.nodes) // NODES_PER_PAGE)
+    first, last = rows[0][0], rows[-1][0]
+    title = (
+        f"{cause_words(group.key.cause)}: nodes {index * NODES_PER_PAGE + 1}-"
+        f"{index * NODES_PER_PAGE + len(rows)} of {len(group.nodes)} ({first} … {last})"
+    )
+    msg = Message(truncate(title, 3000, mrkdwn=False))
+    msg.context(escape(title) + (f" · page {index + 1} of {total}" if total > 1 else ""))
+    offered = offered_actions(group)
+    for node, alerts in rows:
+        firing = any(a.status is AlertStatus.FIRING for a in alerts)
+        accessory = _node_button(group, node, offered, out_of_service) if firing else None
+        msg.section(node_line(node, alerts), accessory=accessory)
+    return msg.build()
+
+
+def _node_button(
+    group: AlertGroup, node: str, offered: list[str], out_of_service: frozenset[str] | None
+) -> dict[str, object] | None:
+    """A node's one button in the thread: Drain while it is in service, Resume once it is out
+    (Drain when the scheduler cannot say: pressing it reads the state itself)."""
+    gid = group.key.id
+    out = out_of_service is not None and node in out_of_service
+    if out and RESUME in offered:
+        return button(f"Resume {node}", ALERT_RESUME_ACTION, f"{gid}|{node}")
+    if DRAIN_NOW in offered:
+        return _drain_now_button(gid, node)
+    if DRAIN_AFTER_JOBS in offered:
+        return button(f"Drain {node} after jobs", ALERT_DRAIN_ACTION, f"{gid}|{node}")
+    return None
+
+
+def _drain_now_button(gid: str, node: str) -> dict[str, object]:
+    return button(
+        f"Drain {node}",
+        ALERT_DRAIN_ACTION,
+        f"{gid}|{node}",
+        style="danger",
+        confirm=confirm_dialog(
+            f"Drain {node} now?",
+            f"This takes {code(node)} out of scheduling now.",
+            confirm="Drain",
+            style="danger",
+        ),
+    )
+
+
 def _buttons(
-    group: AlertGroup, cfg: AlertsConfig, out_of_service: frozenset[str] | None
+    group: AlertGroup,
+    cfg: AlertsConfig,
+    out_of_service: frozenset[str] | None,
+    *,
+    per_node: bool = True,
 ) -> list[dict[str, object]]:
     gid = group.key.id
     offered = offered_actions(group)
@@ -170,26 +313,13 @@ def _buttons(
         options = [(_duration(s), f"{gid}|{s}") for s in cfg.silence_durations_s]
         options.append(("custom…", f"{gid}|{CUSTOM_SILENCE}"))
         elements.append(select("Silence…", ALERT_SILENCE_ACTION, options))
-    nodes = sorted({a.node for a in group.firing if a.node})[:MAX_NODE_BUTTONS]
+    nodes = sorted({a.node for a in group.firing if a.node}) if per_node else []
     for node in nodes:
         # A node out of scheduling already offers Resume, one in service Drain; both only
         # when the scheduler could not say which it is.
         out = out_of_service is not None and node in out_of_service
         if not out and DRAIN_NOW in offered:
-            elements.append(
-                button(
-                    f"Drain {node}",
-                    ALERT_DRAIN_ACTION,
-                    f"{gid}|{node}",
-                    style="danger",
-                    confirm=confirm_dialog(
-                        f"Drain {node} now?",
-                        f"This takes {code(node)} out of scheduling now.",
-                        confirm="Drain",
-                        style="danger",
-                    ),
-                )
-            )
+            elements.append(_drain_now_button(gid, node))
         elif not out and DRAIN_AFTER_JOBS in offered:
             elements.append(button(f"Drain {node} after jobs", ALERT_DRAIN_ACTION, f"{gid}|{node}"))
         if RESUME in offered and (out or out_of_service is None):
@@ -200,35 +330,61 @@ def _buttons(
     return elements
 
 
+def _storm_line(group: AlertGroup) -> str:
+    """One event of a storm: its cause, how many nodes, and every one of them as a hostlist."""
+    pic = picture(group)
+    line = f"{EMOJI[group.severity]} {_cause_label(group.key.cause)}"
+    if not pic.nodes:
+        return f"{line}: cluster-wide, {plural_count(len(group.firing), 'alert')}"
+    return f"{line} on {plural_count(len(pic.nodes), 'node')}: {code(pic.hostlist)}"
+
+
 def render_storm(channel_groups: Sequence[AlertGroup], now: datetime) -> SlackMessage:
-    """One message for a storm: open groups counted per cause and scope, worst first."""
-    open_groups = [g for g in channel_groups if not g.resolved]
+    """One message for a storm of unrelated events: counted in events, each named with its
+    nodes as a hostlist, worst first. Its lines are packed into sections; only past Slack's
+    50 blocks are the last events left to /hw-faults, and the summary says how many."""
+    open_groups = sorted((g for g in channel_groups if not g.resolved), key=_storm_order)
     if not open_groups:
-        text = f"{RESOLVED_EMOJI} The alert storm is over; its groups are posted on their own."
+        text = f"{RESOLVED_EMOJI} The alert storm is over; its events are posted on their own."
         return Message(text).section(text).context(f"Updated {now:%Y-%m-%d %H:%M:%S} UTC").build()
-    alerts = sum(len(g.firing) for g in open_groups)
-    headline = f":rotating_light: Alert storm: {len(open_groups)} groups, {alerts} firing alerts"
-    tally: Counter[tuple[str, Scope]] = Counter()
-    worst: dict[tuple[str, Scope], Severity] = {}
-    nodes: dict[tuple[str, Scope], set[str]] = {}
-    for g in open_groups:
-        key = (g.key.cause, g.key.scope)
-        tally[key] += 1
-        worst[key] = max(worst.get(key, Severity.INFO), g.severity)
-        nodes.setdefault(key, set()).update(a.node for a in g.firing if a.node)
-    order = sorted(tally, key=lambda k: (-worst[k].rank, -tally[k], k[0], k[1].value))
-    lines = [
-        f"{EMOJI[worst[k]]} {_cause_label(k[0])}: {tally[k]} group{'s' if tally[k] != 1 else ''} "
-        f"by {k[1].value.replace('_', ' ')}, {len(nodes[k]):,} {plural(len(nodes[k]), 'node')}"
-        for k in order
-    ]
+    nodes = {a.node for g in open_groups for a in g.firing if a.node}
+    headline = (
+        f":rotating_light: Alert storm: {plural_count(len(open_groups), 'event')} "
+        f"on {plural_count(len(nodes), 'node')}"
+    )
+    causes = Counter(g.key.cause for g in open_groups)
     msg = Message(headline).header(headline)
-    msg.lines(lines, max_items=MAX_STORM_LINES)
+    msg.section(
+        f"{plural_count(len(causes), 'cause')}, "
+        f"{plural_count(sum(len(g.firing) for g in open_groups), 'firing alert')}."
+    )
+    # What one message holds (Slack takes 11,000 characters of blocks' text): the rest are
+    # counted, never cut silently.
+    lines: list[str] = []
+    used = 0
+    for g in open_groups:
+        line = _storm_line(g)
+        if used + len(line) > STORM_TEXT_BUDGET:
+            break
+        lines.append(line)
+        used += len(line) + 1
+    msg.lines(lines, bullet="")
+    left = open_groups[len(lines) :]
+    if left:
+        hidden = {a.node for g in left for a in g.firing if a.node}
+        msg.context(
+            f"…and {plural_count(len(left), 'more event')} on "
+            f"{plural_count(len(hidden), 'node')}: /hw-faults lists them all."
+        )
     msg.context(
-        f"Updated {now:%Y-%m-%d %H:%M:%S} UTC. Groups are posted on their own once the storm "
-        f"passes; /hw-faults shows them all now."
+        f"Updated {now:%Y-%m-%d %H:%M:%S} UTC. Each event is posted on its own, with its "
+        f"per-node detail and buttons, once the storm passes; /hw-faults shows them now."
     )
     return msg.build()
+
+
+def _storm_order(group: AlertGroup) -> tuple[int, int, str]:
+    return (-group.severity.rank, -len(group.nodes), group.key.id)
 
 
 def confirm_drain_message(pending_id: str, node: str, asker: str) -> SlackMessage:
@@ -255,6 +411,16 @@ class BlockKitAlertMessages:
         out_of_service: frozenset[str] | None,
     ) -> SlackMessage:
         return render_group(group, cfg, now, out_of_service)
+
+    def page(
+        self,
+        group: AlertGroup,
+        rows: Sequence[NodeRow],
+        index: int,
+        cfg: AlertsConfig,
+        out_of_service: frozenset[str] | None,
+    ) -> SlackMessage:
+        return render_page(group, rows, index, cfg, out_of_service)
 
     def storm(self, groups: Sequence[AlertGroup], now: datetime) -> SlackMessage:
         return render_storm(groups, now)

@@ -1,7 +1,7 @@
 """The passive sweep end to end: the bot on its simulated fleet, real Redis, the Slack emulator.
 
 Faults injected into the bot's own `SimFleet` are found by the health checks of a sweep
-(`Alerting.sweep_once`, the body of the sweeper loop), grouped by cause and topology, and posted
+(`Alerting.sweep_once`, the body of the sweeper loop), grouped by cause into events, and posted
 by the notifier; a fault the fleet heals is resolved by the next sweep and its message updated
 in place. The sweep interval is at least 5 s, so the tests call `sweep_once` themselves and make
 "the interval passes" happen by deleting the sweep lock, which otherwise lives one interval.
@@ -31,7 +31,15 @@ from bot.render.alerts import RESOLVED_EMOJI
 from bot.server import Bot
 from bot.shell.emulator import SlackEmulator, validate_blocks
 from bot.triage.service import fleet_faults
-from tests.e2e.test_alerts import CHANNEL, StartReplica, settle, start_replica, team, top_level
+from tests.e2e.test_alerts import (
+    CHANNEL,
+    StartReplica,
+    named,
+    settle,
+    start_replica,
+    team,
+    top_level,
+)
 
 __all__ = ["start_replica", "team"]  # fixtures, used by name
 
@@ -39,6 +47,9 @@ __all__ = ["start_replica", "team"]  # fixtures, used by name
 # injects, so the tests see the sweep report what it finds, not only what they put there.
 FLEET = "sim:64"
 INTERVAL_S = 5
+# A leaf switch's outage is one event of its cause, whichever leaf.
+OUTAGE = "InfiniBand link down"
+OUTAGE_GID = f"{FaultKind.IB_LINK_DOWN.value}|event|"
 
 
 def alerting(bot: Bot) -> Alerting:
@@ -81,6 +92,11 @@ def messages_about(emulator: SlackEmulator, needle: str) -> list[dict[str, Any]]
     return [msg for msg in top_level(emulator) if needle in header(msg)]
 
 
+def top_posts(emulator: SlackEmulator) -> list[Any]:
+    """Top-level posts (a big event's per-node detail goes into its thread)."""
+    return [c for c in emulator.calls_to("chat.postMessage") if not c.args.get("thread_ts")]
+
+
 def calls_on(emulator: SlackEmulator, method: str, ts: str) -> int:
     return sum(1 for c in emulator.calls_to(method) if c.args.get("ts") == ts)
 
@@ -98,17 +114,19 @@ async def test_a_sweep_turns_a_leaf_switch_outage_into_one_message(
 
     store = alerting(r.bot).store
     groups = await store.groups(await store.open_ids())
-    outage = groups[f"{FaultKind.IB_LINK_DOWN.value}|leaf_switch|{leaf}"]
+    outage = groups[OUTAGE_GID]
     assert outage.nodes == tuple(sorted(nodes))
     assert {(a.source, a.status) for a in outage.alerts} == {
         (AlertSource.SWEEP, AlertStatus.FIRING)
     }
     # 32 nodes down under one switch: one message, not 32; and one message for each group.
-    [msg] = messages_about(emulator, f"under {leaf}")
-    assert f"({FaultKind.IB_LINK_DOWN.value}) on {len(nodes)} nodes under {leaf}" in header(msg)
+    [msg] = messages_about(emulator, OUTAGE)
+    assert f"({FaultKind.IB_LINK_DOWN.value}) on {len(nodes)} nodes in " in header(msg)
+    # Where they sit: all under one leaf switch, which the message says.
+    assert f"*By leaf switch:* {leaf} {len(nodes)}" in json.dumps(msg["blocks"])
     assert validate_blocks(msg["blocks"]) == []
     assert done.changes[Change.NEW_GROUP] == len(groups) >= 2  # the seed's own fault too
-    assert len(top_level(emulator)) == len(groups) == len(emulator.calls_to("chat.postMessage"))
+    assert len(top_level(emulator)) == len(groups) == len(top_posts(emulator))
     assert {g.ts for g in groups.values()} == {msg["ts"] for msg in top_level(emulator)}
 
     # The next interval finds the same faults: nothing changes, nothing is posted again.
@@ -130,7 +148,7 @@ async def test_a_fault_that_clears_resolves_and_its_message_is_updated_in_place(
     fleet.inject_leaf_outage(leaf)
     assert await sweeper.sweep_once() is not None
     await settle(r)
-    [msg] = messages_about(emulator, f"under {leaf}")
+    [msg] = messages_about(emulator, OUTAGE)
     ts = msg["ts"]
     assert f"*{len(nodes)}* firing, *0* resolved" in json.dumps(msg["blocks"])
     updates = calls_on(emulator, "chat.update", ts)  # the sweep's 32 joins may coalesce or not
@@ -144,7 +162,7 @@ async def test_a_fault_that_clears_resolves_and_its_message_is_updated_in_place(
     shown = json.dumps(emulator.message(CHANNEL, ts)["blocks"])
     assert f"*{len(nodes) - 1}* firing, *1* resolved" in shown
     assert calls_on(emulator, "chat.update", ts) == updates + 1
-    gid = f"{FaultKind.IB_LINK_DOWN.value}|leaf_switch|{leaf}"
+    gid = OUTAGE_GID
     group = await sweeper.store.group(gid)
     assert group is not None and {a.node for a in group.firing} == set(nodes[1:])
 
@@ -163,7 +181,7 @@ async def test_a_fault_that_clears_resolves_and_its_message_is_updated_in_place(
     )
     assert f"*0* firing, *{len(nodes)}* resolved" in json.dumps(final["blocks"])
     assert not any(b["type"] == "actions" for b in final["blocks"])  # nothing left to drain
-    assert len(messages_about(emulator, f"under {leaf}")) == 1
+    assert len(messages_about(emulator, OUTAGE)) == 1
     assert calls_on(emulator, "chat.update", ts) >= updates + 2  # 31 resolves, maybe coalesced
     assert emulator.calls_to("chat.delete") == []
     store = sweeper.store
@@ -206,8 +224,8 @@ async def test_three_replicas_sweeping_at_once_sweep_once_and_post_each_group_on
     await settle(replicas[0])
     groups = await store.groups(await store.open_ids())
     assert swept[0].changes[Change.NEW_GROUP] == len(groups)
-    assert len(emulator.calls_to("chat.postMessage")) == len(top_level(emulator)) == len(groups)
-    assert len(messages_about(emulator, f"under {leaf}")) == 1
+    assert len(top_posts(emulator)) == len(top_level(emulator)) == len(groups)
+    assert len(messages_about(emulator, OUTAGE)) == 1
 
     # The next interval: the three sweep at once again, one does, nothing is posted twice.
     calls = len(emulator.calls)
@@ -231,7 +249,7 @@ async def test_three_replicas_sweeping_at_once_sweep_once_and_post_each_group_on
     await asyncio.sleep(1.0)  # the others have tried by now and found the lock held
     read = [x.queries > b for x, b in zip(metrics, before, strict=True)]
     assert sum(read) == 1, read
-    assert len(emulator.calls_to("chat.postMessage")) == len(groups)
+    assert len(top_posts(emulator)) == len(groups)
 
 
 class PausedAfterRead(SimMetrics):
@@ -259,7 +277,7 @@ async def test_a_sweeper_that_stalled_past_its_interval_writes_nothing(
         fleet_of(r.bot).inject_leaf_outage(leaf)
     assert await alerting(fast.bot).sweep_once() is not None
     await settle(fast)
-    [msg] = messages_about(emulator, f"under {leaf}")
+    [msg] = messages_about(emulator, OUTAGE)
 
     # The slow replica takes the next sweep and reads the fleet: 32 nodes down. Then it stalls.
     await next_interval(fast.bot)
@@ -280,12 +298,12 @@ async def test_a_sweeper_that_stalled_past_its_interval_writes_nothing(
     with pytest.raises(FenceLost):
         await sweep
     await settle(fast)
-    group = await stalled.store.group(f"{FaultKind.IB_LINK_DOWN.value}|leaf_switch|{leaf}")
+    group = await stalled.store.group(OUTAGE_GID)
     assert group is not None and {a.node for a in group.firing} == set(nodes[1:])
     assert f"*{len(nodes) - 1}* firing, *1* resolved" in json.dumps(
         emulator.message(CHANNEL, msg["ts"])["blocks"]
     )
-    assert len(messages_about(emulator, f"under {leaf}")) == 1
+    assert len(messages_about(emulator, OUTAGE)) == 1
 
 
 async def test_checks_that_could_not_run_never_resolve_their_alerts(
@@ -295,12 +313,15 @@ async def test_checks_that_could_not_run_never_resolve_their_alerts(
     fleet = fleet_of(r.bot)
     sweeper = alerting(r.bot)
     faulty = {f.node for f in fleet.injected}
+    # The fleet's seed may have a double-bit ECC error of its own: the same cause, one event.
+    seeded = {f.node for f in fleet.injected if f.kind is FaultKind.ECC_DBE}
     ecc_node, xid_node = [n for n in fleet.nodes if n not in faulty][:2]
     fleet.inject(FaultKind.ECC_DBE, ecc_node, gpu=2)
     fleet.inject(FaultKind.XID, xid_node, gpu=5)
     assert await sweeper.sweep_once() is not None
     await settle(r)
-    [ecc_msg] = messages_about(emulator, f"({FaultKind.ECC_DBE.value}) on {ecc_node}")
+    [ecc_msg] = messages_about(emulator, f"({FaultKind.ECC_DBE.value}) on ")
+    assert named(json.dumps(ecc_msg["blocks"])) == {ecc_node, *seeded}
     [xid_msg] = messages_about(emulator, f"({FaultKind.XID.value}) on {xid_node}")
 
     # dcgm-exporter restarts with its default counter set (no ECC counters), and meanwhile
@@ -323,8 +344,8 @@ async def test_checks_that_could_not_run_never_resolve_their_alerts(
     assert done is not None and done.changes[Change.GROUP_RESOLVED] == 1
     await settle(r)
     store = sweeper.store
-    ecc = await store.group(f"{FaultKind.ECC_DBE.value}|node|{ecc_node}")
-    xid = await store.group(f"{FaultKind.XID.value}|node|{xid_node}")
+    ecc = await store.group(f"{FaultKind.ECC_DBE.value}|event|")
+    xid = await store.group(f"{FaultKind.XID.value}|event|")
     assert ecc is not None and not ecc.resolved  # absence of the metric proves nothing
     assert xid is not None and xid.resolved  # the Xid check ran and found the GPU well
     assert "RESOLVED" in header(emulator.message(CHANNEL, xid_msg["ts"]))
@@ -340,6 +361,11 @@ async def test_checks_that_could_not_run_never_resolve_their_alerts(
     )
     await next_interval(r.bot)
     done = await sweeper.sweep_once()
-    assert done is not None and done.changes[Change.GROUP_RESOLVED] == 1
+    assert done is not None
+    assert done.changes[Change.GROUP_RESOLVED if not seeded else Change.RESOLVED_MEMBER] == 1
     await settle(r)
-    assert "RESOLVED" in header(emulator.message(CHANNEL, ecc_msg["ts"]))
+    ecc_shown = emulator.message(CHANNEL, ecc_msg["ts"])
+    if seeded:  # the seed's node still has its fault: the event is open, one node resolved
+        assert f"*{len(seeded)}* firing, *1* resolved" in json.dumps(ecc_shown["blocks"])
+    else:
+        assert "RESOLVED" in header(ecc_shown)

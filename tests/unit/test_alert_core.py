@@ -8,10 +8,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from bot.alerts import pages
 from bot.alerts.config import AlertsConfig
 from bot.alerts.dispatch import Change, group_key, merge, scope_for
-from bot.alerts.models import Alert, AlertGroup, AlertSource, AlertStatus, GroupKey, Scope
-from bot.alerts.notify import StepKind, needs_message, plan
+from bot.alerts.models import Alert, AlertGroup, AlertSource, AlertStatus, GroupKey, Page, Scope
+from bot.alerts.notify import StepKind, drawn, needs_message, plan
 from bot.alerts.policy import (
     ACK,
     DRAIN_AFTER_JOBS,
@@ -93,43 +94,56 @@ def apply(
 # --- dispatch -------------------------------------------------------------------------------
 
 
-def test_scope_defaults_and_override() -> None:
-    assert scope_for("ib_link_down", CFG) is Scope.LEAF_SWITCH
-    assert scope_for("nic_errors", CFG) is Scope.LEAF_SWITCH
-    assert scope_for("power_brake", CFG) is Scope.RACK
-    assert scope_for("xid", CFG) is Scope.NODE
+def test_scope_defaults_to_the_event_and_config_overrides_it() -> None:
+    assert scope_for("ib_link_down", CFG) is Scope.EVENT
+    assert scope_for("GpuFellOffBus", CFG) is Scope.EVENT
     cfg = AlertsConfig(group_scope={"xid": Scope.RACK})
     assert scope_for("xid", cfg) is Scope.RACK
 
 
-def test_32_ib_down_alerts_on_one_leaf_are_one_group() -> None:
-    nodes = {f"n{i:03d}": node(f"n{i:03d}") for i in range(32)}
+def test_32_ib_down_alerts_are_one_event_whatever_their_leaves() -> None:
+    nodes = {f"n{i:03d}": node(f"n{i:03d}", leaf=f"leaf-{i % 2}") for i in range(32)}
     groups: dict[str, AlertGroup] = {}
     changes = [apply(groups, alert(f"fp{i}", node_name=n), nodes.get) for i, n in enumerate(nodes)]
     assert changes[0] is Change.NEW_GROUP
     assert set(changes[1:]) == {Change.JOINED}
-    assert list(groups) == ["ib_link_down|leaf_switch|leaf-07"]
-    assert len(groups["ib_link_down|leaf_switch|leaf-07"].nodes) == 32
+    assert list(groups) == ["ib_link_down|event|"]
+    assert len(groups["ib_link_down|event|"].nodes) == 32
+    # A cause configured to group by its leaf switch: one group a leaf.
+    by_leaf: dict[str, AlertGroup] = {}
+    cfg = AlertsConfig(group_scope={"ib_link_down": Scope.LEAF_SWITCH})
+    for i, n in enumerate(nodes):
+        apply(by_leaf, alert(f"fp{i}", node_name=n), nodes.get, cfg)
+    assert sorted(by_leaf) == ["ib_link_down|leaf_switch|leaf-0", "ib_link_down|leaf_switch|leaf-1"]
+
+
+def test_an_alertmanager_grouping_beyond_the_cause_keeps_events_apart() -> None:
+    a = alert("a", source=AlertSource.ALERTMANAGER).model_copy(update={"event": "c0ffee"})
+    b = alert("b", source=AlertSource.ALERTMANAGER)
+    assert group_key(a, lambda _: None, CFG).id == "ib_link_down|event|c0ffee"
+    assert group_key(b, lambda _: None, CFG).id == "ib_link_down|event|"
 
 
 def test_unknown_topology_falls_back_to_node_and_no_node_to_none() -> None:
-    key = group_key(alert("a", node_name="ghost"), lambda _: None, CFG)
+    cfg = AlertsConfig(group_scope={"ib_link_down": Scope.LEAF_SWITCH})
+    key = group_key(alert("a", node_name="ghost"), lambda _: None, cfg)
     assert key == GroupKey(cause="ib_link_down", scope=Scope.NODE, scope_value="ghost")
-    key = group_key(alert("b", node_name=None), lambda _: None, CFG)
+    key = group_key(alert("b", node_name=None), lambda _: None, cfg)
     assert key.scope is Scope.NONE
 
 
-def test_alertmanager_labels_win_over_inventory() -> None:
+def test_alertmanager_labels_win_over_inventory_for_a_configured_scope() -> None:
+    cfg = AlertsConfig(group_scope={"ib_link_down": Scope.LEAF_SWITCH, "xid": Scope.JOB})
     nodes = {"n001": node("n001", leaf="leaf-01")}
     am = alert("a", source=AlertSource.ALERTMANAGER, labels={"leaf_switch": "leaf-99"})
-    assert group_key(am, nodes.get, CFG).scope_value == "leaf-99"
+    assert group_key(am, nodes.get, cfg).scope_value == "leaf-99"
     job = alert("b", cause="xid", source=AlertSource.ALERTMANAGER, labels={"job_id": "4242"})
-    assert group_key(job, nodes.get, CFG) == GroupKey(
+    assert group_key(job, nodes.get, cfg) == GroupKey(
         cause="xid", scope=Scope.JOB, scope_value="4242"
     )
     # a sweep alert's labels are not topology
     sweep = alert("c", labels={"leaf_switch": "leaf-99"})
-    assert group_key(sweep, nodes.get, CFG).scope_value == "leaf-01"
+    assert group_key(sweep, nodes.get, cfg).scope_value == "leaf-01"
 
 
 def test_same_alert_twice_is_a_repeat_and_changes_nothing() -> None:
@@ -324,7 +338,7 @@ def test_storm_of_500_alerts_never_plans_more_than_one_call_a_second_a_channel()
     kinds: list[StepKind] = []
     posted = 0
     names = list(nodes)
-    # 500 distinct causes on half the nodes make 250 one-node groups; the rest join leaf groups
+    # 250 distinct causes on half the nodes make 250 one-node events; the rest are one event
     pending = [
         alert(f"fp{i}", node_name=n, cause="ib_link_down" if i % 2 else f"xid_{i}")
         for i, n in enumerate(names)
@@ -361,11 +375,19 @@ def test_storm_of_500_alerts_never_plans_more_than_one_call_a_second_a_channel()
                 if step.kind is StepKind.POST:
                     posted += 1
                     groups[gid] = groups[gid].model_copy(update={"ts": f"{tick}.0"})
-                dirty.discard(gid)
+                if step.kind in (StepKind.POST, StepKind.UPDATE):
+                    groups[gid] = groups[gid].model_copy(update={"drawn": drawn(groups[gid])})
+                if step.kind is StepKind.PAGE:
+                    rows = pages.pages(groups[gid])[step.page]
+                    have = [*groups[gid].pages, Page(ts="p", digest="")][: step.page + 1]
+                    have[step.page] = Page(ts="p", digest=pages.digest(rows, False))
+                    groups[gid] = groups[gid].model_copy(update={"pages": tuple(have)})
+                if pages.stale(groups[gid]) is None:
+                    dirty.discard(gid)
     for _channel, times in calls.items():
         assert all(b - a >= timedelta(seconds=1) for a, b in itertools.pairwise(times))
-    # odd nodes (ib_link_down) sit on the 8 odd leaves; even ones are one group each
-    assert len(groups) == 250 + 8
+    # odd nodes (ib_link_down) are one event across their 8 leaves; even ones one each
+    assert len(groups) == 250 + 1
     assert sum(len(g.alerts) for g in groups.values()) == 500  # none lost, none twice
     assert not dirty - {gid for gid, g in groups.items() if g.ts is None}  # only storm-held wait
     # above the threshold, nothing new is posted one by one: only the storm summary

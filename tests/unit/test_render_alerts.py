@@ -8,6 +8,7 @@ from typing import Any
 from bot.alerts.config import AlertsConfig
 from bot.alerts.lines import audit_line, repeat_line
 from bot.alerts.models import Alert, AlertGroup, AlertSource, AlertStatus, Claim, GroupKey, Scope
+from bot.alerts.pages import IN_MESSAGE_NODES
 from bot.models import Severity
 from bot.mrkdwn import WORD_JOINER
 from bot.render.alerts import (
@@ -16,7 +17,6 @@ from bot.render.alerts import (
     ALERT_RESUME_ACTION,
     ALERT_RUNBOOK_ACTION,
     ALERT_SILENCE_ACTION,
-    MAX_NODE_BUTTONS,
     render_group,
     render_storm,
     split_value,
@@ -74,22 +74,23 @@ def test_group_header_says_cause_scope_and_count() -> None:
     assert header["text"]["text"] == (
         ":large_orange_circle: InfiniBand link down (ib_link_down) on 32 nodes under leaf-07"
     )
-    assert "…and 17 more" in text_of(msg)  # 15 member lines shown
+    # Past a few nodes the message names them as a hostlist; their lines are in the thread.
+    assert "`n[000-031]`" in text_of(msg) and "port down" not in text_of(msg)
     assert "2026-12-03 12:00 UTC (25 min ago)" in text_of(msg)
 
 
 def test_buttons_carry_the_group_id_and_per_node_values() -> None:
-    group = leaf_group([member(i) for i in range(5)])
+    group = leaf_group([member(i) for i in range(IN_MESSAGE_NODES)])
     els = elements(valid(render_group(group, CFG, NOW)))
     by_action: dict[str, list[dict[str, Any]]] = {}
     for e in els:
         by_action.setdefault(base_action_id(e["action_id"]), []).append(e)
     assert by_action[ALERT_ACK_ACTION][0]["value"] == group.key.id
     drains = by_action[ALERT_DRAIN_ACTION]
-    assert len(drains) == MAX_NODE_BUTTONS
+    assert len(drains) == IN_MESSAGE_NODES
     assert next(split_value(d["value"]) for d in drains) == (group.key, "n000")
     assert "after jobs" in drains[0]["text"]["text"]  # warning: a drain that waits for jobs
-    assert len(by_action[ALERT_RESUME_ACTION]) == MAX_NODE_BUTTONS
+    assert len(by_action[ALERT_RESUME_ACTION]) == IN_MESSAGE_NODES
     runbook = by_action[ALERT_RUNBOOK_ACTION][0]
     assert runbook["url"] == "https://wiki/ib" and runbook["value"] == group.key.id
     silence = by_action[ALERT_SILENCE_ACTION][0]
@@ -99,7 +100,16 @@ def test_buttons_carry_the_group_id_and_per_node_values() -> None:
         f"{group.key.id}|custom"
     ]
     assert [o["text"]["text"] for o in silence["options"]] == ["1 h", "4 h", "1 d", "custom…"]
-    assert "/node-health" in text_of(render_group(group, CFG, NOW))
+    # One node more: the message keeps Acknowledge, Silence and Runbook; each node's button
+    # is beside its line in the thread.
+    bigger = leaf_group([member(i) for i in range(IN_MESSAGE_NODES + 1)])
+    msg = valid(render_group(bigger, CFG, NOW))
+    assert {base_action_id(e["action_id"]) for e in elements(msg)} == {
+        ALERT_ACK_ACTION,
+        ALERT_SILENCE_ACTION,
+        ALERT_RUNBOOK_ACTION,
+    }
+    assert "Drain button are in the thread" in text_of(msg)
 
 
 def test_critical_group_offers_drain_now_with_a_confirmation() -> None:
@@ -167,19 +177,23 @@ def test_huge_groups_and_long_labels_stay_within_limits() -> None:
     valid(render_group(odd, AlertsConfig(), NOW))
 
 
-def test_storm_summary_counts_worst_first_and_cuts_visibly() -> None:
+def test_storm_summary_counts_events_worst_first_and_names_every_node() -> None:
     groups = []
     for i in range(60):
         cause = f"cause_{i:02d}"
         sev = Severity.CRITICAL if i == 59 else Severity.WARNING
-        key = GroupKey(cause=cause, scope=Scope.NODE, scope_value=f"n{i}")
-        a = member(i, severity=sev).model_copy(update={"cause": cause})
-        groups.append(AlertGroup(key=key, alerts=(a,), opened_at=T0, channel="C"))
+        key = GroupKey(cause=cause, scope=Scope.EVENT)
+        alerts = tuple(
+            member(3 * i + j, severity=sev).model_copy(update={"cause": cause}) for j in range(3)
+        )
+        groups.append(AlertGroup(key=key, alerts=alerts, opened_at=T0, channel="C"))
     msg = valid(render_storm(groups, NOW))
     text = text_of(msg)
-    assert "Alert storm: 60 groups, 60 firing alerts" in msg.blocks[0]["text"]["text"]
+    assert msg.blocks[0]["text"]["text"] == ":rotating_light: Alert storm: 60 events on 180 nodes"
+    assert "60 causes, 180 firing alerts" in text
     assert text.index("cause_59") < text.index("cause_00")  # the critical one first
-    assert "…and 40 more" in text
+    assert "`cause_07` on 3 nodes: `n[021-023]`" in text  # every event names its nodes
+    assert "more" not in text
     over = valid(render_storm([], NOW))
     assert "storm is over" in text_of(over)
 
@@ -200,6 +214,6 @@ def test_storm_summary_and_headers_name_fault_kinds_in_words() -> None:
     text = text_of(
         valid(render_storm([AlertGroup(key=key, alerts=(a,), opened_at=T0, channel="C")], NOW))
     )
-    assert "double-bit ECC error (`ecc_dbe`): 1 group by node, 1 node" in text
+    assert "double-bit ECC error (`ecc_dbe`) on 1 node: `n001`" in text
     # An Alertmanager rule's own name is its author's words: kept as it is.
     assert cause_words("GpuFellOffTheBus") == "GpuFellOffTheBus"

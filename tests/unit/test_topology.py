@@ -63,7 +63,9 @@ def test_a_prometheus_fleet_groups_one_switch_as_one_fault() -> None:
         severity=Severity.CRITICAL,
         starts_at=NOW,
     )
-    key = group_key(alert, inventory.place, AlertsConfig())
+    # An IB fault is one event by default; configured to group by switch, the topology says which.
+    cfg = AlertsConfig(group_scope={"ib_link_down": Scope.LEAF_SWITCH})
+    key = group_key(alert, inventory.place, cfg)
     assert key.scope is Scope.LEAF_SWITCH and key.scope_value == "leaf-01"
 
 

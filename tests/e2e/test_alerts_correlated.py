@@ -1,0 +1,278 @@
+"""Correlated faults through the real Alertmanager and Redis, three bot replicas: one cause on
+many nodes is one message naming them all, with its per-node detail and Drain buttons paged into
+the thread; two causes are two messages; many unrelated events are one storm summary that names
+every node; resolving updates the same messages in place."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import re
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import hostlist
+
+from bot.alerts.pages import NODES_PER_PAGE
+from bot.backends.alertmanager import AlertmanagerClient
+from bot.render.alerts import ALERT_DRAIN_ACTION, split_value
+from bot.shell.emulator import SlackEmulator, validate_blocks
+from tests.e2e.test_alerts import (
+    CHANNEL,
+    Replica,
+    StartReplica,
+    named,
+    settle,
+    start_replica,
+    team,
+    top_posts,
+)
+from tests.e2e.test_alerts_alertmanager import am
+
+__all__ = ["am", "start_replica", "team"]  # fixtures, used by name
+
+NODES = [f"gpu-{i:04d}" for i in range(1, 41)]
+
+
+def firing(name: str, node: str, **labels: str) -> dict[str, Any]:
+    """An alert as a Prometheus server posts it to Alertmanager's API."""
+    return {
+        "labels": {"alertname": name, "Hostname": node, "severity": "critical", **labels},
+        "annotations": {"summary": f"GPU fell off the bus on {node}"},
+        "startsAt": (datetime.now(UTC) - timedelta(seconds=30)).isoformat(),
+    }
+
+
+def ended(alert: dict[str, Any]) -> dict[str, Any]:
+    """The same alert, resolved (Prometheus sends it again with `endsAt` now)."""
+    return {**alert, "endsAt": datetime.now(UTC).isoformat()}
+
+
+def tops(emulator: SlackEmulator) -> list[dict[str, Any]]:
+    return [m for m in emulator.messages(CHANNEL) if m.get("thread_ts", m["ts"]) == m["ts"]]
+
+
+def replies(emulator: SlackEmulator, ts: str) -> list[dict[str, Any]]:
+    return [m for m in emulator.messages(CHANNEL) if m.get("thread_ts") == ts and m["ts"] != ts]
+
+
+def detail(emulator: SlackEmulator, ts: str) -> list[dict[str, Any]]:
+    """The thread replies holding the per-node detail (not the lines of who did what)."""
+    return [m for m in replies(emulator, ts) if re.search(r": nodes \d+-\d+ of \d+", m["text"])]
+
+
+def text_of(msg: dict[str, Any]) -> str:
+    return json.dumps(msg["blocks"])
+
+
+async def until(check: Any, what: str, timeout_s: float = 40) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.2)
+
+
+async def three(
+    start_replica: StartReplica, url: str, ports: list[int], token: str
+) -> list[Replica]:
+    return [
+        await start_replica(port=p, ALERTMANAGER_URL=url, ALERTMANAGER_WEBHOOK_TOKEN=token)
+        for p in ports
+    ]
+
+
+async def test_forty_nodes_losing_a_gpu_at_once_are_one_message_naming_them_all(
+    start_replica: StartReplica, emulator: SlackEmulator, am: tuple[str, list[int], str]
+) -> None:
+    url, ports, token = am
+    replicas = await three(start_replica, url, ports, token)
+    alerts = [firing("GpuFellOffBus", n, gpu=str(i % 8), xid="79") for i, n in enumerate(NODES)]
+    client = AlertmanagerClient(url)
+    try:
+        await client.post_alerts(alerts)
+        await until(lambda: len(tops(emulator)) >= 1, "no message from Alertmanager's webhook")
+        await until(
+            lambda: len(replies(emulator, tops(emulator)[0]["ts"])) >= 2, "no per-node detail"
+        )
+        await settle(replicas[0], quiet_s=2.0, timeout_s=60)
+
+        # One message for the event, however many replicas and webhooks carried it.
+        [msg] = tops(emulator)
+        assert len(top_posts(emulator)) == 1
+        head = msg["blocks"][0]["text"]["text"]
+        assert re.fullmatch(r":red_circle: Xid 79 on 40 nodes in (under 1|\d+) min", head), head
+        text = text_of(msg)
+        assert "`gpu-[0001-0040]`" in text
+        assert "Xid 79 on 40 nodes" in msg["text"] and "gpu-[0001-0040]" in msg["text"]
+        # One call a second a channel at most, across three replicas and two webhooks each.
+        times = sorted(c.at for c in emulator.calls if c.method.startswith("chat."))
+        assert all(b - a >= 0.9 for a, b in itertools.pairwise(times))
+        # Counted by rack and leaf switch, as the inventory places them; what they share.
+        inv = replicas[0].bot.deps.triage.inventory
+        racks = Counter(inv.node(n).rack for n in NODES)  # type: ignore[union-attr]
+        leaves = Counter(inv.node(n).leaf_switch for n in NODES)  # type: ignore[union-attr]
+        for rack, count in racks.items():
+            assert f"{rack} {count}" in text
+        for leaf, count in leaves.items():
+            assert f"{leaf} {count}" in text
+        drivers = {inv.node(n).driver_version for n in NODES}  # type: ignore[union-attr]
+        if len(drivers) == 1:
+            assert f"driver `{drivers.pop()}`" in text
+        else:
+            assert f"driver ({len(drivers)} values)" in text
+        assert "rack (" in text and "leaf switch (" in text  # 40 nodes span racks
+        assert ALERT_DRAIN_ACTION not in text  # the buttons are per node, in the thread
+        assert validate_blocks(msg["blocks"]) == []
+
+        # The thread: every node on its own line with its Drain button, paged within Block Kit.
+        pages = detail(emulator, msg["ts"])
+        assert len(pages) == -(-40 // NODES_PER_PAGE)
+        buttons: list[str] = []
+        for page in pages:
+            assert validate_blocks(page["blocks"]) == [] and len(page["blocks"]) <= 50
+            for block in page["blocks"]:
+                acc = block.get("accessory") or {}
+                if acc.get("action_id", "").startswith(ALERT_DRAIN_ACTION):
+                    buttons.append(split_value(acc["value"])[1])
+                    assert split_value(acc["value"])[1] in block["text"]["text"]
+        assert sorted(buttons) == NODES
+
+        # A Drain pressed in the thread drains that node, as the message's own button would.
+        page = pages[0]
+        block = next(b for b in page["blocks"] if "gpu-0007" in json.dumps(b))
+        press = emulator.block_actions_payload(CHANNEL, page["ts"], block["accessory"]["action_id"])
+        await replicas[2].slack.interactive(press)
+        await emulator.wait_for_responses(1, timeout=10)
+        assert "gpu-0007" in emulator.responses[-1][1]["text"]
+        sched = replicas[2].bot.deps.triage.scheduler  # each replica simulates its own Slurm
+        assert sched is not None and (await sched.nodes(["gpu-0007"]))["gpu-0007"].out_of_service
+
+        # Ten resolve: the same message says so, and their thread lines lose their buttons.
+        await client.post_alerts([ended(a) for a in alerts[:10]])
+        await until(lambda: "*30* firing" in text_of(tops(emulator)[0]), "not updated in place")
+        await settle(replicas[0], quiet_s=2.0, timeout_s=60)
+        [msg] = tops(emulator)
+        text = text_of(msg)
+        assert "*30* firing, *10* resolved" in text
+        assert "`gpu-[0011-0040]`" in text and "`gpu-[0001-0010]`" in text
+        assert len(top_posts(emulator)) == 1 and emulator.calls_to("chat.update")
+        pages = detail(emulator, msg["ts"])
+        assert len(pages) == -(-40 // NODES_PER_PAGE)
+        first = json.dumps(pages[0]["blocks"])
+        assert "~`gpu-0003`" in first and f"{ALERT_DRAIN_ACTION}" in first
+        assert not any(
+            "gpu-0003" in json.dumps(b) and b.get("accessory") for b in pages[0]["blocks"]
+        )
+
+        # All resolve: the message is marked resolved in place, nothing is deleted.
+        await client.post_alerts([ended(a) for a in alerts])
+        await until(lambda: "RESOLVED" in text_of(tops(emulator)[0]), "never marked resolved")
+        await settle(replicas[0], quiet_s=2.0, timeout_s=60)
+        assert len(top_posts(emulator)) == 1 and emulator.calls_to("chat.delete") == []
+        assert ALERT_DRAIN_ACTION not in json.dumps(
+            [p["blocks"] for p in detail(emulator, msg["ts"])]
+        )
+    finally:
+        await client.close()
+
+
+async def test_two_causes_at_once_are_two_messages(
+    start_replica: StartReplica, emulator: SlackEmulator, am: tuple[str, list[int], str]
+) -> None:
+    url, ports, token = am
+    replicas = await three(start_replica, url, ports, token)
+    name = f"GpuXidErrors{int(time.time() * 1000)}"  # one Alertmanager group, two Xids
+    client = AlertmanagerClient(url)
+    try:
+        await client.post_alerts(
+            [firing(name, f"gpu-{i:04d}", xid="79") for i in range(101, 107)]
+            + [firing(name, f"gpu-{i:04d}", xid="48") for i in range(201, 205)]
+        )
+        await until(lambda: len(tops(emulator)) >= 2, "two causes did not give two messages")
+        await settle(replicas[0], quiet_s=2.0, timeout_s=60)
+        messages = {m["blocks"][0]["text"]["text"]: text_of(m) for m in tops(emulator)}
+        assert len(messages) == 2 and len(top_posts(emulator)) == 2
+        xid79 = next(t for h, t in messages.items() if "Xid 79 on 6 nodes" in h)
+        xid48 = next(t for h, t in messages.items() if "Xid 48 on 4 nodes" in h)
+        assert "`gpu-[0101-0106]`" in xid79 and "`gpu-[0201-0204]`" in xid48
+    finally:
+        await client.close()
+
+
+async def test_many_unrelated_events_are_one_storm_summary_naming_every_node(
+    start_replica: StartReplica, emulator: SlackEmulator, am: tuple[str, list[int], str]
+) -> None:
+    url, ports, token = am
+    await three(start_replica, url, ports, token)
+    stamp = int(time.time() * 1000)
+    # 25 unrelated rules firing at once, on 3 nodes each (storm_groups is 20).
+    events = {
+        f"Rule{k:02d}x{stamp}": [f"gpu-{300 + 3 * k + j:04d}" for j in range(3)] for k in range(25)
+    }
+    client = AlertmanagerClient(url)
+    try:
+        await client.post_alerts(
+            [firing(name, n, severity="warning") for name, nodes in events.items() for n in nodes]
+        )
+        want = {n for nodes in events.values() for n in nodes}
+        await until(
+            lambda: any(named(text_of(m)) >= want for m in tops(emulator)),
+            "no storm summary naming every node",
+            timeout_s=60,
+        )
+        # The events a summary stands for stay queued until the storm passes: wait for quiet.
+        await until(
+            lambda: time.monotonic() - max(c.at for c in emulator.calls) > 2.0, "never quiet"
+        )
+        [summary] = tops(emulator)  # the storm is one message, not 25
+        assert len(top_posts(emulator)) == 1
+        text = text_of(summary)
+        assert "Alert storm: 25 events on 75 nodes" in text
+        for name, nodes in events.items():
+            assert f"`{name}` on 3 nodes: `{hostlist.collect_hostlist(nodes)}`" in text
+        assert validate_blocks(summary["blocks"]) == []
+    finally:
+        await client.post_alerts(
+            [
+                ended(firing(name, n, severity="warning"))
+                for name, nodes in events.items()
+                for n in nodes
+            ]
+        )
+        await client.close()
+
+
+async def test_an_unknown_alertname_groups_by_name_and_meowbot_cause_joins_rules(
+    start_replica: StartReplica, emulator: SlackEmulator, am: tuple[str, list[int], str]
+) -> None:
+    url, ports, token = am
+    replicas = await three(start_replica, url, ports, token)
+    stamp = int(time.time() * 1000)
+    cause = f"pdu-feed-b-{stamp}"
+    # Two rules the operator tagged as one cause (a PDU feed), and one rule meowbot does not know.
+    tagged = [
+        firing(f"PduOverCurrent{stamp}", f"gpu-{i:04d}", meowbot_cause=cause)
+        for i in range(401, 405)
+    ] + [
+        firing(f"GpuPowerLost{stamp}", f"gpu-{i:04d}", meowbot_cause=cause) for i in range(405, 409)
+    ]
+    unknown = [
+        firing(f"BmcSelFull{stamp}", f"gpu-{i:04d}", severity="warning") for i in range(451, 456)
+    ]
+    client = AlertmanagerClient(url)
+    try:
+        await client.post_alerts(tagged + unknown)
+        await until(lambda: len(tops(emulator)) >= 2, "expected two messages")
+        await settle(replicas[0], quiet_s=2.0, timeout_s=60)
+        heads = {m["blocks"][0]["text"]["text"]: text_of(m) for m in tops(emulator)}
+        assert len(heads) == 2 and len(top_posts(emulator)) == 2
+        feed = next(t for h, t in heads.items() if h.startswith(f":red_circle: {cause} on 8"))
+        assert "`gpu-[0401-0408]`" in feed
+        bmc = next(t for h, t in heads.items() if f"BmcSelFull{stamp} on 5 nodes" in h)
+        assert "`gpu-[0451-0455]`" in bmc
+    finally:
+        await client.post_alerts([ended(a) for a in tagged + unknown])
+        await client.close()
