@@ -97,6 +97,7 @@ async def team(redis_url: str) -> AsyncIterator[None]:
     yield
     client = aioredis.Redis.from_url(redis_url, decode_responses=True)
     keys = [k async for k in client.scan_iter("meowbot:_:alerts:*")]
+    keys += [k async for k in client.scan_iter("meowbot:_:triage:faults*")]
     if keys:
         await client.delete(*keys)
     await client.aclose()
