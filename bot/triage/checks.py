@@ -568,7 +568,7 @@ def _throttle(table: Table, cfg: HealthConfig) -> Findings:
     return Findings(faults=faults)
 
 
-# DCGM's power and thermal watches warn on any violation time at all (DCGM issue #285), which
+# DCGM's power and thermal watches warn on any violation time at all (DCGM #285), which
 # every busy GPU has: their warnings are left to the violation counters and the bitmask above.
 HEALTH_NOISY_WATCHES = frozenset({"POWER", "THERMAL"})
 

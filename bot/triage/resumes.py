@@ -2,7 +2,7 @@
 resume is history, not a reason to drain the node again.
 
 `DCGM_FI_DEV_XID_ERRORS` is the last Xid a GPU had, and it stays set after the GPU is reset
-(dcgm-exporter issue #500): a node whose GPU was reset, drained and resumed still shows the
+(dcgm-exporter #500): a node whose GPU was reset, drained and resumed still shows the
 old Xid, and every later read would drain it again for it. A newer exporter's
 `DCGM_EXP_XID_ERRORS_TOTAL` grows in the window after such an Xid too. So the Xid findings
 of a node meowbot resumed are read again at the moment of the resume: a finding whose series

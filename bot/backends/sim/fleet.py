@@ -310,7 +310,7 @@ class SimFleet:
         """GPU -> share of the time it touches its power cap: GPU Boost runs up to the cap,
         so a third of busy GPUs spend 0.1-1.5 % of their time held there (under a minute an
         hour). Ordinary, never a fault, and what DCGM's power watch warns about all the same
-        (DCGM issue #285)."""
+        (DCGM #285)."""
         rng = self._rng("power-cap-share")
         return {
             i: round(rng.uniform(0.001, 0.015), 4)

@@ -269,7 +269,7 @@ class FleetSnapshot:
                 for metric in EFFECTS[fault.kind]:
                     # A counter keeps what a fault added after the fault ends; a gauge does not,
                     # but for the last-Xid gauge, which stays set after the GPU is reset
-                    # (dcgm-exporter issue #500): an Xid fault's ``until`` is that reset.
+                    # (dcgm-exporter #500): an Xid fault's ``until`` is that reset.
                     if still or metric in m.COUNTERS or metric in STICKY_GAUGES:
                         out.setdefault(metric, []).append(placed)
             self._by_metric = out
@@ -669,7 +669,7 @@ class FleetSnapshot:
         """(GPU position, watch, result, error code) for ``DCGM_EXP_GPU_HEALTH_STATUS``: every
         watch of every GPU of a node with the newer exporter, PASS unless a fault says not.
         GPUs that touch their power cap warn on the POWER watch, as DCGM's does under any load
-        (DCGM issue #285: any violation time warns)."""
+        (DCGM #285: any violation time warns)."""
         f = self.fleet
         metric = m.DCGM_EXP_GPU_HEALTH_STATUS
         if metric not in f.exported:
