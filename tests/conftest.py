@@ -17,6 +17,9 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
+from scripts.testsvc.common import free_port
+from scripts.testsvc.redis import redis_command
+
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
@@ -76,24 +79,8 @@ class RedisServer:
 @pytest.fixture
 def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
     need_service("REDIS_URL")  # the session's server says redis-server is installed
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    cmd = [
-        "redis-server",
-        "--port",
-        str(port),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "yes",
-        "--dir",
-        str(tmp_path),
-        "--daemonize",
-        "no",
-    ]
+    port = free_port()
+    cmd = redis_command(port, tmp_path)
     server = RedisServer(cmd, port)
     server.start()
     yield server

@@ -12,11 +12,10 @@ from .common import free_port, stop, wait_port
 PACKAGES = {"redis-server": "redis-server"}
 
 
-@contextlib.contextmanager
-def start(tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
-    port = free_port()
-    data = tmp
-    cmd = [
+def redis_command(port: int, data: Path) -> list[str]:
+    """A redis-server on loopback `port` that keeps its append-only file in `data`, so a
+    restarted server comes back with what it had."""
+    return [
         "redis-server",
         "--port",
         str(port),
@@ -30,9 +29,14 @@ def start(tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
         str(data),
         "--daemonize",
         "no",
-        "--logfile",
-        str(tmp / "redis.log"),
     ]
+
+
+@contextlib.contextmanager
+def start(tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
+    port = free_port()
+    data = tmp
+    cmd = [*redis_command(port, data), "--logfile", str(tmp / "redis.log")]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_port(port, 10, proc, "redis-server")
