@@ -12,14 +12,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from bot.alerts import acts, notify, pages, policy
 from bot.alerts.config import AlertsConfig
 from bot.alerts.ingest import Ingested, ingest
-from bot.alerts.models import Alert, AlertGroup, AlertSource, Page
+from bot.alerts.models import Alert, AlertGroup, AlertSource, AlertStatus, Page
+from bot.alerts.node_jobs import job_per_node
 from bot.alerts.ports import AlertMessages, AlertStore, Poster, Silencer, Update
 from bot.alerts.route import route
 from bot.alerts.sweep import alerts_from_faults, resolved_by_sweep
@@ -34,6 +35,9 @@ SWEEP_LOCK = "sweep"
 LOCK_TTL_MS = 5_000
 TICK_S = 0.2
 TOPOLOGY_TIMEOUT_S = 2.0
+# The scheduler's running jobs, read once an ingest for every alerting node: bounded, since a
+# webhook's answer and the sweep wait for it.
+JOBS_TIMEOUT_S = 2.0
 
 
 @dataclass
@@ -81,9 +85,43 @@ class Alerting:
         }
         return {k: v for k, v in facts.items() if v}
 
+    async def running_jobs(self, alerts: Sequence[Alert]) -> dict[str, str]:
+        """Node -> the job it runs (`bot/alerts/node_jobs.py`), for the firing alerts' nodes
+        whose labels name no job: one read of the scheduler for the whole batch. Slurm out of
+        reach or slow leaves the events without a job fact, never the alerts unstored."""
+        scheduler = self.triage.scheduler
+        nodes = {
+            a.node
+            for a in alerts
+            if a.node and a.status is AlertStatus.FIRING and not a.facts.get("job")
+        }
+        if scheduler is None or not nodes:
+            return {}
+        try:
+            jobs = await asyncio.wait_for(scheduler.jobs(), JOBS_TIMEOUT_S)
+        except (BackendError, TimeoutError) as exc:
+            log.warning(
+                "running jobs unknown; alert events name no job",
+                extra={"nodes": len(nodes), "error": str(exc) or type(exc).__name__},
+            )
+            return {}
+        return job_per_node(jobs, nodes)
+
+    def describer(self, jobs: Mapping[str, str]) -> Callable[[str], dict[str, str]]:
+        """`describe` with the job each node runs (`running_jobs`) besides the inventory's."""
+
+        def described(node: str) -> dict[str, str]:
+            facts = self.describe(node)
+            if node in jobs:
+                facts["job"] = jobs[node]
+            return facts
+
+        return described
+
     async def receive(self, alerts: list[Alert], now: datetime) -> Ingested:
+        describe = self.describer(await self.running_jobs(alerts))
         done = await ingest(
-            self.store, alerts, await self.topology(), self.cfg, now, describe=self.describe
+            self.store, alerts, await self.topology(), self.cfg, now, describe=describe
         )
         self.wake.set()
         return done
@@ -106,6 +144,7 @@ class Alerting:
             if a.source is AlertSource.SWEEP and a.cause not in found.unchecked
         }
         resolved = resolved_by_sweep(open_sweep, current, now)
+        describe = self.describer(await self.running_jobs(current))
         done = await ingest(
             self.store,
             [*current, *resolved],
@@ -113,7 +152,7 @@ class Alerting:
             self.cfg,
             now,
             fence=fence,
-            describe=self.describe,
+            describe=describe,
         )
         self.wake.set()
         return done

@@ -24,11 +24,13 @@ from tests.e2e.test_alerts import (
     CHANNEL,
     Replica,
     StartReplica,
+    am_alert,
     named,
     settle,
     start_replica,
     team,
     top_posts,
+    webhook,
 )
 from tests.e2e.test_alerts_alertmanager import am
 
@@ -276,3 +278,28 @@ async def test_an_unknown_alertname_groups_by_name_and_meowbot_cause_joins_rules
     finally:
         await client.post_alerts([ended(a) for a in tagged + unknown])
         await client.close()
+
+
+async def test_an_event_on_nodes_of_one_job_says_the_job_is_shared(
+    start_replica: StartReplica, emulator: SlackEmulator
+) -> None:
+    r = await start_replica()
+    fleet = r.bot.deps.triage.inventory.fleet  # type: ignore[attr-defined]
+    # One job on the first six (the simulated scheduler's own jobs there end at its start),
+    # one job a node on the next three; the alerts carry no job label: Slurm's word alone.
+    one, apart = NODES[:6], NODES[6:9]
+    fleet.add_job(one, user="bob", job_id="9200001", name="llm-big")
+    for i, node in enumerate(apart):
+        fleet.add_job([node], user="bob", job_id=f"920001{i}", name="llm-small")
+    status, _ = await r.send(webhook([am_alert(n, "GpuXid79", xid="79") for n in one]))
+    assert status == 200
+    await until(lambda: len(tops(emulator)) == 1, "no message for the job's nodes")
+    await settle(r)
+    text = text_of(tops(emulator)[0])
+    assert "job `9200001`" in text, text
+
+    await r.send(webhook([am_alert(n, "GpuXid48", xid="48") for n in apart]))
+    await until(lambda: len(tops(emulator)) == 2, "no message for the other nodes")
+    await settle(r)
+    [other] = [m for m in tops(emulator) if "gpu-0007" in text_of(m)]
+    assert "job (3 values)" in text_of(other), text_of(other)

@@ -189,3 +189,40 @@ async def test_drain_now_from_an_alert_says_the_job_is_stopped_as_slurm_will_tre
             break
         await asyncio.sleep(0.2)
     assert job is not None and job.state not in {JobState.RUNNING, JobState.PENDING}, job
+
+
+async def test_an_event_on_the_nodes_of_one_slurm_job_says_the_job_is_shared(
+    three: list[Slack], emulator: SlackEmulator, nodes_back: list[str]
+) -> None:
+    nodes = ["gpu-0009", "gpu-0010", "gpu-0011"]
+    scheduler = three[0].bot.deps.triage.scheduler
+    assert scheduler is not None
+    out = cli(
+        "sbatch",
+        "--parsable",
+        "-N",
+        "3",
+        "-w",
+        ",".join(nodes),
+        "-J",
+        "notice-llm",
+        "-o",
+        "/dev/null",
+        "--chdir",
+        "/",
+        "--wrap",
+        "sleep 300",
+    )
+    job_id = out.strip().split(";")[0]
+    await wait_running(scheduler, job_id)
+
+    # Xid 48 (a warning: nothing is drained); no job label: the job is Slurm's word.
+    url = three[0].url.removesuffix(SLACK_EVENTS_PATH) + ALERTMANAGER_PATH
+    alert = webhook([am_alert(n, "GpuXid48", xid="48") for n in nodes])
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    async with three[0].http.post(url, data=json.dumps(alert), headers=headers) as resp:
+        assert resp.status == 200
+    await emulator.wait_for_call("chat.postMessage", timeout=15)
+    [msg] = [m for m in emulator.messages(CHANNEL) if m.get("thread_ts") in (None, m["ts"])]
+    text = json.dumps(msg["blocks"])
+    assert "gpu-[0009-0011]" in text and f"job `{job_id}`" in text, text
