@@ -48,6 +48,7 @@ from bot.backends.openai_compat import CheckpointServers
 from bot.backends.playground_store import MemoryPlaygroundStore, RedisPlaygroundStore
 from bot.backends.prometheus import PrometheusInventory, PrometheusMetrics
 from bot.backends.resume_store import MemoryResumes, RedisResumes
+from bot.backends.retries import BackgroundRetries
 from bot.backends.slack_directory import SlackDigestPoster, SlackDirectory
 from bot.backends.slack_owners import SlackJobOwners
 from bot.backends.slack_poster import SlackPoster
@@ -321,7 +322,7 @@ def make_deps(settings: Settings, store: StateStore, client: AsyncWebClient) -> 
             mapping=user_mapping(settings),
             email_domain=notices.email_domain,
         )
-        triage.scheduler = TellingScheduler(triage.scheduler, owners, ledger)
+        triage.scheduler = TellingScheduler(triage.scheduler, owners, ledger, BackgroundRetries())
     triage.history = make_fault_history(store, triage.config)
     deps = Deps(
         settings=settings,

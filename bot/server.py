@@ -24,6 +24,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.config import Settings
 from bot.deps import Deps
 from bot.telemetry import Telemetry
+from bot.triage.owners import TellingScheduler
 from handlers import playground as playground_handlers
 from handlers.registry import Registered
 
@@ -115,6 +116,10 @@ class Bot:
             await self.deps.playground.servers.close()
             if self.deps.playground.training is not None:
                 await self.deps.playground.training.close()
+        scheduler = self.deps.triage.scheduler
+        if isinstance(scheduler, TellingScheduler) and scheduler.retries is not None:
+            # DMs still waiting to be tried again: their claims are free, the next drain tells.
+            await scheduler.retries.close()
         if self.runner is not None:
             await self.runner.cleanup()
         await self.deps.store.close()

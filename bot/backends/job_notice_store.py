@@ -1,7 +1,8 @@
 """The job owners' notices as every replica shares them (bot/triage/owners.py says why).
 
 Redis, under `meowbot:<team>:jobnotice:`: `told:<node>:<event>:<job>` (SET NX with a TTL: the
-one replica that sets it sends the DM) and `optout` (the set of Slack user ids who pressed
+one replica that sets it sends the DM; deleted again by that replica when Slack failed for a
+while, so a later attempt claims it anew) and `optout` (the set of Slack user ids who pressed
 "Stop these messages"; kept until they turn them back on). The in-process stand-in serves the
 terminal shell.
 """
@@ -35,6 +36,13 @@ class RedisJobNotices:
         except RedisError as exc:
             raise _unreachable(exc) from exc
 
+    async def release(self, key_: str) -> None:
+        told = key(self.team, "jobnotice", "told", key_)
+        try:
+            await self.redis.delete(told)
+        except RedisError as exc:
+            raise _unreachable(exc) from exc
+
     async def opted_out(self, slack_user: str) -> bool:
         k = key(self.team, "jobnotice", "optout")
         try:
@@ -60,6 +68,9 @@ class MemoryJobNotices:
             return False
         self._claims[key_] = now + ttl_s
         return True
+
+    async def release(self, key_: str) -> None:
+        self._claims.pop(key_, None)
 
     async def opted_out(self, slack_user: str) -> bool:
         return slack_user in self._out

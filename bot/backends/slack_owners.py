@@ -7,6 +7,12 @@ whose Slack email is `<cluster user>@<email_domain>` (`users.lookupByEmail`, one
 cluster user, from one `users.list` walk kept for an hour (a workspace of 10,000 people is 50
 calls, Tier 2: set the domain there). Answers are cached an hour; a Slack failure is not cached
 (Slack may answer next time) and finds nobody: the owner is skipped, never the drain.
+
+A DM Slack fails to take is told apart: for now (5xx, `ratelimited` once slack_sdk's own
+waits are spent, `fatal_error`, `internal_error`, a timeout, no connection) is a retryable
+`BackendError`, tried again later; anything else Slack says (`user_not_found`,
+`cannot_dm_bot`, `user_disabled`, `not_allowed_token_type`, `missing_scope`, ...) will not
+change by trying and is not.
 """
 
 from __future__ import annotations
@@ -29,6 +35,14 @@ log = logging.getLogger(__name__)
 
 CACHE_S = 3600.0
 _NOBODY = {"users_not_found", "user_not_found", "invalid_email"}
+# Slack's errors that say "not now" rather than "never".
+_FOR_NOW = {
+    "ratelimited",
+    "fatal_error",
+    "internal_error",
+    "service_unavailable",
+    "request_timeout",
+}
 
 
 def _error(exc: SlackApiError) -> str:
@@ -122,6 +136,10 @@ class SlackJobOwners:
                 unfurl_media=False,
             )
         except SlackApiError as exc:
-            raise BackendError("Slack", f"refused the DM ({_error(exc)}).") from exc
+            error = _error(exc)
+            for_now = error in _FOR_NOW or exc.response.status_code >= 500
+            raise BackendError("Slack", f"refused the DM ({error}).", retryable=for_now) from exc
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise BackendError("Slack", f"cannot be reached ({type(exc).__name__}).") from exc
+            raise BackendError(
+                "Slack", f"cannot be reached ({type(exc).__name__}).", retryable=True
+            ) from exc

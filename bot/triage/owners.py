@@ -13,16 +13,23 @@ Rules:
   Three replicas processing the same press send one DM; a later "drain now" of a drained node
   is a new event (the job is stopped now) and is told again.
 - A person who pressed "Stop these messages" is not told (the ledger keeps the opt-out).
-- An owner with no Slack user is logged and skipped; a DM Slack refuses is logged and skipped:
-  neither is an error to the person who drained, whose answer says how many were told.
+- An owner with no Slack user is logged and skipped: not an error to the person who drained,
+  whose answer says how many were told.
+- A DM Slack fails to take for now (5xx, a timeout, `ratelimited` after slack_sdk's own waits,
+  `fatal_error`) gives its claim back and is tried again off the request path, with backoff
+  (`Retries`, bot/backends/retries.py): each try claims anew, so whichever replica or later
+  drain of the same event claims first sends it, once. Tries run out: the claim stays free and
+  the next drain of the event tells. A DM Slack refuses for good (`user_not_found`,
+  `cannot_dm_bot`, a missing scope) keeps its claim, is logged once and never tried again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
@@ -31,7 +38,7 @@ from bot.errors import BackendError
 from bot.models import Job, JobState
 from bot.ports import Scheduler, SchedulerNode
 from bot.triage.notice import JobNotice, fate
-from bot.triage.ports import JobNoticeLedger, JobOwners
+from bot.triage.ports import JobNoticeLedger, JobOwners, Retries
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +64,8 @@ class Told:
     opted_out: int = 0
     unknown: tuple[str, ...] = ()  # cluster users with no Slack user
     already: int = 0  # jobs another replica (or an earlier press) told about
-    failed: int = 0  # DMs Slack refused
+    failed: int = 0  # DMs Slack refused for good
+    retrying: int = 0  # DMs Slack failed to take for now: tried again shortly
     jobs: tuple[str, ...] = field(default=())  # ids of the running jobs the drain hit
     error: str = ""  # why nobody could be told (the shared ledger or Slack out of reach)
 
@@ -76,6 +84,9 @@ class Told:
             f"{words.number(self.opted_out)} turned these messages off" if self.opted_out else "",
             f"{words.number(self.already)} told already" if self.already else "",
             f"{words.count(self.failed, 'DM')} refused by Slack" if self.failed else "",
+            f"{words.count(self.retrying, 'DM')} Slack failed to take, to be tried again"
+            if self.retrying
+            else "",
         ]
         said = "; ".join(n for n in notes if n)
         return f"{told} told by DM" + (f" ({said})." if said else ".")
@@ -91,6 +102,32 @@ def claim_key(node: str, reason: str, *, now: bool, job_id: str) -> str:
     return f"{node}:{event}:{job_id}"
 
 
+class Delivery(StrEnum):
+    SENT = "sent"
+    ALREADY = "already"  # claimed by another replica or an earlier drain of the event
+    REFUSED = "refused"  # for good: kept claimed, never tried again
+    AGAIN = "again"  # Slack failed for now: the claim is given back
+
+
+async def deliver(
+    owners: JobOwners, ledger: JobNoticeLedger, key: str, slack_user: str, notice: JobNotice
+) -> Delivery:
+    """One try at one DM: claim it, send it; Slack failing for now gives the claim back."""
+    if not await ledger.claim(key, CLAIM_TTL_S):
+        return Delivery.ALREADY
+    try:
+        await owners.tell(slack_user, notice)
+    except BackendError as exc:
+        said = {"job": notice.job_id, "user": slack_user, "node": notice.node, "error": str(exc)}
+        if not exc.retryable:
+            log.warning("job owner DM refused by Slack; not tried again", extra=said)
+            return Delivery.REFUSED
+        log.info("job owner DM failed for now; claim given back", extra=said)
+        await ledger.release(key)
+        return Delivery.AGAIN
+    return Delivery.SENT
+
+
 async def tell_owners(
     owners: JobOwners,
     ledger: JobNoticeLedger,
@@ -99,9 +136,12 @@ async def tell_owners(
     reason: str,
     *,
     now: bool,
+    retries: Retries | None = None,
 ) -> Told:
-    """DMs the owner of each of `jobs` (the running jobs of `node`, read before the drain)."""
-    opted = already = failed = 0
+    """DMs the owner of each of `jobs` (the running jobs of `node`, read before the drain); a DM
+    Slack failed to take for now goes to `retries` (without them, it waits for the next drain
+    of the same event)."""
+    opted = already = failed = again = 0
     unknown: list[str] = []
     told: set[str] = set()
     for job in jobs:
@@ -116,29 +156,60 @@ async def tell_owners(
         if await ledger.opted_out(slack_user):
             opted += 1
             continue
-        if not await ledger.claim(claim_key(node, reason, now=now, job_id=job.job_id), CLAIM_TTL_S):
-            already += 1
-            continue
+        key = claim_key(node, reason, now=now, job_id=job.job_id)
         notice = JobNotice(job.job_id, job.name, node, reason, fate(job.requeue, now=now))
-        try:
-            await owners.tell(slack_user, notice)
-        except BackendError as exc:
-            said = {"job": job.job_id, "user": slack_user, "error": str(exc)}
-            log.warning("job owner DM failed", extra=said)
+        done = await deliver(owners, ledger, key, slack_user, notice)
+        if done is Delivery.ALREADY:
+            already += 1
+        elif done is Delivery.REFUSED:
             failed += 1
-            continue
-        told.add(slack_user)
-    return Told(len(told), opted, tuple(unknown), already, failed, tuple(j.job_id for j in jobs))
+        elif done is Delivery.AGAIN:
+            again += 1
+            if retries is not None:
+                retries.later(
+                    _again(owners, ledger, key, slack_user, notice),
+                    {"job": job.job_id, "user": slack_user, "node": node},
+                )
+        else:
+            told.add(slack_user)
+    return Told(
+        len(told),
+        opted,
+        tuple(unknown),
+        already,
+        failed,
+        again,
+        tuple(j.job_id for j in jobs),
+    )
+
+
+def _again(
+    owners: JobOwners, ledger: JobNoticeLedger, key: str, slack_user: str, notice: JobNotice
+) -> Callable[[], Awaitable[bool]]:
+    async def attempt() -> bool:
+        # Turned off meanwhile: nothing left to send.
+        if await ledger.opted_out(slack_user):
+            return True
+        return await deliver(owners, ledger, key, slack_user, notice) is not Delivery.AGAIN
+
+    return attempt
 
 
 class TellingScheduler:
     """The scheduler meowbot drains through: a drain the scheduler accepted tells the owners
     of the jobs running on the node. Every other call goes to the adapter as it is."""
 
-    def __init__(self, inner: Scheduler, owners: JobOwners, ledger: JobNoticeLedger) -> None:
+    def __init__(
+        self,
+        inner: Scheduler,
+        owners: JobOwners,
+        ledger: JobNoticeLedger,
+        retries: Retries | None = None,
+    ) -> None:
         self.inner = inner
         self.owners = owners
         self.ledger = ledger
+        self.retries = retries
         self.name = inner.name
 
     async def nodes(self, names: Sequence[str] | None = None) -> dict[str, SchedulerNode]:
@@ -157,6 +228,8 @@ class TellingScheduler:
         await self.inner.resume(node)
 
     async def close(self) -> None:
+        if self.retries is not None:
+            await self.retries.close()
         await self.inner.close()
 
     async def drain(self, node: str, reason: str, *, now: bool = False) -> None:
@@ -178,7 +251,9 @@ class TellingScheduler:
         if not hit:
             return Told()
         try:
-            return await tell_owners(self.owners, self.ledger, hit, node, reason, now=now)
+            return await tell_owners(
+                self.owners, self.ledger, hit, node, reason, now=now, retries=self.retries
+            )
         except BackendError as exc:
             # The drain is done: what failed is the telling, and the answer says so.
             log.warning("job owners not told", extra={"node": node, "error": str(exc)})

@@ -6,7 +6,7 @@ bot/ports.py."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -68,7 +68,9 @@ class JobOwners(Protocol):
         ...
 
     async def tell(self, slack_user: str, notice: JobNotice) -> None:
-        """Sends the notice as a DM; raises `bot.errors.BackendError` when Slack refuses."""
+        """Sends the notice as a DM; raises `bot.errors.BackendError` when Slack refuses,
+        `retryable` when the same DM may go through later (Slack down, slow or rate limiting)
+        and not when it never will (no such user, a bot, a missing scope)."""
         ...
 
 
@@ -79,9 +81,27 @@ class JobNoticeLedger(Protocol):
         """True for the one caller, across replicas, that claims `key` first within ttl_s."""
         ...
 
+    async def release(self, key: str) -> None:
+        """Gives a claim back (its DM was not sent): the next `claim` of `key` wins again."""
+        ...
+
     async def opted_out(self, slack_user: str) -> bool: ...
 
     async def set_opted_out(self, slack_user: str, out: bool) -> None: ...
+
+
+class Retries(Protocol):
+    """Runs an attempt again later, off the request path, with backoff and bounded (tenacity,
+    in bot/backends/): what a DM Slack failed to take is given."""
+
+    def later(self, attempt: Callable[[], Awaitable[bool]], what: Mapping[str, str]) -> None:
+        """Calls `attempt` again until it returns True (done: sent, or nothing left to send)
+        or the tries run out; `what` names it in the log."""
+        ...
+
+    async def close(self) -> None:
+        """Stops the attempts still waiting (the process is going away)."""
+        ...
 
 
 class FaultHistory(Protocol):

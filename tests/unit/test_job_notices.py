@@ -3,11 +3,13 @@ unknown owner, and the DM within Block Kit's limits."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 
 import pytest
 
 from bot.backends.job_notice_store import MemoryJobNotices
+from bot.backends.retries import BackgroundRetries
 from bot.errors import BackendError
 from bot.models import Job, JobState
 from bot.ports import SchedulerNode
@@ -38,17 +40,25 @@ def job(
 
 
 class Owners:
-    def __init__(self, people: dict[str, str], refuse: set[str] | None = None) -> None:
+    def __init__(
+        self, people: dict[str, str], refuse: set[str] | None = None, fail_for_now: int = 0
+    ) -> None:
         self.people = people
         self.refuse = refuse or set()
+        self.fail_for_now = fail_for_now  # the next tells Slack fails to take (a 5xx)
+        self.tries = 0
         self.sent: list[tuple[str, JobNotice]] = []
 
     async def slack_user(self, cluster_user: str) -> str | None:
         return self.people.get(cluster_user)
 
     async def tell(self, slack_user: str, notice: JobNotice) -> None:
+        self.tries += 1
         if slack_user in self.refuse:
             raise BackendError("Slack", "refused the DM (channel_not_found).")
+        if self.fail_for_now > 0:
+            self.fail_for_now -= 1
+            raise BackendError("Slack", "refused the DM (fatal_error).", retryable=True)
         self.sent.append((slack_user, notice))
 
 
@@ -137,6 +147,10 @@ def test_claim_keys_differ_by_event_and_job() -> None:
             Told(0, unknown=("zed", "zed"), jobs=("1", "2")),
             "0 job owners were told by DM (1 owner not found on Slack).",
         ),
+        (
+            Told(0, retrying=1, jobs=("1",)),
+            "0 job owners were told by DM (1 DM Slack failed to take, to be tried again).",
+        ),
     ],
 )
 def test_the_pressers_sentence(told: Told, said: str) -> None:
@@ -203,3 +217,56 @@ async def test_the_jobs_are_read_before_the_drain_and_a_lost_ledger_is_said() ->
     assert lost.sentence() == (
         "The owners of its 1 job were not told: Redis cannot be reached (ConnectionError)."
     )
+
+
+def fast_retries(tries: int = 3) -> BackgroundRetries:
+    return BackgroundRetries(tries=tries, first_wait_s=0.01, max_wait_s=0.05)
+
+
+async def until_idle(retries: BackgroundRetries) -> None:
+    for _ in range(200):
+        if not retries.waiting:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the retries never finished")
+
+
+async def test_a_dm_slack_fails_to_take_is_tried_again_and_sent_once() -> None:
+    owners = Owners({"ana": "U1"}, fail_for_now=2)
+    ledger, retries = MemoryJobNotices(), fast_retries()
+    reason = "meowbot: xid79 by @ana"
+    told = await tell_owners(
+        owners, ledger, [job("1", "ana")], "gpu-0001", reason, now=False, retries=retries
+    )
+    assert (told.told, told.retrying, told.failed) == (0, 1, 0)
+    await until_idle(retries)
+    assert [(u, n.job_id) for u, n in owners.sent] == [("U1", "1")] and owners.tries == 3
+    # Sent: claimed for good, so the same event again tells nobody.
+    again = await tell_owners(owners, ledger, [job("1", "ana")], "gpu-0001", reason, now=False)
+    assert again.already == 1 and len(owners.sent) == 1
+
+
+async def test_tries_run_out_the_claim_stays_free_and_the_next_drain_tells() -> None:
+    owners = Owners({"ana": "U1"}, fail_for_now=3)
+    ledger, retries = MemoryJobNotices(), fast_retries(tries=2)
+    reason = "meowbot: xid79 by @ana"
+    await tell_owners(
+        owners, ledger, [job("1", "ana")], "gpu-0001", reason, now=False, retries=retries
+    )
+    await until_idle(retries)
+    assert owners.sent == [] and owners.tries == 3
+    later = await tell_owners(owners, ledger, [job("1", "ana")], "gpu-0001", reason, now=False)
+    assert later.told == 1 and len(owners.sent) == 1
+
+
+async def test_a_refusal_for_good_is_not_tried_again() -> None:
+    owners = Owners({"ana": "U1"}, refuse={"U1"})
+    ledger, retries = MemoryJobNotices(), fast_retries()
+    told = await tell_owners(
+        owners, ledger, [job("1", "ana")], "gpu-0001", "meowbot: x", now=False, retries=retries
+    )
+    assert (told.failed, told.retrying, retries.waiting) == (1, 0, 0)
+    again = await tell_owners(
+        owners, ledger, [job("1", "ana")], "gpu-0001", "meowbot: x", now=False
+    )
+    assert again.already == 1 and owners.tries == 1
