@@ -175,3 +175,46 @@ async def test_the_auto_drain_tells_the_owner_too(
         assert "`9100009` (llm-auto)" in body and "set down" in body
         assert "by @" in body and "meowbot-auto-drain" in body
         assert "requeued if it allows requeue" in body
+
+
+async def test_a_dm_slack_fails_to_take_once_is_delivered_once(
+    three: list[Slack], emulator: SlackEmulator
+) -> None:
+    # Slack answers the DM's post with a 500 once; the press still reaches all three replicas.
+    emulator.fail_next("chat.postMessage", status=500, error="fatal_error")
+    payload = press(emulator, DRAIN_ACTION, f"{NODE}|meowbot: xid79 gpu3", "U0ADMIN")
+    await asyncio.gather(*(s.interactive(payload) for s in three))
+    await emulator.wait_for_responses(3, timeout=15)
+    answers = [r[1]["text"] for r in emulator.responses]
+    assert all(f"Draining `{NODE}`" in a for a in answers), answers
+    # Tried again (by a later replica's press or in the background) until it went through.
+    for _ in range(150):
+        if dms(emulator, "U0USER"):
+            break
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(4)  # any retry left waiting has had its turn: still one DM
+    [dm] = dms(emulator, "U0USER")
+    assert "`9100001` (llm-9100001)" in dm["blocks"][0]["text"]["text"]
+    posts = emulator.calls_to("chat.postMessage")
+    assert [c.ok for c in posts] == [False, True], posts
+
+
+async def test_a_dm_slack_refuses_for_good_is_not_tried_again(
+    three: list[Slack], emulator: SlackEmulator
+) -> None:
+    emulator.fail_next("conversations.open", status=200, error="cannot_dm_bot")
+    payload = press(emulator, DRAIN_ACTION, f"{NODE}|meowbot: xid79", "U0ADMIN")
+    await asyncio.gather(*(s.interactive(payload) for s in three))
+    await emulator.wait_for_responses(3, timeout=15)
+    answers = [r[1]["text"] for r in emulator.responses]
+    assert all(f"Draining `{NODE}`" in a for a in answers), answers
+    assert sum("(1 DM refused by Slack)" in a for a in answers) == 1, answers
+    assert sum("(1 told already)" in a for a in answers) == 2, answers
+    await asyncio.sleep(4)  # past the first retry's wait: none comes
+    assert len(emulator.calls_to("conversations.open")) == 1
+    assert dms(emulator, "U0USER") == []
+    # The drain of the next node goes on as ever.
+    await three[0].interactive(press(emulator, DRAIN_ACTION, f"{OTHER}|meowbot: xid79", "U0ADMIN"))
+    await emulator.wait_for_responses(4, timeout=15)
+    assert "1 job owner was told by DM." in emulator.responses[-1][1]["text"]
+    assert len(dms(emulator, "U0USER")) == 1
