@@ -19,15 +19,21 @@ from bot.models import Job, JobState
 def job_per_node(jobs: Sequence[Job], nodes: Iterable[str]) -> dict[str, str]:
     """Node -> the id of the job it names, for the `nodes` that run a job."""
     wanted = set(nodes)
-    running = [j for j in jobs if j.state is JobState.RUNNING and wanted.intersection(j.nodes)]
-    reach = Counter({j.job_id: len(wanted.intersection(j.nodes)) for j in running})
-    out: dict[str, str] = {}
-    for node in sorted(wanted):
-        here = [j for j in running if node in j.nodes]
-        if here:
-            best = min(here, key=lambda j: (-reach[j.job_id], -len(j.nodes), _id_order(j.job_id)))
-            out[node] = best.job_id
-    return out
+    here: dict[str, list[Job]] = {}
+    reach: Counter[str] = Counter()
+    for j in jobs:
+        if j.state is not JobState.RUNNING:
+            continue
+        on = wanted.intersection(j.nodes)
+        reach[j.job_id] = len(on)
+        for node in on:
+            here.setdefault(node, []).append(j)
+    return {
+        node: min(
+            running, key=lambda j: (-reach[j.job_id], -len(j.nodes), _id_order(j.job_id))
+        ).job_id
+        for node, running in sorted(here.items())
+    }
 
 
 def _id_order(job_id: str) -> tuple[int, str]:
