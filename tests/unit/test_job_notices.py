@@ -4,17 +4,21 @@ unknown owner, and the DM within Block Kit's limits."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import pytest
+from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.backends.job_notice_store import MemoryJobNotices
 from bot.backends.retries import BackgroundRetries
+from bot.backends.slack_owners import SlackJobOwners
 from bot.errors import BackendError
 from bot.models import Job, JobState
 from bot.ports import SchedulerNode
 from bot.render.job_notice import JOB_NOTICE_STOP_ACTION, render_job_notice
-from bot.shell.emulator import validate_blocks
+from bot.shell.emulator import SlackEmulator, validate_blocks
 from bot.triage.notice import Fate, JobNotice, fate, reason_words
 from bot.triage.owners import TellingScheduler, Told, claim_key, running_on, tell_owners
 
@@ -270,3 +274,43 @@ async def test_a_refusal_for_good_is_not_tried_again() -> None:
         owners, ledger, [job("1", "ana")], "gpu-0001", "meowbot: x", now=False
     )
     assert again.already == 1 and owners.tries == 1
+
+
+@pytest.fixture
+async def emu() -> AsyncIterator[SlackEmulator]:
+    emulator = SlackEmulator()
+    await emulator.start()
+    try:
+        yield emulator
+    finally:
+        await emulator.stop()
+
+
+async def test_slack_failing_for_now_is_retryable_and_refusing_for_good_is_not(
+    emu: SlackEmulator,
+) -> None:
+    # slack_sdk waits out one 429 itself, as the app's client does (more there).
+    client = AsyncWebClient(
+        token=emu.bot_token,
+        base_url=emu.api_url,
+        retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=1)],
+    )
+    owners = SlackJobOwners(client, render_job_notice)
+    notice = JobNotice("1", "train-1", "gpu-0001", "meowbot: xid79", Fate.FINISHES)
+    for method, status, error, count in (
+        ("chat.postMessage", 500, "fatal_error", 1),
+        ("chat.postMessage", 200, "fatal_error", 1),
+        ("chat.postMessage", 429, "ratelimited", 2),  # still limited after slack_sdk's wait
+        ("conversations.open", 503, "service_unavailable", 1),
+    ):
+        emu.fail_next(method, status=status, error=error, count=count)
+        with pytest.raises(BackendError) as failed:
+            await owners.tell("U0USER", notice)
+        assert failed.value.retryable, (method, status, error)
+    for error in ("user_not_found", "cannot_dm_bot", "user_disabled", "missing_scope"):
+        emu.fail_next("conversations.open", status=200, error=error)
+        with pytest.raises(BackendError) as refused:
+            await owners.tell("U0USER", notice)
+        assert not refused.value.retryable and error in str(refused.value)
+    await owners.tell("U0USER", notice)  # Slack takes it again
+    assert len(emu.messages("D0USER")) == 1
