@@ -173,13 +173,13 @@ async def tell_owners(
         else:
             told.add(slack_user)
     return Told(
-        len(told),
-        opted,
-        tuple(unknown),
-        already,
-        failed,
-        again,
-        tuple(j.job_id for j in jobs),
+        told=len(told),
+        opted_out=opted,
+        unknown=tuple(unknown),
+        already=already,
+        failed=failed,
+        retrying=again,
+        jobs=tuple(j.job_id for j in jobs),
     )
 
 
