@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from bot.alerts.causes import lookup
 from bot.alerts.models import Scope
 from bot.config import ConfigError, Settings
 from bot.models import Severity
@@ -117,8 +118,10 @@ class AlertsConfig(_Cfg):
         return v
 
     def runbook(self, cause: str) -> str | None:
-        if cause in self.runbooks:
-            return self.runbooks[cause]
+        """The cause's runbook, else its fault kind's (`xid` for `xid_79`), else the template's."""
+        found = lookup(cause, self.runbooks)
+        if found is not None:
+            return found
         return self.runbook_template.replace("{cause}", cause) if self.runbook_template else None
 
     @classmethod

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from datetime import datetime
 from enum import StrEnum
 
+from bot.alerts.causes import lookup
 from bot.alerts.config import AlertsConfig
 from bot.alerts.models import Alert, AlertGroup, AlertSource, AlertStatus, GroupKey, Scope
 from bot.ports import Located
@@ -31,9 +32,10 @@ class Change(StrEnum):
 
 
 def scope_for(cause: str, cfg: AlertsConfig) -> Scope:
-    """The topology a cause groups by: configured (`alerts.group_scope`), else one event of
-    the cause across every node it fires on."""
-    return cfg.group_scope.get(cause, Scope.EVENT)
+    """The topology a cause groups by: configured (`alerts.group_scope`, for the cause or its
+    fault kind: `xid` covers `xid_79`), else one event of the cause across every node it fires
+    on."""
+    return lookup(cause, cfg.group_scope) or Scope.EVENT
 
 
 def group_key(

@@ -42,9 +42,10 @@ class Alert(_Frozen):
     source: AlertSource
     status: AlertStatus
     cause: str = Field(min_length=1, max_length=100)
-    """A FaultKind value for sweep alerts; for Alertmanager's, what bot/alerts/causes.py reads
-    from its labels (`meowbot_cause`, `xid`, a known DCGM or node_exporter name) or else its
-    alertname."""
+    """For sweep alerts its fault's kind, an Xid's named by its code (`xid_79`,
+    bot/alerts/causes.py: fault_cause); for Alertmanager's, what bot/alerts/causes.py reads from
+    its labels (`meowbot_cause`, `xid`, a known DCGM or node_exporter name) or else its
+    alertname. `causes.kind_of` reads either back as a fault kind."""
     node: str | None = None
     gpu: int | None = None
     severity: Severity

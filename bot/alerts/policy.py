@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
+from bot.alerts.causes import named_in
 from bot.alerts.config import AlertsConfig
 from bot.alerts.models import Alert, AlertGroup, AlertSource
 from bot.models import Action, Severity, VerdictLevel
@@ -84,12 +85,13 @@ def blast_radius(
 
 
 def auto_drain(group: AlertGroup, cfg: AlertsConfig) -> bool:
-    """Whether the group's nodes are drained without a click: only named causes, off by default.
+    """Whether the group's nodes are drained without a click: only named causes (or their fault
+    kinds: `xid` names every Xid), off by default.
 
     The caller still applies `blast_radius` and the owned-reason rules.
     """
     return (
-        group.key.cause in cfg.auto_drain_causes
+        named_in(group.key.cause, cfg.auto_drain_causes)
         and not group.resolved
         and any(a.node for a in group.firing)
     )

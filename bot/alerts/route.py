@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from bot.alerts.causes import named_in
 from bot.alerts.config import AlertsConfig
 from bot.alerts.models import AlertGroup
 
@@ -35,13 +36,14 @@ class Route:
 
 
 def route(group: AlertGroup, cfg: AlertsConfig, now: datetime) -> Route:
-    """The first matching route's channel (else the default), and the quiet-hours hold."""
+    """The first matching route's channel (else the default), and the quiet-hours hold. A rule's
+    cause matches that cause or, naming a fault kind, every cause of it (`xid`: `xid_79`)."""
     severity = group.severity
     channel = cfg.default_channel or ""
     for rule in cfg.routes:
         if rule.match.severity is not None and rule.match.severity is not severity:
             continue
-        if rule.match.cause is not None and rule.match.cause != group.key.cause:
+        if rule.match.cause is not None and not named_in(group.key.cause, {rule.match.cause}):
             continue
         channel = rule.channel
         break

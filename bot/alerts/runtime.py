@@ -17,16 +17,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from bot.alerts import acts, notify, pages, policy
+from bot.alerts.causes import kind_of
 from bot.alerts.config import AlertsConfig
 from bot.alerts.ingest import Ingested, ingest
 from bot.alerts.models import Alert, AlertGroup, AlertSource, AlertStatus, Page
 from bot.alerts.node_jobs import job_per_node
 from bot.alerts.ports import AlertMessages, AlertStore, Poster, Silencer, Update
+from bot.alerts.reported import fault_of, judged
 from bot.alerts.route import route
 from bot.alerts.sweep import alerts_from_faults, resolved_by_sweep
 from bot.errors import BackendError, FenceLost, PostError
 from bot.ports import Fence, Located
-from bot.triage.service import Triage, fleet_faults
+from bot.triage.service import Triage, fleet_faults, judge_reported
 
 log = logging.getLogger(__name__)
 
@@ -119,12 +121,26 @@ class Alerting:
         return described
 
     async def receive(self, alerts: list[Alert], now: datetime) -> Ingested:
+        alerts = await self.with_history(alerts, now)
         describe = self.describer(await self.running_jobs(alerts))
         done = await ingest(
             self.store, alerts, await self.topology(), self.cfg, now, describe=describe
         )
         self.wake.set()
         return done
+
+    async def with_history(self, alerts: list[Alert], now: datetime) -> list[Alert]:
+        """Alertmanager's alerts of a fault kind recorded in the fault history, as the sweep
+        records its faults (one occurrence however many deliveries and sources), and marked
+        as a repeat offender's as the sweep marks its own (bot/alerts/reported.py)."""
+        reported = [(i, f) for i, a in enumerate(alerts) if (f := fault_of(a)) is not None]
+        if not reported:
+            return alerts
+        faults = await judge_reported(self.triage, [f for _, f in reported], now)
+        out = list(alerts)
+        for (i, _), fault in zip(reported, faults, strict=True):
+            out[i] = judged(out[i], fault)
+        return out
 
     # the sweep ----------------------------------------------------------------------------------
 
@@ -141,7 +157,8 @@ class Alerting:
             a.fingerprint: a
             for g in groups.values()
             for a in g.firing
-            if a.source is AlertSource.SWEEP and a.cause not in found.unchecked
+            # An `xid_79` alert is the Xid check's: a check that could not run resolves nothing.
+            if a.source is AlertSource.SWEEP and kind_of(a.cause) not in found.unchecked
         }
         resolved = resolved_by_sweep(open_sweep, current, now)
         describe = self.describer(await self.running_jobs(current))

@@ -6,24 +6,37 @@ import hashlib
 from collections.abc import Mapping
 from datetime import datetime
 
+from bot.alerts.causes import fault_cause
 from bot.alerts.models import Alert, AlertSource, AlertStatus
 from bot.models import Fault
 
-# The label of a sweep alert whose fault is a repeat offender's: its history in a line.
+# The label of an alert whose fault is a repeat offender's: its history in a line.
 REPEAT_LABEL = "repeat_offender"
 
 
-def sweep_fingerprint(kind: str, node: str, gpu: int | None) -> str:
+def sweep_fingerprint(cause: str, node: str, gpu: int | None) -> str:
     """Stable across runs and replicas (not Python's salted `hash`)."""
-    raw = f"{kind}|{node}|{'' if gpu is None else gpu}".encode()
+    raw = f"{cause}|{node}|{'' if gpu is None else gpu}".encode()
     return "sweep-" + hashlib.sha256(raw).hexdigest()[:16]
 
 
+def marked(labels: dict[str, str], summary: str, repeat: str) -> tuple[dict[str, str], str]:
+    """A repeat offender's alert, marked where every renderer reads it (its summary) and as a
+    label for those that count them; the same for both sources."""
+    if repeat not in summary:
+        summary = (
+            f"{summary}; repeat offender: {repeat}" if summary else f"repeat offender: {repeat}"
+        )
+    return {**labels, REPEAT_LABEL: repeat}, summary
+
+
 def alerts_from_faults(faults: list[Fault], now: datetime) -> list[Alert]:
-    """One firing alert per (kind, node, gpu); the same fault found twice is one alert."""
+    """One firing alert per (cause, node, gpu); the same fault found twice is one alert. An
+    Xid's cause names its code (`xid_79`, bot/alerts/causes.py: fault_cause)."""
     alerts: dict[str, Alert] = {}
     for fault in faults:
-        fp = sweep_fingerprint(fault.kind.value, fault.node, fault.gpu)
+        cause = fault_cause(fault)
+        fp = sweep_fingerprint(cause, fault.node, fault.gpu)
         if fp in alerts:
             continue
         labels = {"node": fault.node}
@@ -31,15 +44,12 @@ def alerts_from_faults(faults: list[Fault], now: datetime) -> list[Alert]:
             labels["gpu"] = str(fault.gpu)
         summary = fault.summary
         if fault.repeat is not None:
-            # Marked where every renderer reads it, and as a label for those that count them.
-            labels[REPEAT_LABEL] = fault.repeat
-            if fault.repeat not in summary:
-                summary = f"{summary}; repeat offender: {fault.repeat}"
+            labels, summary = marked(labels, summary, fault.repeat)
         alerts[fp] = Alert(
             fingerprint=fp,
             source=AlertSource.SWEEP,
             status=AlertStatus.FIRING,
-            cause=fault.kind.value,
+            cause=cause,
             node=fault.node,
             gpu=fault.gpu,
             severity=fault.severity,

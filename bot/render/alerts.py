@@ -15,9 +15,10 @@ from datetime import datetime
 from bot.alerts.causes import xid_of
 from bot.alerts.config import AlertsConfig
 from bot.alerts.correlate import node_facts, picture
-from bot.alerts.models import Alert, AlertGroup, AlertStatus, GroupKey, Scope
+from bot.alerts.models import Alert, AlertGroup, AlertSource, AlertStatus, GroupKey, Scope
 from bot.alerts.pages import NODES_PER_PAGE, NodeRow, paged
 from bot.alerts.policy import ACK, DRAIN_AFTER_JOBS, DRAIN_NOW, RESUME, SILENCE, offered_actions
+from bot.alerts.sweep import REPEAT_LABEL
 from bot.models import FaultKind, Severity
 from bot.mrkdwn import code, escape, truncate, user_mention
 from bot.render.blocks import Message, SlackMessage, button, confirm_dialog, select
@@ -130,14 +131,57 @@ def cause_words(cause: str) -> str:
     return f"{words(kind)} ({cause})"
 
 
-def _member_line(alert: Alert) -> str:
-    where = code(alert.node) if alert.node else "cluster"
-    if alert.gpu is not None:
-        where += f" GPU {alert.gpu}"
+BOTH_SOURCES = "seen by meowbot's sweep and Alertmanager"
+
+
+def sources_note(alerts: Sequence[Alert]) -> str:
+    """`seen by meowbot's sweep and Alertmanager` when both sources report the row, else ""."""
+    return BOTH_SOURCES if len({a.source for a in alerts}) > 1 else ""
+
+
+def _told(alerts: Sequence[Alert]) -> Alert:
+    """Whose words a row of several alerts shows: a repeat offender's mark first, then the
+    sweep's reading (the catalog's meaning and advice), then Alertmanager's annotation."""
+    return min(
+        alerts,
+        key=lambda a: (
+            REPEAT_LABEL not in a.labels,
+            a.source is not AlertSource.SWEEP,
+            not a.summary.strip(),
+        ),
+    )
+
+
+def member_rows(group: AlertGroup) -> list[tuple[Alert, ...]]:
+    """The group's alerts by node and GPU, firing rows first: the same fault reported by the
+    sweep and by Alertmanager is one row, not two."""
+    rows: dict[tuple[str, int | None] | str, list[Alert]] = {}
+    for a in group.alerts:
+        rows.setdefault((a.node, a.gpu) if a.node else a.fingerprint, []).append(a)
+    return sorted(
+        (tuple(r) for r in rows.values()),
+        key=lambda r: (
+            all(a.status is AlertStatus.RESOLVED for a in r),
+            r[0].node or "",
+            -1 if r[0].gpu is None else r[0].gpu,
+        ),
+    )
+
+
+def _member_line(alerts: Sequence[Alert]) -> str:
+    first = alerts[0]
+    where = code(first.node) if first.node else "cluster"
+    if first.gpu is not None:
+        where += f" GPU {first.gpu}"
+    firing = [a for a in alerts if a.status is AlertStatus.FIRING]
+    if not firing:
+        ended = max((a.ends_at for a in alerts if a.ends_at), default=None)
+        return f"~{where}~ resolved" + (f" {ended:%H:%M} UTC" if ended else "")
+    alert = _told(firing)
     summary = escape(truncate(" ".join(alert.summary.split()), 200, mrkdwn=False))
-    if alert.status is AlertStatus.RESOLVED:
-        return f"~{where}~ resolved" + (f" {alert.ends_at:%H:%M} UTC" if alert.ends_at else "")
-    return f"{where}: {summary}" if summary else where
+    line = f"{where}: {summary}" if summary else where
+    note = sources_note(firing)
+    return f"{line} ({note})" if note else line
 
 
 def _tally(counts: Sequence[tuple[str, int]], limit: int = 8) -> str:
@@ -190,11 +234,8 @@ def render_group(
     if big:
         msg.lines(_picture_lines(group), bullet="")
     else:
-        members = sorted(
-            group.alerts, key=lambda a: (a.status is AlertStatus.RESOLVED, a.node or "")
-        )
         msg.lines(
-            [_member_line(a) for a in members],
+            [_member_line(r) for r in member_rows(group)],
             max_items=MAX_MEMBER_LINES,
             more_hint="see /hw-faults",
         )
@@ -230,12 +271,15 @@ def node_line(node: str, alerts: Sequence[Alert]) -> str:
         return f"{RESOLVED_EMOJI} ~{where}~ resolved" + (f" {ended:%H:%M} UTC" if ended else "")
     facts = node_facts(shown).get(node, {})
     place = " · ".join(escape(facts[k]) for k in ("rack", "leaf_switch") if facts.get(k))
-    summary = next((a.summary for a in firing if a.summary.strip()), "")
+    summary = _told(firing).summary
     text = f"{EMOJI[max(a.severity for a in firing)]} {where}"
-    if summary:
+    if summary.strip():
         text += f": {escape(truncate(' '.join(summary.split()), 160, mrkdwn=False))}"
     if place:
         text += f" ({place})"
+    note = sources_note(firing)
+    if note:
+        text += f", {note}"
     if firing[0].starts_at:
         text += f", since {min(a.starts_at for a in firing):%H:%M} UTC"
     return text

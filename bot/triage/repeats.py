@@ -96,14 +96,17 @@ def _day(t: datetime, now: datetime) -> str:
     return t.strftime("%d %b")
 
 
-def sightings(faults: Iterable[Fault], at: datetime) -> list[Occurrence]:
+def sightings(faults: Iterable[Fault], at: datetime, *, since: bool = False) -> list[Occurrence]:
     """The faults that say something is wrong (not history, not an application's Xid), as
-    occurrences seen once, at `at`."""
+    occurrences seen at `at`; with `since`, seen from when each began (`Fault.since`): an
+    Alertmanager alert delivered again hours later (its repeat interval, longer than the gap)
+    is the same occurrence, not another."""
     out: dict[Key, Occurrence] = {}
     for f in faults:
         if fault_level(f) is VerdictLevel.HEALTHY or _is_added(f):
             continue
-        occ = Occurrence(short_cause(f), f.kind, f.node, f.gpu, at, at)
+        first = min(f.since, at) if since else at
+        occ = Occurrence(short_cause(f), f.kind, f.node, f.gpu, first, at)
         out.setdefault(occ.key, occ)
     return list(out.values())
 

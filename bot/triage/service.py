@@ -127,6 +127,7 @@ async def _with_history(
     *,
     sighted: bool = True,
     record: bool = False,
+    since: bool = False,
 ) -> tuple[list[Fault], list[Offender]]:
     """`faults` judged with their history: offenders found and their faults escalated.
 
@@ -136,7 +137,7 @@ async def _with_history(
     cfg = triage.config.repeat
     if triage.history is None or not cfg.enabled:
         return faults, []
-    seen = sightings(faults, at) if sighted else []
+    seen = sightings(faults, at, since=since) if sighted else []
     try:
         stored = await triage.history.occurrences(nodes)
     except BackendError as exc:
@@ -203,6 +204,20 @@ async def known_offenders(triage: Triage, nodes: Sequence[str] | None) -> list[O
     for a surface that has no reading of its own (an Alertmanager alert's node)."""
     _, found = await _with_history(triage, nodes, [], datetime.now(UTC), sighted=False)
     return found
+
+
+async def judge_reported(triage: Triage, faults: list[Fault], at: datetime) -> list[Fault]:
+    """Faults another source reported (Alertmanager's alerts, as bot/alerts/repeats.py reads
+    them), recorded in the fault history from when each began and judged with it: the same
+    list, in order, a repeat offender's escalated and its history said (`Fault.repeat`).
+
+    Recorded as the sweep records its own, so the sweep and Alertmanager seeing one fault, or
+    one alert delivered again or to every replica, fold into one occurrence."""
+    if not faults:
+        return []
+    nodes = sorted({f.node for f in faults})
+    judged, _ = await _with_history(triage, nodes, faults, at, record=True, since=True)
+    return judged[: len(faults)]  # not the faults added for offenders absent now
 
 
 def _nearest(name: str, names: Sequence[str]) -> str:

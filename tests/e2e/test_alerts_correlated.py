@@ -1,7 +1,8 @@
 """Correlated faults through the real Alertmanager and Redis, three bot replicas: one cause on
 many nodes is one message naming them all, with its per-node detail and Drain buttons paged into
 the thread; two causes are two messages; many unrelated events are one storm summary that names
-every node; resolving updates the same messages in place."""
+every node; resolving updates the same messages in place. An Xid the sweep and Alertmanager both
+see is one event naming each node once."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ import hostlist
 
 from bot.alerts.pages import NODES_PER_PAGE
 from bot.backends.alertmanager import AlertmanagerClient
-from bot.render.alerts import ALERT_DRAIN_ACTION, split_value
+from bot.backends.sim.metrics import SimMetrics
+from bot.models import FaultKind
+from bot.render.alerts import ALERT_DRAIN_ACTION, BOTH_SOURCES, split_value
 from bot.shell.emulator import SlackEmulator, validate_blocks
 from tests.e2e.test_alerts import (
     CHANNEL,
@@ -303,3 +306,80 @@ async def test_an_event_on_nodes_of_one_job_says_the_job_is_shared(
     await settle(r)
     [other] = [m for m in tops(emulator) if "gpu-0007" in text_of(m)]
     assert "job (3 values)" in text_of(other), text_of(other)
+
+
+async def test_an_xid_both_sources_see_is_one_message_naming_each_node_once(
+    start_replica: StartReplica, emulator: SlackEmulator, am: tuple[str, list[int], str]
+) -> None:
+    url, ports, token = am
+    replicas = await three(start_replica, url, ports, token)
+    bot = replicas[0].bot
+    metrics = bot.deps.triage.metrics
+    assert isinstance(metrics, SimMetrics)
+    fleet = metrics.fleet
+    faulty = {f.node for f in fleet.injected}
+    clean = [n for n in fleet.nodes if n not in faulty][:6]
+    swept, reported, both = clean[:4], clean[2:], clean[2:4]
+    for node in swept:
+        fleet.inject(FaultKind.XID, node, 3, xid=79)
+    alerting = bot.deps.alerting
+    assert alerting is not None
+    assert await alerting.sweep_once() is not None
+    store = alerting.store
+    gid = "xid_79|event|"  # the sweep's cause names the code, as Alertmanager's `xid` label does
+
+    name = f"GpuXid{int(time.time() * 1000)}"  # apart from other tests' alerts
+    alerts = [firing(name, n, gpu="3", xid="79") for n in reported]
+    client = AlertmanagerClient(url)
+
+    async def sources() -> dict[str, set[str]]:
+        group = await store.group(gid)
+        out: dict[str, set[str]] = {}
+        for a in group.firing if group else ():
+            out.setdefault(a.node or "", set()).add(a.source.value)
+        return out
+
+    try:
+        await client.post_alerts(alerts)
+        deadline = time.monotonic() + 40
+        while any(len(s) < 2 for s in [(await sources()).get(n, set()) for n in both]):
+            assert time.monotonic() < deadline, "Alertmanager's alerts did not join the event"
+            await asyncio.sleep(0.2)
+        await settle(replicas[0], quiet_s=2.0, timeout_s=60)
+
+        # One event, one message; the nodes both sources report are counted once.
+        group = await store.group(gid)
+        assert group is not None
+        nodes = set(group.nodes)
+        assert set(clean) <= nodes
+        [msg] = [m for m in tops(emulator) if "Xid 79" in m["blocks"][0]["text"]["text"]]
+        head = msg["blocks"][0]["text"]["text"]
+        assert f"Xid 79 on {len(nodes)} nodes" in head, head
+        assert named(text_of(msg)) >= set(clean)
+        # Its thread names each node once, on one line saying both sources saw it.
+        lines = [
+            b["text"]["text"]
+            for page in detail(emulator, msg["ts"])
+            for b in page["blocks"]
+            if b.get("type") == "section"
+        ]
+        for node in nodes:
+            assert sum(f"`{node}`" in line for line in lines) == 1, node
+        seen_by_both = [line for line in lines if BOTH_SOURCES in line]
+        assert named(" ".join(seen_by_both)) == set(both)
+
+        # Alertmanager's alerts resolve: the nodes the sweep still sees keep the event firing.
+        await client.post_alerts([ended(a) for a in alerts])
+        deadline = time.monotonic() + 40
+        while any("alertmanager" in s for s in (await sources()).values()):
+            assert time.monotonic() < deadline, "Alertmanager's alerts did not resolve"
+            await asyncio.sleep(0.2)
+        await settle(replicas[0], quiet_s=2.0, timeout_s=60)
+        group = await store.group(gid)
+        assert group is not None and not group.resolved
+        assert set(swept) <= {a.node for a in group.firing}
+        text = text_of(emulator.message(CHANNEL, msg["ts"]))
+        assert "RESOLVED" not in text
+        assert "Resolved on" in text and named(text.split("Resolved on")[1]) >= set(clean[4:])
+    finally:
+        await client.close()

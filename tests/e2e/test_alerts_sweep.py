@@ -317,12 +317,13 @@ async def test_checks_that_could_not_run_never_resolve_their_alerts(
     seeded = {f.node for f in fleet.injected if f.kind is FaultKind.ECC_DBE}
     ecc_node, xid_node = [n for n in fleet.nodes if n not in faulty][:2]
     fleet.inject(FaultKind.ECC_DBE, ecc_node, gpu=2)
-    fleet.inject(FaultKind.XID, xid_node, gpu=5)
+    fleet.inject(FaultKind.XID, xid_node, gpu=5, xid=79)
     assert await sweeper.sweep_once() is not None
     await settle(r)
     [ecc_msg] = messages_about(emulator, f"({FaultKind.ECC_DBE.value}) on ")
     assert named(json.dumps(ecc_msg["blocks"])) == {ecc_node, *seeded}
-    [xid_msg] = messages_about(emulator, f"({FaultKind.XID.value}) on {xid_node}")
+    # The sweep names the Xid by its code, as Alertmanager's `xid` label does.
+    [xid_msg] = messages_about(emulator, f"Xid 79 on {xid_node}")
 
     # dcgm-exporter restarts with its default counter set (no ECC counters), and meanwhile
     # both GPUs are mended: the same fleet, seen through an exporter that no longer has ECC.
@@ -345,7 +346,7 @@ async def test_checks_that_could_not_run_never_resolve_their_alerts(
     await settle(r)
     store = sweeper.store
     ecc = await store.group(f"{FaultKind.ECC_DBE.value}|event|")
-    xid = await store.group(f"{FaultKind.XID.value}|event|")
+    xid = await store.group("xid_79|event|")
     assert ecc is not None and not ecc.resolved  # absence of the metric proves nothing
     assert xid is not None and xid.resolved  # the Xid check ran and found the GPU well
     assert "RESOLVED" in header(emulator.message(CHANNEL, xid_msg["ts"]))
