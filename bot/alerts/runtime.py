@@ -182,6 +182,11 @@ class Alerting:
         if self._led_at is not None:
             for g in (*dirty, *everyone):
                 called.setdefault(g.channel, self._led_at)
+        since: dict[str, str] = {}
+        for channel, digest in self.storm_shown.items():
+            ts = await self.store.storm_ts(channel) if digest else None
+            if ts is not None:
+                since[channel] = ts
         steps = notify.plan(
             dirty,
             now,
@@ -190,6 +195,7 @@ class Alerting:
             open_groups=everyone,
             replies=replies,
             storm_digest_shown=self.storm_shown,
+            storm_since=since,
         )
         calls = 0
         for step in steps:
@@ -228,7 +234,13 @@ class Alerting:
         channel = step.channel
         try:
             if step.kind is notify.StepKind.STORM_SUMMARY:
-                message = self.messages.storm(step.groups, self.clock())
+                links = {
+                    g.key.id: link
+                    for g in step.groups
+                    if g.ts is not None
+                    and (link := await self.poster.link(channel, g.ts)) is not None
+                }
+                message = self.messages.storm(step.groups, self.clock(), links)
                 ts = await self.store.storm_ts(channel)
                 if ts is None:
                     ts = await self.poster.post(channel, message)
