@@ -10,9 +10,9 @@ one: a single storm summary lists every open group and is kept up to date. A big
 on `cfg.storm_own_nodes` nodes or more) is still posted on its own with its thread, worst and
 biggest first, at most `cfg.storm_own_events` of them open at once (those posted since the
 summary), so the one event that matters keeps its per-node Drain buttons while a flood of big
-ones cannot take the channel. When the storm passes the others are posted on their own (they stay dirty
-until then; a posted one has its ts and is never posted again), and the summary is written a
-last time.
+ones cannot take the channel. When the storm passes the others are posted on their own (they
+stay dirty until then; a posted one has its ts and is never posted again), and the summary is
+written a last time.
 
 The loop's side of the contract:
 - after running a step, set `last_call_at[channel] = now` and clear the dirty mark of the

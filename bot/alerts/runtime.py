@@ -176,6 +176,9 @@ class Alerting:
             )
             if g is not None
         ]
+        for g in dirty:
+            if not notify.needs_message(g):  # resolved before it was posted (a storm's, held)
+                await self.store.clean(g.key.id, seen.get(g.key.id, 0.0))
         replies = {g.key.id: g.replies for g in (*everyone, *dirty) if g.replies}
         self._replies_waiting = bool(replies)
         called = dict(self.last_call_at)

@@ -293,7 +293,7 @@ async def test_a_200_node_event_in_a_storm_of_small_ones_stands_on_its_own(
         assert len(tops(emulator)) == 2 and len(top_posts(emulator)) == 2
         msg = xid_message()
         assert msg is not None
-        [summary] = [m for m in tops(emulator) if m is not msg]
+        [summary] = [m for m in tops(emulator) if m["ts"] != msg["ts"]]
         text = text_of(summary)
         assert "Alert storm: 26 events on 275 nodes" in text
         assert named(text) == want  # the summary names every node, the big event's too
@@ -302,7 +302,8 @@ async def test_a_200_node_event_in_a_storm_of_small_ones_stands_on_its_own(
         # It links the big event's message, with Slack's permalink for it.
         poster = replicas[0].bot.deps.alerting.poster  # type: ignore[union-attr]
         got = await poster.client.chat_getPermalink(channel=CHANNEL, message_ts=msg["ts"])
-        assert f"on 200 nodes: `gpu-[0001-0200]` · <{got['permalink']}|its message>" in text
+        lines = json.dumps(summary["blocks"], ensure_ascii=False)
+        assert f"on 200 nodes: `gpu-[0001-0200]` · <{got['permalink']}|its message>" in lines
         assert "message linked has its per-node detail and buttons there" in text
         assert validate_blocks(summary["blocks"]) == []
 
@@ -330,7 +331,7 @@ async def test_a_200_node_event_in_a_storm_of_small_ones_stands_on_its_own(
         await settle(replicas[0], quiet_s=2.0, timeout_s=60)
         heads = [c.args.get("text", "") for c in top_posts(emulator)]
         assert len(heads) == 21
-        assert sum("Xid 79 on 200" in h for h in heads) == 1
+        assert sum("Xid 79 on" in h for h in heads) == 1
         for name in list(events)[6:]:
             assert sum(name in h for h in heads) == 1, name
         assert not any(name in h for name in gone for h in heads[2:])
