@@ -87,6 +87,15 @@ class AlertsConfig(_Cfg):
     quiet_hours: QuietHours | None = None
     storm_groups: int = Field(20, ge=1)
     """Above this many open groups in one channel, new groups go into one storm summary."""
+    storm_own_nodes: int = Field(10, ge=1)
+    """In a storm, an event firing on this many nodes or more is still posted on its own (with
+    its thread's per-node Drain buttons): twice what a message carries itself (5 nodes), above
+    the few nodes of the per-host rules a storm is made of, and a fault on 10 nodes at once is
+    a fleet cause (a driver push, a switch, a PDU) that must not wait for the storm to pass."""
+    storm_own_events: int = Field(3, ge=0)
+    """At most this many such events open on their own message at once in a storm (those
+    posted since its summary), worst and biggest first, so a storm of big events cannot flood
+    the channel; one resolving frees its place (0: none, all are summed up)."""
     drain_share_per_hour: float = Field(0.02, gt=0, le=1)
     auto_drain_causes: frozenset[str] = frozenset()
     group_scope: dict[str, Scope] = Field(default_factory=dict)

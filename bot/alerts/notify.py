@@ -6,13 +6,20 @@ other in one channel (Slack's rate for posting to a channel). Everything else wa
 next tick, so several changes of one group coalesce into one `chat.update`.
 
 Above `cfg.storm_groups` open groups in a channel, groups not yet posted are not posted one by
-one: a single storm summary lists them and is kept up to date. When the storm passes they are
-posted on their own (they stay dirty until then), and the summary is written a last time.
+one: a single storm summary lists every open group and is kept up to date. A big event (firing
+on `cfg.storm_own_nodes` nodes or more) is still posted on its own with its thread, worst and
+biggest first, at most `cfg.storm_own_events` of them open at once (those posted since the
+summary), so the one event that matters keeps its per-node Drain buttons while a flood of big
+ones cannot take the channel. When the storm passes the others are posted on their own (they
+stay dirty until then; a posted one has its ts and is never posted again), and the summary is
+written a last time.
 
 The loop's side of the contract:
 - after running a step, set `last_call_at[channel] = now` and clear the dirty mark of the
   step's group (POST, UPDATE) or its pending replies (THREAD_REPLY); a STORM_SUMMARY clears no
-  dirty mark but its `text` is the summary's digest: pass it back in `storm_digest[channel]`;
+  dirty mark but its `text` is the summary's digest: pass it back in `storm_digest[channel]`,
+  and the summary's ts in `storm_since[channel]` (what was posted after it counts against
+  `cfg.storm_own_events`);
 - a dirty group for which `needs_message` is False (resolved before it was ever posted) needs
   no call: forget it;
 - after a POST or UPDATE store the group's `drawn` (`drawn(group)`), and after a PAGE the
@@ -94,13 +101,47 @@ def drawn(group: AlertGroup) -> str:
 
 
 def storm_digest(groups: Sequence[AlertGroup]) -> str:
-    """Changes whenever what the storm summary shows changes."""
-    parts = sorted(f"{g.key.id}:{len(g.firing)}:{g.severity.value}" for g in groups)
+    """Changes whenever what the storm summary shows changes (a group's message posted
+    included: the summary then links it)."""
+    parts = sorted(f"{g.key.id}:{len(g.firing)}:{g.severity.value}:{g.ts or ''}" for g in groups)
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16] if parts else ""
 
 
 def _worst_first(group: AlertGroup) -> tuple[int, datetime, str]:
     return (-group.severity.rank, group.opened_at, group.key.id)
+
+
+def firing_nodes(group: AlertGroup) -> int:
+    return len({a.node for a in group.firing if a.node})
+
+
+def _worst_biggest_first(group: AlertGroup) -> tuple[int, int, datetime, str]:
+    # The storm summary's order too (worst, then most nodes), so the events it links lead it.
+    return (-group.severity.rank, -firing_nodes(group), group.opened_at, group.key.id)
+
+
+def _posted_since(group: AlertGroup, since: str | None) -> bool:
+    """Posted after the storm summary (Slack's ts are epoch seconds, "1700000000.000100")."""
+    if group.ts is None or since is None:
+        return False
+    try:
+        return float(group.ts) > float(since)
+    except ValueError:
+        return False
+
+
+def storm_own(
+    open_here: Sequence[AlertGroup], cfg: AlertsConfig, since: str | None
+) -> list[AlertGroup]:
+    """In a storm: the events not yet posted that are big enough to be posted on their own
+    now, worst and biggest first, within what is left of `cfg.storm_own_events` (big events
+    posted since the summary at `since` count; those posted before the storm do not). Without
+    `since`, every posted big event counts: the cap then errs on the quiet side."""
+    big = [g for g in open_here if firing_nodes(g) >= cfg.storm_own_nodes]
+    used = sum(1 for g in big if g.ts is not None and (since is None or _posted_since(g, since)))
+    left = max(0, cfg.storm_own_events - used)
+    waiting = sorted((g for g in big if g.ts is None), key=_worst_biggest_first)
+    return waiting[:left]
 
 
 def plan(
@@ -112,6 +153,7 @@ def plan(
     open_groups: Sequence[AlertGroup] | None = None,
     replies: Mapping[str, Sequence[str]] | None = None,
     storm_digest_shown: Mapping[str, str] | None = None,
+    storm_since: Mapping[str, str] | None = None,
 ) -> list[Step]:
     """At most one step per channel whose last call is a second or more ago.
 
@@ -119,13 +161,16 @@ def plan(
     its last state). `open_groups`: every open group of those channels, for the storm count
     and summary (default: the open ones among `channel_groups`). `replies`: pending thread
     replies by group id. `storm_digest_shown`: per channel, the digest of the storm summary
-    last written ("" or absent: none is shown).
+    last written ("" or absent: none is shown). `storm_since`: per channel, the ts of the
+    storm summary shown (absent: none known).
 
     Priority in a channel: the storm summary when what it lists changed, then new posts (worst
-    first), then updates (worst first), then thread replies.
+    first; in a storm only the big events of `storm_own`), then updates (worst first), then
+    thread replies.
     """
     pending = replies or {}
     shown = storm_digest_shown or {}
+    since = storm_since or {}
     dirty: dict[str, AlertGroup] = {}
     for group in channel_groups:
         if group.channel:
@@ -146,7 +191,15 @@ def plan(
         last = last_call_at.get(channel)
         if last is not None and now - last < MIN_CALL_INTERVAL:
             continue
-        step = _next_step(channel, dirty, everyone, by_id, pending, shown.get(channel, ""), cfg)
+        step = _next_step(
+            channel,
+            dirty,
+            everyone,
+            by_id,
+            pending,
+            (shown.get(channel, ""), since.get(channel)),
+            cfg,
+        )
         if step is not None:
             steps.append(step)
     return steps
@@ -158,21 +211,26 @@ def _next_step(
     everyone: Mapping[str, AlertGroup],
     by_id: Mapping[str, AlertGroup],
     pending: Mapping[str, Sequence[str]],
-    shown_digest: str,
+    storm_shown: tuple[str, str | None],
     cfg: AlertsConfig,
 ) -> Step | None:
+    shown_digest, since = storm_shown
     open_here = [g for g in everyone.values() if g.channel == channel]
     storm = len(open_here) > cfg.storm_groups
-    unposted = sorted((g for g in open_here if g.ts is None), key=_worst_first)
     if storm:
-        summary = Step.storm_summary(channel, unposted)
+        # Every open event, the ones posted on their own too (linked), counted in events.
+        summary = Step.storm_summary(channel, sorted(open_here, key=_worst_biggest_first))
         if summary.text != shown_digest:
             return summary
     elif shown_digest:
         return Step.storm_summary(channel, ())  # the storm is over: say so once
 
     mine = [g for g in dirty.values() if g.channel == channel and needs_message(g)]
-    if not storm:
+    if storm:
+        own = [g for g in storm_own(open_here, cfg, since) if g.key.id in dirty]
+        if own:
+            return Step.post(own[0])
+    else:
         posts = sorted((g for g in mine if g.ts is None), key=_worst_first)
         if posts:
             return Step.post(posts[0])

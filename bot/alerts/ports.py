@@ -86,6 +86,11 @@ class Poster(Protocol):
 
     async def update(self, channel: str, ts: str, message: Any) -> None: ...
 
+    async def link(self, channel: str, ts: str) -> str | None:
+        """A link to the message `ts` of `channel` (None: not known), for the storm summary
+        to point at an event posted on its own; no call per link."""
+        ...
+
 
 class AlertMessages(Protocol):
     """The notifier's messages, built at the edge (Block Kit in bot/render/alerts.py) and handed
@@ -114,8 +119,9 @@ class AlertMessages(Protocol):
         node (bot/alerts/pages.py)."""
         ...
 
-    def storm(self, groups: Sequence[AlertGroup], now: datetime) -> Any:
-        """The storm summary of a channel's open groups (none: the storm is over)."""
+    def storm(self, groups: Sequence[AlertGroup], now: datetime, links: Mapping[str, str]) -> Any:
+        """The storm summary of a channel's open groups (none: the storm is over); `links`:
+        by group id, a link to the message of each group posted on its own."""
         ...
 
     def reply(self, text: str) -> Any:

@@ -232,12 +232,20 @@ class Alerting:
             )
             if g is not None
         ]
+        for g in dirty:
+            if not notify.needs_message(g):  # resolved before it was posted (a storm's, held)
+                await self.store.clean(g.key.id, seen.get(g.key.id, 0.0))
         replies = {g.key.id: g.replies for g in (*everyone, *dirty) if g.replies}
         self._replies_waiting = bool(replies)
         called = dict(self.last_call_at)
         if self._led_at is not None:
             for g in (*dirty, *everyone):
                 called.setdefault(g.channel, self._led_at)
+        since: dict[str, str] = {}
+        for channel, digest in self.storm_shown.items():
+            ts = await self.store.storm_ts(channel) if digest else None
+            if ts is not None:
+                since[channel] = ts
         steps = notify.plan(
             dirty,
             now,
@@ -246,6 +254,7 @@ class Alerting:
             open_groups=everyone,
             replies=replies,
             storm_digest_shown=self.storm_shown,
+            storm_since=since,
         )
         calls = 0
         for step in steps:
@@ -284,7 +293,13 @@ class Alerting:
         channel = step.channel
         try:
             if step.kind is notify.StepKind.STORM_SUMMARY:
-                message = self.messages.storm(step.groups, self.clock())
+                links = {
+                    g.key.id: link
+                    for g in step.groups
+                    if g.ts is not None
+                    and (link := await self.poster.link(channel, g.ts)) is not None
+                }
+                message = self.messages.storm(step.groups, self.clock(), links)
                 ts = await self.store.storm_ts(channel)
                 if ts is None:
                     ts = await self.poster.post(channel, message)

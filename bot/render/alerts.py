@@ -9,7 +9,7 @@ alert summary can never ping a channel.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from bot.alerts.causes import xid_of
@@ -20,7 +20,7 @@ from bot.alerts.pages import NODES_PER_PAGE, NodeRow, paged
 from bot.alerts.policy import ACK, DRAIN_AFTER_JOBS, DRAIN_NOW, RESUME, SILENCE, offered_actions
 from bot.alerts.sweep import REPEAT_LABEL
 from bot.models import FaultKind, Severity
-from bot.mrkdwn import code, escape, truncate, user_mention
+from bot.mrkdwn import code, escape, link, truncate, user_mention
 from bot.render.blocks import Message, SlackMessage, button, confirm_dialog, select
 from bot.triage.kinds import words
 from bot.words import count as plural_count
@@ -374,19 +374,32 @@ def _buttons(
     return elements
 
 
-def _storm_line(group: AlertGroup) -> str:
-    """One event of a storm: its cause, how many nodes, and every one of them as a hostlist."""
+def _storm_line(group: AlertGroup, to: str | None) -> str:
+    """One event of a storm: its cause, how many nodes, and every one of them as a hostlist;
+    for an event posted on its own, a link to its message (`to`)."""
     pic = picture(group)
     line = f"{EMOJI[group.severity]} {_cause_label(group.key.cause)}"
     if not pic.nodes:
-        return f"{line}: cluster-wide, {plural_count(len(group.firing), 'alert')}"
-    return f"{line} on {plural_count(len(pic.nodes), 'node')}: {code(pic.hostlist)}"
+        line = f"{line}: cluster-wide, {plural_count(len(group.firing), 'alert')}"
+    else:
+        line = f"{line} on {plural_count(len(pic.nodes), 'node')}: {code(pic.hostlist)}"
+    if to:
+        return f"{line} · {link(to, 'its message')}"
+    if group.ts is not None:  # posted, its link unknown: still say it stands on its own
+        return f"{line} · posted on its own in this channel"
+    return line
 
 
-def render_storm(channel_groups: Sequence[AlertGroup], now: datetime) -> SlackMessage:
+def render_storm(
+    channel_groups: Sequence[AlertGroup],
+    now: datetime,
+    links: Mapping[str, str] | None = None,
+) -> SlackMessage:
     """One message for a storm of unrelated events: counted in events, each named with its
-    nodes as a hostlist, worst first. Its lines are packed into sections; only past Slack's
-    50 blocks are the last events left to /hw-faults, and the summary says how many."""
+    nodes as a hostlist, worst first, an event posted on its own linked to its message
+    (`links`, by group id). Its lines are packed into sections; only past Slack's 50 blocks
+    are the last events left to /hw-faults, and the summary says how many."""
+    to = links or {}
     open_groups = sorted((g for g in channel_groups if not g.resolved), key=_storm_order)
     if not open_groups:
         text = f"{RESOLVED_EMOJI} The alert storm is over; its events are posted on their own."
@@ -407,7 +420,7 @@ def render_storm(channel_groups: Sequence[AlertGroup], now: datetime) -> SlackMe
     lines: list[str] = []
     used = 0
     for g in open_groups:
-        line = _storm_line(g)
+        line = _storm_line(g, to.get(g.key.id))
         if used + len(line) > STORM_TEXT_BUDGET:
             break
         lines.append(line)
@@ -420,9 +433,17 @@ def render_storm(channel_groups: Sequence[AlertGroup], now: datetime) -> SlackMe
             f"…and {plural_count(len(left), 'more event')} on "
             f"{plural_count(len(hidden), 'node')}: /hw-faults lists them all."
         )
+    alone = any(g.ts is not None for g in open_groups)
     msg.context(
-        f"Updated {now:%Y-%m-%d %H:%M:%S} UTC. Each event is posted on its own, with its "
-        f"per-node detail and buttons, once the storm passes; /hw-faults shows them now."
+        f"Updated {now:%Y-%m-%d %H:%M:%S} UTC. "
+        + (
+            "An event with its message linked has its per-node detail and buttons there; "
+            "the others are posted on their own once the storm passes"
+            if alone
+            else "Each event is posted on its own, with its per-node detail and buttons, "
+            "once the storm passes"
+        )
+        + "; /hw-faults shows them now."
     )
     return msg.build()
 
@@ -466,8 +487,10 @@ class BlockKitAlertMessages:
     ) -> SlackMessage:
         return render_page(group, rows, index, cfg, out_of_service)
 
-    def storm(self, groups: Sequence[AlertGroup], now: datetime) -> SlackMessage:
-        return render_storm(groups, now)
+    def storm(
+        self, groups: Sequence[AlertGroup], now: datetime, links: Mapping[str, str]
+    ) -> SlackMessage:
+        return render_storm(groups, now, links)
 
     def reply(self, text: str) -> SlackMessage:
         return SlackMessage(text, [])

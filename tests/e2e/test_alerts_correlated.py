@@ -1,8 +1,9 @@
 """Correlated faults through the real Alertmanager and Redis, three bot replicas: one cause on
 many nodes is one message naming them all, with its per-node detail and Drain buttons paged into
 the thread; two causes are two messages; many unrelated events are one storm summary that names
-every node; resolving updates the same messages in place. An Xid the sweep and Alertmanager both
-see is one event naming each node once."""
+every node, and a 200-node event amid them still gets its own message, thread and Drain buttons;
+resolving updates the same messages in place. An Xid the sweep and Alertmanager both see is one
+event naming each node once."""
 
 from __future__ import annotations
 
@@ -247,6 +248,102 @@ async def test_many_unrelated_events_are_one_storm_summary_naming_every_node(
                 for n in nodes
             ]
         )
+        await client.close()
+
+
+async def test_a_200_node_event_in_a_storm_of_small_ones_stands_on_its_own(
+    start_replica: StartReplica, emulator: SlackEmulator, am: tuple[str, list[int], str]
+) -> None:
+    url, ports, token = am
+    replicas = await three(start_replica, url, ports, token)
+    stamp = int(time.time() * 1000)
+    # 25 unrelated rules on 3 nodes each (storm_groups is 20) and, in the same burst, one Xid 79
+    # on 200 nodes (storm_own_nodes is 10).
+    events = {
+        f"Rule{k:02d}x{stamp}": [f"gpu-{300 + 3 * k + j:04d}" for j in range(3)] for k in range(25)
+    }
+    xid_nodes = [f"gpu-{i:04d}" for i in range(1, 201)]
+    small = [firing(name, n, severity="warning") for name, nodes in events.items() for n in nodes]
+    xid = [firing("GpuFellOffBus", n, gpu=str(i % 8), xid="79") for i, n in enumerate(xid_nodes)]
+    want = {n for nodes in events.values() for n in nodes} | set(xid_nodes)
+
+    def xid_message() -> dict[str, Any] | None:
+        return next((m for m in tops(emulator) if "Xid 79 on 200" in m["text"]), None)
+
+    def chat_times() -> list[float]:
+        return sorted(
+            c.at for c in emulator.calls if c.method in ("chat.postMessage", "chat.update")
+        )
+
+    client = AlertmanagerClient(url)
+    try:
+        await client.post_alerts([*small, *xid])
+        await until(
+            lambda: (m := xid_message()) is not None and len(detail(emulator, m["ts"])) == 8,
+            "the 200-node event did not get its own message and thread",
+            timeout_s=90,
+        )
+        await until(
+            lambda: (
+                any("Alert storm: 26 events" in text_of(m) for m in tops(emulator))
+                and any("its message" in text_of(m) for m in tops(emulator))
+            ),
+            "no storm summary linking the big event",
+            timeout_s=60,
+        )
+        # The events the summary stands for stay queued until the storm passes: wait for quiet.
+        await until(lambda: time.monotonic() - max(c.at for c in emulator.calls) > 2.0, "busy")
+
+        # Two messages: the summary and the big event's own; no small event posted.
+        assert len(tops(emulator)) == 2 and len(top_posts(emulator)) == 2
+        msg = xid_message()
+        assert msg is not None
+        [summary] = [m for m in tops(emulator) if m["ts"] != msg["ts"]]
+        text = text_of(summary)
+        assert "Alert storm: 26 events on 275 nodes" in text
+        assert named(text) == want  # the summary names every node, the big event's too
+        for name, nodes in events.items():
+            assert f"`{name}` on 3 nodes: `{hostlist.collect_hostlist(nodes)}`" in text
+        # It links the big event's message, with Slack's permalink for it.
+        poster = replicas[0].bot.deps.alerting.poster  # type: ignore[union-attr]
+        got = await poster.client.chat_getPermalink(channel=CHANNEL, message_ts=msg["ts"])
+        lines = json.dumps(summary["blocks"], ensure_ascii=False)
+        assert f"on 200 nodes: `gpu-[0001-0200]` · <{got['permalink']}|its message>" in lines
+        assert "message linked has its per-node detail and buttons there" in text
+        assert validate_blocks(summary["blocks"]) == []
+
+        # The big event's thread: every node with its Drain button, paged within Block Kit.
+        assert "`gpu-[0001-0200]`" in text_of(msg)
+        buttons: list[str] = []
+        for page in detail(emulator, msg["ts"]):
+            assert validate_blocks(page["blocks"]) == [] and len(page["blocks"]) <= 50
+            for block in page["blocks"]:
+                acc = block.get("accessory") or {}
+                if acc.get("action_id", "").startswith(ALERT_DRAIN_ACTION):
+                    buttons.append(split_value(acc["value"])[1])
+        assert sorted(buttons) == xid_nodes
+        assert all(b - a >= 0.9 for a, b in itertools.pairwise(chat_times()))
+
+        # Six small events resolve: 20 open, the storm has passed. The summary says so, the
+        # other 19 small events are posted on their own, the big one not again.
+        gone = list(events)[:6]
+        await client.post_alerts(
+            [ended(firing(name, n, severity="warning")) for name in gone for n in events[name]]
+        )
+        await until(
+            lambda: len(top_posts(emulator)) >= 2 + 19, "the storm's events were not posted"
+        )
+        await settle(replicas[0], quiet_s=2.0, timeout_s=60)
+        heads = [c.args.get("text", "") for c in top_posts(emulator)]
+        assert len(heads) == 21
+        assert sum("Xid 79 on" in h for h in heads) == 1
+        for name in list(events)[6:]:
+            assert sum(name in h for h in heads) == 1, name
+        assert not any(name in h for name in gone for h in heads[2:])
+        assert any("storm is over" in text_of(m) for m in tops(emulator))
+        assert all(b - a >= 0.9 for a, b in itertools.pairwise(chat_times()))
+    finally:
+        await client.post_alerts([ended(a) for a in small] + [ended(a) for a in xid])
         await client.close()
 
 

@@ -198,6 +198,32 @@ def test_storm_summary_counts_events_worst_first_and_names_every_node() -> None:
     assert "storm is over" in text_of(over)
 
 
+def test_storm_summary_links_the_events_posted_on_their_own_and_says_so() -> None:
+    def event(cause: str, first: int, count: int, ts: str | None = None) -> AlertGroup:
+        alerts = tuple(
+            member(first + j, severity=Severity.CRITICAL).model_copy(update={"cause": cause})
+            for j in range(count)
+        )
+        key = GroupKey(cause=cause, scope=Scope.EVENT)
+        return AlertGroup(key=key, alerts=alerts, opened_at=T0, channel="C0A", ts=ts)
+
+    big = event("xid_79", 100, 200, ts="1764900000.000100")
+    unlinked = event("xid_48", 400, 12, ts="1764900001.000100")
+    small = [event(f"rule{k}", 10 * k, 2) for k in range(5)]
+    url = "https://meowbot-test.slack.com/archives/C0A/p1764900000000100"
+    msg = valid(render_storm([*small, unlinked, big], NOW, {big.key.id: url}))
+    text = text_of(msg)
+    assert msg.blocks[0]["text"]["text"] == ":rotating_light: Alert storm: 7 events on 222 nodes"
+    assert f"on 200 nodes: `n[100-299]` · <{url}|its message>" in text
+    assert "on 12 nodes: `n[400-411]` · posted on its own in this channel" in text
+    assert "`rule3` on 2 nodes: `n[030-031]` ·" not in text  # waits for the storm to pass
+    assert "`rule3` on 2 nodes: `n[030-031]`" in text
+    assert "message linked has its per-node detail and buttons there; the others are posted" in text
+    # none posted on its own: the context line says all wait for the storm to pass
+    alone = text_of(valid(render_storm(small, NOW, {})))
+    assert "Each event is posted on its own" in alone and "linked" not in alone
+
+
 def test_audit_and_repeat_lines() -> None:
     assert (
         audit_line("ana", "silenced for 4 h", "until 16:00 UTC")
