@@ -9,7 +9,7 @@ from enum import StrEnum
 from bot.alerts.causes import named_in
 from bot.alerts.config import AlertsConfig
 from bot.alerts.models import Alert, AlertGroup, AlertSource
-from bot.models import Action, Severity, VerdictLevel
+from bot.models import Severity, VerdictLevel
 from bot.triage.verdict import level_of
 
 ACK = "ack"
@@ -38,10 +38,10 @@ def offered_actions(group: AlertGroup) -> list[str]:
 
 def _drain_worthy(alert: Alert) -> bool:
     """Whether the alert's fault makes its node one to drain, as /node-health judges it (a
-    driver drift is watched, not drained: its alert offered a drain /node-health did not).
-    Alertmanager's alerts, and sweep alerts stored before they carried their fault's action,
-    say no action of meowbot's: a person decides, so a drain stays on offer."""
-    if alert.source is not AlertSource.SWEEP or alert.action is Action.NONE:
+    driver drift is watched, not drained, and an Xid 45 is ignored: their alerts offered a
+    drain /node-health did not). Alertmanager's alerts say no action of meowbot's: a person
+    decides, so a drain stays on offer."""
+    if alert.source is not AlertSource.SWEEP:
         return True
     return level_of(alert.severity, alert.action) >= VerdictLevel.DRAIN
 

@@ -612,11 +612,14 @@ def test_big_events_posted_before_the_storm_do_not_use_its_slots() -> None:
 
 
 def test_offered_actions_follow_severity() -> None:
-    assert DRAIN_NOW in offered_actions(
-        group_of(alert("a", cause="xid", severity=Severity.CRITICAL))
-    )
-    low = offered_actions(group_of(alert("a", severity=Severity.WARNING)))
+    xid79 = alert("a", cause="xid_79", severity=Severity.CRITICAL)
+    assert DRAIN_NOW in offered_actions(group_of(xid79.model_copy(update={"action": Action.RMA})))
+    warn = alert("a", severity=Severity.WARNING).model_copy(update={"action": Action.DRAIN})
+    low = offered_actions(group_of(warn))
     assert DRAIN_AFTER_JOBS in low and DRAIN_NOW not in low
+    # An Xid the catalog says to ignore (45: cleanup after another fault) drains nothing.
+    xid45 = alert("a", cause="xid_45", severity=Severity.INFO)
+    assert offered_actions(group_of(xid45)) == [ACK, SILENCE, RESUME]
     assert offered_actions(group_of(alert("a", status=AlertStatus.RESOLVED))) == []
     # A sweep alert offers a drain only where /node-health's verdict is drain or worse.
     drift = alert("a", cause="driver_drift").model_copy(update={"action": Action.WATCH})
