@@ -24,6 +24,7 @@ not at all, so Redis failing half-way can neither lose an event nor count one tw
 from __future__ import annotations
 
 import logging
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -42,6 +43,8 @@ DIGEST_STATE_TTL_S = 60 * 86400
 # How long a reaction waits for a replica to confirm it (Sentinel only): about a round trip on a
 # healthy pair; the whole of it only while no replica answers.
 WAIT_MS = 200
+# After a WAIT that no replica answered, reactions are stored without waiting this long.
+ALONE_S = 5.0
 
 _REACT = """
 if tonumber(ARGV[1]) > 0 then
@@ -134,6 +137,7 @@ class RedisHighlightStore:
         # asynchronous, and a write only the old primary had is gone after a failover.
         self.wait_replicas = wait_replicas
         self.unconfirmed = 0
+        self._alone_until = 0.0
         self._react = redis.register_script(_REACT)
         self._enrich = redis.register_script(_ENRICH)
         self._edit = redis.register_script(_EDIT)
@@ -194,8 +198,10 @@ class RedisHighlightStore:
         return Reacted(int(count), bool(created))
 
     async def _react_durably(self, keys: list[str], args: list[Any]) -> tuple[int, int]:
-        if not self.wait_replicas:
+        if not self.wait_replicas or time.monotonic() < self._alone_until:
             count, created = await self._react(keys=keys, args=args)
+            if self.wait_replicas:
+                self.unconfirmed += 1
             return int(count), int(created)
         # WAIT counts the writes of its own connection, so it goes in the same pipeline as the
         # script. EVAL with the script's text rather than EVALSHA: a promoted replica has no
@@ -207,8 +213,14 @@ class RedisHighlightStore:
             pipe.wait(self.wait_replicas, WAIT_MS)
             (count, created), replicas = await pipe.execute()
         if replicas < self.wait_replicas:
+            # No replica (a primary just promoted, a replica down): waiting WAIT_MS on every
+            # reaction would buy nothing, so reactions go unconfirmed for a while, said once.
             self.unconfirmed += 1
-            log.warning("reaction stored without a replica's confirmation", extra={"ms": WAIT_MS})
+            self._alone_until = time.monotonic() + ALONE_S
+            log.warning(
+                "no replica confirmed a reaction; not waiting for one for a while",
+                extra={"wait_ms": WAIT_MS, "for_s": ALONE_S},
+            )
         return int(count), int(created)
 
     async def enrich(

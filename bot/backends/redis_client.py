@@ -24,7 +24,11 @@ from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
-from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
+from redis.asyncio.sentinel import (
+    Sentinel,
+    SentinelConnectionPool,
+    SentinelManagedConnection,
+)
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError, ReadOnlyError, TimeoutError
 
@@ -89,6 +93,20 @@ class FailoverRetry(Retry):
                 await asyncio.sleep(pause)
 
 
+class PrimaryConnection(SentinelManagedConnection):
+    """A connection to whichever server the Sentinels name as primary each time it connects.
+
+    redis-py asks the Sentinels only when the pool hands out a new connection; a connection
+    that broke mid-command reconnects, within the command's retry, to the address it had: the
+    dead primary, until the retry gives up. Asking on every connect sends the retry to the
+    promoted replica."""
+
+    async def _connect(self) -> None:
+        if self.connection_pool.is_master:
+            self.host, self.port = await self.connection_pool.get_master_address()
+        await super()._connect()  # type: ignore[no-untyped-call]  # untyped in redis-py
+
+
 class BlockingSentinelPool(SentinelConnectionPool, aioredis.BlockingConnectionPool):
     """redis-py's Sentinel pool with the blocking pool's waiting: a burst beyond the pool waits
     for a connection instead of failing at once (MaxConnectionsError)."""
@@ -140,6 +158,7 @@ def _sentinel_client(
         address.service,
         redis_class=aioredis.Redis,
         connection_pool_class=BlockingSentinelPool,
+        connection_class=PrimaryConnection,
         **common,
     )
     return client
