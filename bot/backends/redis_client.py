@@ -172,7 +172,7 @@ async def close_client(client: aioredis.Redis) -> None:
         await pool.sentinel_manager.aclose()
 
 
-def retry_policy(client: aioredis.Redis) -> FailoverRetry:
-    policy = client.get_retry()
+def retry_policy(redis: aioredis.Redis) -> FailoverRetry:
+    policy = redis.get_retry()
     assert isinstance(policy, FailoverRetry), "a client not built by redis_client()"
     return policy
