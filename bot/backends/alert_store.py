@@ -25,7 +25,7 @@ from redis.exceptions import WatchError
 from bot.alerts.models import AlertGroup
 from bot.alerts.ports import Update
 from bot.backends.locks import RedisLocks
-from bot.backends.state import key
+from bot.backends.state import claim_once, key
 from bot.errors import FenceLost
 from bot.ports import Fence
 
@@ -192,7 +192,7 @@ class RedisAlertStore:
     async def claim_auto_drain(self, gid: str, node: str) -> bool:
         """True once per (group, node), across replicas: the auto-drain tries a node once."""
         key = self._k("autodrain", gid, node)
-        return bool(await self.redis.set(key, "1", nx=True, ex=AUTO_DRAIN_MEMORY_S))
+        return await claim_once(self.redis, key, AUTO_DRAIN_MEMORY_S)
 
     async def put_pending(self, pid: str, data: dict[str, Any], ttl_s: int) -> None:
         await self.redis.set(self._k("pending", pid), json.dumps(data), ex=ttl_s)

@@ -18,10 +18,14 @@ def key(team_id: str, *parts: str) -> str:
     return ":".join((KEY_PREFIX, team_id or "_", *parts))
 
 
-def claim_token() -> str:
-    """A value only this claim writes: a retried SET NX ... GET that finds it knows the claim
-    is its own, where a bare "1" would read as someone else's."""
-    return secrets.token_hex(8)
+async def claim_once(redis: aioredis.Redis, key_: str, ttl_s: int) -> bool:
+    """SET NX, the claim every replica races for, made safe to retry: it writes a token of its
+    own and reads what was there (GET), so a claim retried after a failover whose first try did
+    land (the reply was lost with the connection) finds its own token and is still this one's,
+    where a bare "1" would read as someone else's."""
+    token = secrets.token_hex(8)
+    held = await redis.set(key_, token, nx=True, ex=ttl_s, get=True)
+    return held is None or held == token
 
 
 class RedisStore:
@@ -35,11 +39,7 @@ class RedisStore:
 
     async def claim(self, team_id: str, kind: str, key_: str, ttl_s: int) -> bool:
         # SET NX is the idempotency primitive: Slack retries deliveries up to three times.
-        # With GET and a token of its own, a claim retried after a failover whose first try
-        # did land (the reply was lost with the connection) is still this claim's.
-        token = claim_token()
-        held = await self.redis.set(key(team_id, kind, key_), token, nx=True, ex=ttl_s, get=True)
-        return held is None or held == token
+        return await claim_once(self.redis, key(team_id, kind, key_), ttl_s)
 
     async def ping(self) -> None:
         await self.redis.ping()
