@@ -245,7 +245,7 @@ def make_alerting(
         return None  # alerts are shared state: without Redis there is nothing to share
     silencer = AlertmanagerClient(settings.alertmanager_url) if settings.alertmanager_url else None
     return Alerting(
-        RedisAlertStore(store.redis),
+        RedisAlertStore(store.redis, wait_replicas=store.wait_replicas),
         SlackPoster(client),
         alerts_config(settings),
         triage,

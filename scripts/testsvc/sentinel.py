@@ -105,7 +105,10 @@ class SentinelSet:
     def kill_primary(self) -> float:
         """SIGKILL to the primary: no goodbye to its replica or clients. Returns when (the
         monotonic clock) it was killed."""
-        proc = self.procs[self.primary_port]
+        return self.kill(self.primary_port)
+
+    def kill(self, port: int) -> float:
+        proc = self.procs[port]
         at = time.monotonic()
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
