@@ -20,6 +20,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
@@ -44,6 +45,8 @@ FAILOVER_BUDGET_S = 10.0
 RETRY_BASE_S = 0.05
 RETRY_CAP_S = 0.5
 RETRIED_ERRORS = (ConnectionError, TimeoutError, ReadOnlyError)
+# The deadline of the command being tried in this task, if any.
+_DEADLINE: ContextVar[float | None] = ContextVar("redis_retry_deadline", default=None)
 
 
 class FailoverRetry(Retry):
@@ -72,7 +75,24 @@ class FailoverRetry(Retry):
         is_retryable: Callable[[Exception], bool] | None = None,
         with_failure_count: bool = False,
     ) -> T:
-        deadline = time.monotonic() + self.budget_s
+        # redis-py retries a reconnect inside a command's try with the same policy: the inner
+        # loop keeps the outer's deadline, so a command gets one budget in all.
+        outer = _DEADLINE.get()
+        deadline = outer if outer is not None else time.monotonic() + self.budget_s
+        token = _DEADLINE.set(deadline)
+        try:
+            return await self._until(deadline, do, fail, is_retryable, with_failure_count)
+        finally:
+            _DEADLINE.reset(token)
+
+    async def _until(
+        self,
+        deadline: float,
+        do: Callable[[], Awaitable[T]],
+        fail: Callable[..., Any],
+        is_retryable: Callable[[Exception], bool] | None,
+        with_failure_count: bool,
+    ) -> T:
         failures = 0
         while True:
             try:
