@@ -160,7 +160,9 @@ async def storm(r: Replica, emulator: SlackEmulator, sentinels: sentinel.Sentine
     work = [asyncio.create_task(react(s, p)) for s, p in reactions]
     work += [asyncio.create_task(alert(b)) for b in batches]
     # Kill the primary once a third of the reactions are in: mid-storm for both.
+    deadline = time.monotonic() + DELIVERY_DEADLINE_S
     while tally_rx.delivered < len(reactions) // 3:
+        assert time.monotonic() < deadline, f"only {tally_rx.delivered} reactions in"
         await asyncio.sleep(0.01)
     killed_at = sentinels.kill_primary()
     in_before_kill = tally_rx.delivered + tally_am.delivered
