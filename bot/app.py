@@ -54,7 +54,7 @@ from bot.backends.slack_owners import SlackJobOwners
 from bot.backends.slack_poster import SlackPoster
 from bot.backends.state import MemoryStore, RedisStore
 from bot.backends.training_metrics import TrainingMetrics
-from bot.config import ConfigError, Settings
+from bot.config import EXPECTS, ConfigError, Settings
 from bot.config_sections import (
     alerts_config,
     health_config,
@@ -245,7 +245,7 @@ def make_alerting(
         return None  # alerts are shared state: without Redis there is nothing to share
     silencer = AlertmanagerClient(settings.alertmanager_url) if settings.alertmanager_url else None
     return Alerting(
-        RedisAlertStore(store.redis),
+        RedisAlertStore(store.redis, wait_replicas=store.wait_replicas),
         SlackPoster(client),
         alerts_config(settings),
         triage,
@@ -302,7 +302,8 @@ def make_highlights(
     cfg = highlights_config(settings)  # checked even without Redis: a wrong value stops start-up
     if not isinstance(store, RedisStore):
         return None  # reactions are counted across replicas: without Redis there is no count
-    return highlights_parts(RedisHighlightStore(store.redis), client, cfg)
+    hl_store = RedisHighlightStore(store.redis, wait_replicas=store.wait_replicas)
+    return highlights_parts(hl_store, client, cfg)
 
 
 # The listeners' dependencies and the bot -------------------------------------------------------
@@ -402,13 +403,14 @@ async def highlights_job(
     if settings.slack_bot_token is None:
         raise ConfigError("SLACK_BOT_TOKEN must be set (a bot token starting with xoxb-).")
     if not settings.redis_url:
-        raise ConfigError("REDIS_URL must be set (a URL like redis://host:6379/0).")
+        raise ConfigError(f"REDIS_URL must be set ({EXPECTS['REDIS_URL']}).")
     cfg = highlights_config(settings)
     redis = RedisStore(settings.redis_url)
     async with aiohttp.ClientSession() as session:
         client = make_web_client(settings, session, patient=patient)
         try:
-            yield highlights_parts(RedisHighlightStore(redis.redis), client, cfg)
+            hl_store = RedisHighlightStore(redis.redis, wait_replicas=redis.wait_replicas)
+            yield highlights_parts(hl_store, client, cfg)
         finally:
             await redis.close()
 

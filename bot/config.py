@@ -25,6 +25,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.highlights.rules import emoji_list
 from bot.highlights.schedule import DigestSchedule
+from bot.redis_url import BadRedisUrl, redacted, sentinel_address
 
 SLACK_DEFAULT_API_URL = "https://slack.com/api/"
 MAX_SIM_NODES = 50_000
@@ -48,7 +49,9 @@ EXPECTS: dict[str, str] = {
     "SLACK_SIGNING_SECRET": "the app's signing secret (a non-empty string)",
     "SLACK_API_URL": "an http(s) URL ending in /api/",
     "PORT": "an integer between 1 and 65535",
-    "REDIS_URL": "a URL like redis://host:6379/0",
+    "REDIS_URL": (
+        "a URL like redis://host:6379/0 or redis+sentinel://host:26379,host2:26379/mymaster/0"
+    ),
     "PROMETHEUS_URL": "an http(s) URL like http://prometheus:9090",
     "ALERTMANAGER_URL": "an http(s) URL like http://alertmanager:9093",
     "ALERTMANAGER_WEBHOOK_TOKEN": "a non-empty bearer token",
@@ -157,7 +160,10 @@ class Settings(BaseSettings):
     @field_validator("redis_url")
     @classmethod
     def _redis_url(cls, v: str | None) -> str | None:
-        return _url(v, schemes=("redis", "rediss", "unix"))
+        if v is None or v == "":
+            return None
+        sentinel_address(v)  # BadRedisUrl says what is wrong
+        return v
 
     @field_validator("fleet")
     @classmethod
@@ -277,9 +283,13 @@ def load_settings(**overrides: Any) -> Settings:
         if not err["loc"]:  # the model validator: only the YAML file is checked there
             raise ConfigError(f"MEOWBOT_CONFIG must be {EXPECTS['MEOWBOT_CONFIG']}.") from None
         got = err.get("input")
+        if name == "REDIS_URL" and isinstance(got, str):
+            got = redacted(got)  # its password is not for logs
         shown = "" if name in _SECRET_NAMES or isinstance(got, dict) else f" (got {got!r})"
         expects = EXPECTS.get(name, "a valid value")
-        raise ConfigError(f"{name} must be {expects}{shown}.") from None
+        reason = (err.get("ctx") or {}).get("error")
+        why = f": {reason}" if isinstance(reason, BadRedisUrl) else ""
+        raise ConfigError(f"{name} must be {expects}{shown}{why}.") from None
 
 
 _SECRET_NAMES = {

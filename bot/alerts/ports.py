@@ -42,9 +42,12 @@ class AlertStore(Protocol):
         change: Callable[[AlertGroup | None], Update[T]],
         *,
         fence: Fence | None = None,
+        durable: bool = False,
     ) -> T:
         """Applies `change` atomically; returns the Update's result. Fenced writes raise
-        `bot.errors.FenceLost` when the lock is no longer the caller's."""
+        `bot.errors.FenceLost` when the lock is no longer the caller's. `durable`: the write
+        records something done outside (a post Slack took) and must outlive the store's
+        failover; `change` must then be safe to apply twice."""
         ...
 
     async def dirty(self, limit: int = 1000) -> list[tuple[str, float]]: ...

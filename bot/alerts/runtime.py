@@ -340,7 +340,8 @@ class Alerting:
                     dirty=False,
                 )
 
-            await self.store.update(gid, shown, fence=fence)
+            # The first post's ts must outlive a failover: lost, the message is posted again.
+            await self.store.update(gid, shown, fence=fence, durable=group.ts is None)
             if pages.stale(group.model_copy(update={"ts": ts})) is None:
                 await self.store.clean(gid, seen.get(gid, 0.0))
             return 1
@@ -377,7 +378,7 @@ class Alerting:
             new = g.model_copy(update={"pages": tuple(have)})
             return Update(new, new, dirty=False)
 
-        stored = await self.store.update(group.key.id, keep, fence=fence)
+        stored = await self.store.update(group.key.id, keep, fence=fence, durable=old is None)
         if (
             stored is not None
             and pages.stale(stored) is None

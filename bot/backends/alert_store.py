@@ -10,7 +10,8 @@ Keys, under `meowbot:<team>:alerts:`: `group:<id>` (the group as JSON), `fp:<fin
 group id), `open` (ids of groups not yet fully resolved and shown so), `dirty` (sorted set: group
 id -> change counter, the notifier's queue), `lock:<name>` and `fence:<name>`, `audit` (stream),
 `drains` (sorted set of drains by time, for the blast-radius limit), `pending:<id>`,
-`storm:<channel>` (the storm summary's message ts).
+`storm:<channel>` (the storm summary's message ts), `barrier` (a counter written only to ask
+the replicas whether they have caught up).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from redis.exceptions import WatchError
 from bot.alerts.models import AlertGroup
 from bot.alerts.ports import Update
 from bot.backends.locks import RedisLocks
-from bot.backends.state import key
+from bot.backends.state import claim_once, key
 from bot.errors import FenceLost
 from bot.ports import Fence
 
@@ -36,6 +37,8 @@ RESOLVED_TTL_S = 7 * 86400  # a resolved group is kept (and shown resolved) for 
 # The auto-drain tries a node of a group once in this long: a fault that comes back after a
 # person resumed the node is drained again, but not on every pass of the notifier.
 AUTO_DRAIN_MEMORY_S = 6 * 3600
+# How long a durable write waits for a replica's confirmation (Sentinel only).
+WAIT_MS = 200
 
 # Queues a group with the next change number: a counter shared by every replica, so "changed
 # since it was read" never depends on clocks that differ between machines.
@@ -50,11 +53,13 @@ _CLEAN = (
 
 
 class RedisAlertStore:
-    def __init__(self, redis: aioredis.Redis, team: str = "") -> None:
+    def __init__(self, redis: aioredis.Redis, team: str = "", *, wait_replicas: int = 0) -> None:
         # redis-py's annotations make every reply a union of bytes, str, None and awaitables;
         # the replies here are decoded strings (decode_responses), checked where they matter.
         self.redis: Any = redis
         self.team = team
+        # Under Sentinel, durable writes wait for this many replicas (bot/backends/state.py).
+        self.wait_replicas = wait_replicas
         self.locks = RedisLocks(
             redis, lambda name: self._k("lock", name), lambda name: self._k("fence", name)
         )
@@ -87,8 +92,33 @@ class RedisAlertStore:
         change: Callable[[AlertGroup | None], Update[T]],
         *,
         fence: Fence | None = None,
+        durable: bool = False,
     ) -> T:
         """Applies `change` to the stored group atomically, retrying on a concurrent write."""
+        result = await self._apply(gid, change, fence)
+        if durable and not await self._replicated():
+            # No replica confirmed it: either there is none, or a failover came between the
+            # write and the check and the write may be gone with the old primary. Writing it
+            # again puts it on the primary of the moment (the change is safe to apply twice).
+            result = await self._apply(gid, change, fence)
+        return result
+
+    async def _replicated(self) -> bool:
+        """True when a replica has every write this server took before the call (or when
+        there are no replicas to wait for). A barrier write and WAIT on one connection: the
+        replication stream is one ordered stream, so the replica that acknowledged the barrier
+        has everything before it."""
+        if not self.wait_replicas:
+            return True
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.incr(self._k("barrier"))
+            pipe.wait(self.wait_replicas, WAIT_MS)
+            _, replicas = await pipe.execute()
+        return int(replicas) >= self.wait_replicas
+
+    async def _apply(
+        self, gid: str, change: Callable[[AlertGroup | None], Update[T]], fence: Fence | None
+    ) -> T:
         gkey = self._k("group", gid)
         watched = [gkey] + ([self._k("lock", fence.name)] if fence else [])
         async with self.redis.pipeline(transaction=True) as pipe:
@@ -147,6 +177,12 @@ class RedisAlertStore:
         return str(value) if value else None
 
     async def set_storm_ts(self, channel: str, ts: str | None, fence: Fence) -> None:
+        await self._set_storm_ts(channel, ts, fence)
+        # A summary's ts records a post Slack took: kept across a failover as `update` does.
+        if ts is not None and not await self._replicated():
+            await self._set_storm_ts(channel, ts, fence)
+
+    async def _set_storm_ts(self, channel: str, ts: str | None, fence: Fence) -> None:
         skey = self._k("storm", channel)
         async with self.redis.pipeline(transaction=True) as pipe:
             await pipe.watch(self._k("lock", fence.name))
@@ -192,7 +228,7 @@ class RedisAlertStore:
     async def claim_auto_drain(self, gid: str, node: str) -> bool:
         """True once per (group, node), across replicas: the auto-drain tries a node once."""
         key = self._k("autodrain", gid, node)
-        return bool(await self.redis.set(key, "1", nx=True, ex=AUTO_DRAIN_MEMORY_S))
+        return await claim_once(self.redis, key, AUTO_DRAIN_MEMORY_S)
 
     async def put_pending(self, pid: str, data: dict[str, Any], ttl_s: int) -> None:
         await self.redis.set(self._k("pending", pid), json.dumps(data), ex=ttl_s)

@@ -23,6 +23,8 @@ not at all, so Redis failing half-way can neither lose an event nor count one tw
 
 from __future__ import annotations
 
+import logging
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,10 +34,17 @@ from bot.highlights.models import Highlight, Reaction
 from bot.highlights.ports import Reacted
 from bot.ports import Fence
 
+log = logging.getLogger(__name__)
+
 EVENT_CLAIM_TTL_S = 2 * 3600  # as handlers/events.py: Slack retries for about 1.5 h
 REACTORS_TTL_S = 2 * 3600  # a message whose last reaction went keeps its reactors this long
 GONE_TTL_S = 90 * 86400
 DIGEST_STATE_TTL_S = 60 * 86400
+# How long a reaction waits for a replica to confirm it (Sentinel only): about a round trip on a
+# healthy pair; the whole of it only while no replica answers.
+WAIT_MS = 200
+# After a WAIT that no replica answered, reactions are stored without waiting this long.
+ALONE_S = 5.0
 
 _REACT = """
 if tonumber(ARGV[1]) > 0 then
@@ -120,9 +129,15 @@ def _epoch(at: datetime) -> str:
 
 
 class RedisHighlightStore:
-    def __init__(self, redis: Any) -> None:
+    def __init__(self, redis: Any, *, wait_replicas: int = 0) -> None:
         # Replies are decoded strings (decode_responses); redis-py's unions are not useful here.
         self.redis: Any = redis
+        # Under Sentinel a reaction is acknowledged to Slack only after a replica has it, or
+        # after WAIT_MS without one (counted in `unconfirmed` and logged): replication is
+        # asynchronous, and a write only the old primary had is gone after a failover.
+        self.wait_replicas = wait_replicas
+        self.unconfirmed = 0
+        self._alone_until = 0.0
         self._react = redis.register_script(_REACT)
         self._enrich = redis.register_script(_ENRICH)
         self._edit = redis.register_script(_EDIT)
@@ -175,12 +190,38 @@ class RedisHighlightStore:
             t,
             REACTORS_TTL_S,
         ]
-        count, created = await self._react(keys=keys, args=args)
+        count, created = await self._react_durably(keys, args)
         if count == -1:
             return Reacted(0, False, duplicate=True)
         if count == -2:
             return Reacted(0, False, gone=True)
         return Reacted(int(count), bool(created))
+
+    async def _react_durably(self, keys: list[str], args: list[Any]) -> tuple[int, int]:
+        if not self.wait_replicas or time.monotonic() < self._alone_until:
+            count, created = await self._react(keys=keys, args=args)
+            if self.wait_replicas:
+                self.unconfirmed += 1
+            return int(count), int(created)
+        # WAIT counts the writes of its own connection, so it goes in the same pipeline as the
+        # script. EVAL with the script's text rather than EVALSHA: a promoted replica has no
+        # script cache, and a pipeline does not reload a script that went missing mid-way. A
+        # retry after a failover runs both again; the script's claim makes that a no-op when
+        # its first run made it across.
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.eval(_REACT, len(keys), *keys, *args)
+            pipe.wait(self.wait_replicas, WAIT_MS)
+            (count, created), replicas = await pipe.execute()
+        if replicas < self.wait_replicas:
+            # No replica (a primary just promoted, a replica down): waiting WAIT_MS on every
+            # reaction would buy nothing, so reactions go unconfirmed for a while, said once.
+            self.unconfirmed += 1
+            self._alone_until = time.monotonic() + ALONE_S
+            log.warning(
+                "no replica confirmed a reaction; not waiting for one for a while",
+                extra={"wait_ms": WAIT_MS, "for_s": ALONE_S},
+            )
+        return int(count), int(created)
 
     async def enrich(
         self,

@@ -15,7 +15,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from bot.backends.state import key
+from bot.backends.state import claim_once, key
 from bot.errors import BackendError
 
 
@@ -32,7 +32,7 @@ class RedisJobNotices:
     async def claim(self, key_: str, ttl_s: int) -> bool:
         told = key(self.team, "jobnotice", "told", key_)
         try:
-            return bool(await self.redis.set(told, "1", nx=True, ex=ttl_s))
+            return await claim_once(self.redis, told, ttl_s)
         except RedisError as exc:
             raise _unreachable(exc) from exc
 

@@ -8,6 +8,7 @@ next holder wrote.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,11 @@ class RedisFence:
     token: str
 
 
+def token_number(token: str) -> int:
+    """The counter's part of a token: later holders have larger numbers."""
+    return int(token.partition(".")[0])
+
+
 class RedisLocks:
     """Locks named within one key space: `lock_key(name)` holds the token, `fence_key(name)`
     the counter tokens are drawn from."""
@@ -45,8 +51,13 @@ class RedisLocks:
         self.fence_key = fence_key
 
     async def acquire(self, name: str, ttl_ms: int) -> RedisFence | None:
-        token = str(await self.redis.incr(self.fence_key(name)))
-        if await self.redis.set(self.lock_key(name), token, nx=True, px=ttl_ms):
+        # The counter's number orders the holders; the random part keeps two tokens apart when
+        # a failover lost the last INCR (replication is asynchronous) and the counter hands
+        # the same number out again: the earlier holder's fenced writes then fail as they must.
+        token = f"{await self.redis.incr(self.fence_key(name))}.{secrets.token_hex(4)}"
+        # GET: an acquire retried after a failover whose first try did land finds its own token.
+        held = await self.redis.set(self.lock_key(name), token, nx=True, px=ttl_ms, get=True)
+        if held is None or held == token:
             return RedisFence(name, token)
         return None
 

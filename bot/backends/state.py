@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import secrets
 import time
 
 import redis.asyncio as aioredis
 
+from bot.backends.redis_client import close_client, redis_client
+from bot.redis_url import sentinel_address
+
 KEY_PREFIX = "meowbot"
-MAX_CONNECTIONS = 64
 
 
 def key(team_id: str, *parts: str) -> str:
@@ -15,35 +18,34 @@ def key(team_id: str, *parts: str) -> str:
     return ":".join((KEY_PREFIX, team_id or "_", *parts))
 
 
+async def claim_once(redis: aioredis.Redis, key_: str, ttl_s: int) -> bool:
+    """SET NX, the claim every replica races for, made safe to retry: it writes a token of its
+    own and reads what was there (GET), so a claim retried after a failover whose first try did
+    land (the reply was lost with the connection) finds its own token and is still this one's,
+    where a bare "1" would read as someone else's."""
+    token = secrets.token_hex(8)
+    held = await redis.set(key_, token, nx=True, ex=ttl_s, get=True)
+    return held is None or held == token
+
+
 class RedisStore:
     name = "redis"
 
     def __init__(self, url: str, *, timeout_s: float = 2.0) -> None:
-        # The client is made lazily inside the running loop by redis-py itself; creating the
-        # object opens no connection.
-        # A blocking pool: a burst of events beyond the pool waits up to timeout_s for a
-        # connection, where redis-py's default pool (100) refuses at once (MaxConnectionsError,
-        # a 500 to Slack for every event past it).
-        pool = aioredis.BlockingConnectionPool.from_url(
-            url,
-            max_connections=MAX_CONNECTIONS,
-            timeout=timeout_s,
-            socket_timeout=timeout_s,
-            socket_connect_timeout=timeout_s,
-            decode_responses=True,
-            health_check_interval=30,
-        )
-        self.redis: aioredis.Redis = aioredis.Redis.from_pool(pool)
+        self.redis: aioredis.Redis = redis_client(url, timeout_s=timeout_s)
+        # Writes that must outlive a failover wait for this many replicas (WAIT): one under
+        # Sentinel, none on a single server, which has no replica to wait for.
+        self.wait_replicas = 0 if sentinel_address(url) is None else 1
 
     async def claim(self, team_id: str, kind: str, key_: str, ttl_s: int) -> bool:
         # SET NX is the idempotency primitive: Slack retries deliveries up to three times.
-        return bool(await self.redis.set(key(team_id, kind, key_), "1", nx=True, ex=ttl_s))
+        return await claim_once(self.redis, key(team_id, kind, key_), ttl_s)
 
     async def ping(self) -> None:
         await self.redis.ping()
 
     async def close(self) -> None:
-        await self.redis.aclose()
+        await close_client(self.redis)
 
 
 class MemoryStore:

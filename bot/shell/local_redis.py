@@ -21,6 +21,8 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 
+from bot.backends.redis_client import close_client, redis_client
+
 START_TIMEOUT_S = 5.0
 PR_SET_PDEATHSIG = 1
 PREFIX = "meowbot-shell-redis-"
@@ -102,14 +104,15 @@ class LocalRedis:
         deadline = loop.time() + START_TIMEOUT_S
         while loop.time() < deadline and self.process.poll() is None:
             if (self.folder / "redis.sock").exists():
-                client = aioredis.Redis.from_url(self.url)
+                # No retries: this loop is the waiting, within its own deadline.
+                client = redis_client(self.url, retry_budget_s=0)
                 try:
                     await client.ping()
                     return True
                 except (OSError, aioredis.ConnectionError):
                     pass
                 finally:
-                    await client.aclose()
+                    await close_client(client)
             await asyncio.sleep(0.05)
         return False
 

@@ -12,6 +12,7 @@ import redis.asyncio as aioredis
 from bot.alerts.models import Alert, AlertGroup, AlertSource, AlertStatus, GroupKey, Scope
 from bot.alerts.ports import Update
 from bot.backends.alert_store import RedisAlertStore
+from bot.backends.locks import token_number
 from bot.errors import FenceLost
 from bot.models import Severity
 
@@ -87,7 +88,7 @@ async def test_only_one_holder_and_a_stale_holder_cannot_write(store: RedisAlert
     assert await store.renew(first, 200) is True
     await asyncio.sleep(0.3)  # first pauses past its lock's lifetime
     second = await store.acquire("notify", ttl_ms=5000)
-    assert second is not None and int(second.token) > int(first.token)
+    assert second is not None and token_number(second.token) > token_number(first.token)
     assert await store.renew(first, 200) is False
     with pytest.raises(FenceLost):
         await store.update(KEY.id, join(alert("gpu-0001")), fence=first)

@@ -9,6 +9,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.backends.highlight_store import RedisHighlightStore
+from bot.backends.locks import token_number
 from bot.errors import FenceLost
 from bot.highlights.models import Reaction
 
@@ -124,7 +125,7 @@ async def test_opt_out_and_fenced_digest_state(store: RedisHighlightStore) -> No
     await store.set_digest_state("T1", "C1", "2026-12-04", "posting", fence)
     await store.release("T1", fence)
     newer = await store.acquire("T1", "digest:C1", 60_000)
-    assert newer is not None and int(newer.token) > int(fence.token)
+    assert newer is not None and token_number(newer.token) > token_number(fence.token)
     with pytest.raises(FenceLost):  # the old holder, back from a pause, writes nothing
         await store.set_digest_state("T1", "C1", "2026-12-04", "posted:1", fence)
     assert await store.digest_state("T1", "C1", "2026-12-04") == "posting"
