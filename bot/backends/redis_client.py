@@ -6,9 +6,11 @@ connection that finds its server demoted (READONLY) is dropped, so the next one 
 promoted replica.
 
 Both retry a command that fails on the connection (ConnectionError, TimeoutError, ReadOnlyError)
-with jittered exponential backoff until FAILOVER_BUDGET_S has passed since its first try: long
-enough for Sentinel to notice a dead primary and promote a replica when `down-after-milliseconds`
-plus the election stay under it, short enough that a request fails while Slack still waits. A
+with jittered exponential backoff until a budget has passed since its first try. Under Sentinel
+it is FAILOVER_BUDGET_S: long enough for Sentinel to notice a dead primary and promote a replica
+when `down-after-milliseconds` plus the election stay under it. One server has no replica to wait
+for, only a restart or a blip: ONE_SERVER_BUDGET_S, so that with Redis down a request is still
+answered (503) within Slack's 3 s, as before there were retries. A
 retried command may already have run on the old primary before the connection broke; what makes
 that safe (claims that recognise their own token, scripts that carry their delivery's claim,
 transactions that start again from WATCH) is said where each write is, and in the README.
@@ -42,6 +44,7 @@ T = TypeVar("T")
 MAX_CONNECTIONS = 64
 TIMEOUT_S = 2.0
 FAILOVER_BUDGET_S = 10.0
+ONE_SERVER_BUDGET_S = 0.5
 RETRY_BASE_S = 0.05
 RETRY_CAP_S = 0.5
 RETRIED_ERRORS = (ConnectionError, TimeoutError, ReadOnlyError)
@@ -137,10 +140,14 @@ def redis_client(
     *,
     timeout_s: float = TIMEOUT_S,
     max_connections: int = MAX_CONNECTIONS,
-    retry_budget_s: float = FAILOVER_BUDGET_S,
+    retry_budget_s: float | None = None,
 ) -> aioredis.Redis:
     """A client for REDIS_URL. Creating it opens no connection: redis-py connects lazily inside
-    the running loop. Its retry policy is `retry_policy(client)`."""
+    the running loop. Its retry policy is `retry_policy(client)`; its budget by default is the
+    URL form's (see the module's docstring)."""
+    address = sentinel_address(url)
+    if retry_budget_s is None:
+        retry_budget_s = ONE_SERVER_BUDGET_S if address is None else FAILOVER_BUDGET_S
     # A blocking pool: a burst of events beyond the pool waits up to timeout_s for a
     # connection, where redis-py's default pool (100) refuses at once (MaxConnectionsError, a
     # 500 to Slack for every event past it).
@@ -153,7 +160,6 @@ def redis_client(
         "health_check_interval": 30,
         "retry": FailoverRetry(retry_budget_s),
     }
-    address = sentinel_address(url)
     if address is None:
         pool = aioredis.BlockingConnectionPool.from_url(url, **common)
         return aioredis.Redis.from_pool(pool)
