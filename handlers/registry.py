@@ -7,6 +7,7 @@ cannot be added on one side only.
 from __future__ import annotations
 
 import functools
+import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -17,8 +18,11 @@ from slack_bolt.middleware.async_middleware import AsyncMiddleware
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 
+from bot import slack_payloads
 from bot.inflight import InFlight
 from bot.render.blocks import action_id_pattern
+
+log = logging.getLogger(__name__)
 
 Listener = Callable[..., Awaitable[Any]]
 Next = Callable[[], Awaitable[Any]]
@@ -55,6 +59,25 @@ def before_ack_step(fn: BeforeAckFn) -> Middleware:
         return await fn(req.body, req.context, next)
 
     return Middleware(run, f"before_ack({getattr(fn, '__name__', 'fn')})")
+
+
+def payload_check() -> Middleware:
+    """Socket Mode's envelopes do not pass the HTTP edge (bot/server.py: slack_edge), which
+    holds every HTTP request to what Slack always sends: the same check, for them."""
+
+    async def check(req: AsyncBoltRequest, next: Next) -> BoltResponse | None:
+        if req.mode == "socket_mode":
+            refusal = slack_payloads.check(req.body)
+            if refusal is not None:
+                log.warning(
+                    "slack request refused",
+                    extra={"reason": refusal.reason, "kind": refusal.kind},
+                )
+                return BoltResponse(status=refusal.status, body="")
+        await next()
+        return None
+
+    return Middleware(check, "meowbot.payload_check")
 
 
 @dataclass
