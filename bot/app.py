@@ -17,11 +17,8 @@ import breaks under a second loop.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import logging
 import secrets
-import signal
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -97,8 +94,6 @@ from handlers.alertmanager import ALERTMANAGER_PATH
 if TYPE_CHECKING:
     from bot.backends.prometheus_rules import RuleGroup
     from bot.backends.sim.fleet import SimFleet
-
-log = logging.getLogger(__name__)
 
 SLACK_HTTP_TIMEOUT_S = 10
 # The backfill makes thousands of calls: it waits out many more 429s than a listener would.
@@ -379,22 +374,7 @@ async def create_bot(settings: Settings, *, store: StateStore | None = None) -> 
 async def serve(settings: Settings) -> None:
     """Runs the bot in HTTP or Socket Mode until SIGTERM or SIGINT, then shuts down gracefully."""
     bot = await create_bot(settings)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    port = await bot.start_http()
-    if settings.mode.value == "socket":
-        await bot.start_socket_mode()
-    bot.start_background()
-    log.info(
-        "meowbot is up",
-        extra={"mode": settings.mode.value, "port": port, **settings.backends()},
-    )
-    await stop.wait()
-    log.info("shutting down", extra={"in_flight": bot.deps.inflight.count})
-    await bot.close()
+    await bot.run()
 
 
 # The CLI verbs -----------------------------------------------------------------------------------

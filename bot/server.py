@@ -8,9 +8,11 @@ is only what serving makes (the listening socket, the Socket Mode connection, th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import logging
+import signal
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -35,6 +37,7 @@ log = logging.getLogger(__name__)
 
 SLACK_EVENTS_PATH = "/slack/events"
 SHUTDOWN_GRACE_S = 10.0
+HANDOVER_S = 5.0  # for the stopped work to unwind, then again for its askers to be told
 LISTEN_BACKLOG = 1024
 SIGNATURE_MAX_AGE_S = 5 * 60  # as Slack documents and Bolt checks
 
@@ -96,8 +99,29 @@ class Bot:
         if sweep:
             self.background.append(asyncio.create_task(alerting.sweeper(self.stopping)))
 
+    async def run(self) -> None:
+        """Serves (HTTP, and Socket Mode when configured) with the background loops until
+        SIGTERM or SIGINT, then closes gracefully: what `meowbot run` does once assembled."""
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, stop.set)
+        port = await self.start_http()
+        if self.settings.mode.value == "socket":
+            await self.start_socket_mode()
+        self.start_background()
+        log.info(
+            "meowbot is up",
+            extra={"mode": self.settings.mode.value, "port": port, **self.settings.backends()},
+        )
+        await stop.wait()
+        log.info("shutting down", extra={"in_flight": self.deps.inflight.count})
+        await self.close()
+
     async def close(self) -> None:
-        """Stops taking requests, lets in-flight work finish (bounded), closes connections."""
+        """Stops taking requests, lets in-flight work finish (bounded), hands over what did not
+        finish (stopped, its asker told to run it again), closes connections."""
         if self.socket_handler is not None:
             await self.socket_handler.disconnect_async()  # type: ignore[no-untyped-call]
             await self.socket_handler.close_async()  # type: ignore[no-untyped-call]
@@ -106,9 +130,10 @@ class Bot:
             await self.runner.shutdown()
         finished = await self.deps.inflight.wait_idle(SHUTDOWN_GRACE_S)
         if not finished:
-            log.warning(
-                "shutdown with work still running", extra={"count": self.deps.inflight.count}
-            )
+            # Left running, the work would be cut off mid-way when the loop ends, its asker
+            # left with silence: stop it now, while its answer can still say so.
+            stopped, told = await self.deps.inflight.hand_over(HANDOVER_S)
+            log.warning("shutdown stopped unfinished work", extra={"count": stopped, "told": told})
         self.stopping.set()
         if self.background:
             await asyncio.wait(self.background, timeout=SHUTDOWN_GRACE_S)
