@@ -86,7 +86,9 @@ def _handover(args: AsyncArgs) -> Handover | None:
 
 def payload_check() -> Middleware:
     """Socket Mode's envelopes do not pass the HTTP edge (bot/server.py: slack_edge), which
-    holds every HTTP request to what Slack always sends: the same check, for them."""
+    holds every HTTP request to what Slack always sends: the same check, for them. Refused,
+    an envelope is still acked: Bolt sends no ack for any other status, and Slack redelivers
+    what was not acked."""
 
     async def check(req: AsyncBoltRequest, next: Next) -> BoltResponse | None:
         if req.mode == "socket_mode":
@@ -96,7 +98,7 @@ def payload_check() -> Middleware:
                     "slack request refused",
                     extra={"reason": refusal.reason, "kind": refusal.kind},
                 )
-                return BoltResponse(status=refusal.status, body="")
+                return BoltResponse(status=200, body="")
         await next()
         return None
 
