@@ -18,6 +18,7 @@ from slack_sdk.signature import SignatureVerifier
 from bot.server import SHUTDOWN_GRACE_S, SLACK_EVENTS_PATH
 from bot.shell.emulator import SlackEmulator
 from handlers.registry import RESTARTED
+from tests.e2e.conftest import Slack
 from tests.e2e.slow_bot import is_slow
 from tests.e2e.test_process import _free_port, clean_env
 
@@ -113,3 +114,14 @@ async def test_sigterm_with_200_commands_in_flight_finishes_or_hands_over_each(
     assert stopped["count"] == N // 2 and stopped["told"] == N // 2
     # The grace, then the handover: not the 300 s the slow work would have taken.
     assert SHUTDOWN_GRACE_S <= took < SHUTDOWN_GRACE_S + 10
+
+
+async def test_every_listener_is_tracked_while_it_runs(slack: Slack) -> None:
+    """Commands, buttons, alert buttons, forms and events all go through `Registry`, whose
+    wrapper (one argument, `args`) tracks each run and knows how to hand it over: a listener
+    registered on the AsyncApp directly would be missed by SIGTERM's wait and hand-over."""
+    listeners = slack.bot.app._async_listeners
+    registered = slack.bot.registered
+    kinds = (registered.commands, registered.actions, registered.events, registered.views)
+    assert all(kinds) and len(listeners) >= len(registered.actions) + len(registered.events)
+    assert [listener.arg_names for listener in listeners] == [["args"]] * len(listeners)
