@@ -62,7 +62,7 @@ async def test_sigterm_with_200_commands_in_flight_finishes_or_hands_over_each(
     asked: dict[str, str] = {}  # response_url -> node
     try:
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
-            await wait_healthy(http, base, time.monotonic() + 20)
+            await wait_healthy(http, base, time.monotonic() + 30)
 
             async def command(i: int) -> int:
                 node = f"gpu-{i % NODES + 1:04d}"
