@@ -17,11 +17,8 @@ import breaks under a second loop.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import logging
 import secrets
-import signal
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -81,6 +78,7 @@ from bot.server import (
     ack_timer,
     healthz_endpoint,
     metrics_endpoint,
+    slack_edge,
 )
 from bot.telemetry import Telemetry
 from bot.triage.checks import HealthConfig
@@ -96,8 +94,6 @@ from handlers.alertmanager import ALERTMANAGER_PATH
 if TYPE_CHECKING:
     from bot.backends.prometheus_rules import RuleGroup
     from bot.backends.sim.fleet import SimFleet
-
-log = logging.getLogger(__name__)
 
 SLACK_HTTP_TIMEOUT_S = 10
 # The backfill makes thousands of calls: it waits out many more 429s than a listener would.
@@ -343,14 +339,18 @@ def make_deps(settings: Settings, store: StateStore, client: AsyncWebClient) -> 
     return deps
 
 
-def make_bolt_app(settings: Settings, client: AsyncWebClient) -> AsyncApp:
+def signing_secret(settings: Settings) -> str:
+    """Socket Mode envelopes carry no signature (Bolt skips the check for them), but the HTTP
+    endpoint is always verified: without a secret, a random one refuses every post."""
     secret = settings.slack_signing_secret
+    return secret.get_secret_value() if secret else secrets.token_hex(32)
+
+
+def make_bolt_app(client: AsyncWebClient, secret: str) -> AsyncApp:
     return AsyncApp(
         name="meowbot",
         client=client,
-        # Socket Mode envelopes carry no signature (Bolt skips the check for them), but the
-        # HTTP endpoint is always verified: without a secret, a random one refuses every post.
-        signing_secret=secret.get_secret_value() if secret else secrets.token_hex(32),
+        signing_secret=secret,
         process_before_response=False,
     )
 
@@ -359,12 +359,14 @@ async def create_bot(settings: Settings, *, store: StateStore | None = None) -> 
     """The whole bot, ready to serve: `meowbot run`, the shell, the tests and the benchmarks."""
     session = aiohttp.ClientSession()
     client = make_web_client(settings, session)
-    app = make_bolt_app(settings, client)
+    secret = signing_secret(settings)
+    app = make_bolt_app(client, secret)
     deps = make_deps(settings, store or make_store(settings), client)
     registered = handlers.register(app, deps)
     web_app = app.web_app(path=SLACK_EVENTS_PATH, port=settings.port)
     web_app.router.add_post(ALERTMANAGER_PATH, alertmanager.receiver(deps))
-    web_app.middlewares.append(ack_timer(deps.telemetry))
+    web_app.middlewares.append(ack_timer(deps.telemetry))  # outermost: times the edge too
+    web_app.middlewares.append(slack_edge(secret))
     web_app.router.add_get("/healthz", healthz_endpoint(deps))
     web_app.router.add_get("/metrics", metrics_endpoint(deps))
     return Bot(settings, deps, app, web_app, registered, session)
@@ -373,22 +375,7 @@ async def create_bot(settings: Settings, *, store: StateStore | None = None) -> 
 async def serve(settings: Settings) -> None:
     """Runs the bot in HTTP or Socket Mode until SIGTERM or SIGINT, then shuts down gracefully."""
     bot = await create_bot(settings)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    port = await bot.start_http()
-    if settings.mode.value == "socket":
-        await bot.start_socket_mode()
-    bot.start_background()
-    log.info(
-        "meowbot is up",
-        extra={"mode": settings.mode.value, "port": port, **settings.backends()},
-    )
-    await stop.wait()
-    log.info("shutting down", extra={"in_flight": bot.deps.inflight.count})
-    await bot.close()
+    await bot.run()
 
 
 # The CLI verbs -----------------------------------------------------------------------------------

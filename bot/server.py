@@ -8,7 +8,11 @@ is only what serving makes (the listening socket, the Socket Mode connection, th
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
+import hmac
 import logging
+import signal
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -21,6 +25,7 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot import slack_payloads
 from bot.config import Settings
 from bot.deps import Deps
 from bot.telemetry import Telemetry
@@ -32,7 +37,9 @@ log = logging.getLogger(__name__)
 
 SLACK_EVENTS_PATH = "/slack/events"
 SHUTDOWN_GRACE_S = 10.0
+HANDOVER_S = 5.0  # for the stopped work to unwind, then again for its askers to be told
 LISTEN_BACKLOG = 1024
+SIGNATURE_MAX_AGE_S = 5 * 60  # as Slack documents and Bolt checks
 
 
 @dataclass
@@ -92,8 +99,29 @@ class Bot:
         if sweep:
             self.background.append(asyncio.create_task(alerting.sweeper(self.stopping)))
 
+    async def run(self) -> None:
+        """Serves (HTTP, and Socket Mode when configured) with the background loops until
+        SIGTERM or SIGINT, then closes gracefully: what `meowbot run` does once assembled."""
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, stop.set)
+        port = await self.start_http()
+        if self.settings.mode.value == "socket":
+            await self.start_socket_mode()
+        self.start_background()
+        log.info(
+            "meowbot is up",
+            extra={"mode": self.settings.mode.value, "port": port, **self.settings.backends()},
+        )
+        await stop.wait()
+        log.info("shutting down", extra={"in_flight": self.deps.inflight.count})
+        await self.close()
+
     async def close(self) -> None:
-        """Stops taking requests, lets in-flight work finish (bounded), closes connections."""
+        """Stops taking requests, lets in-flight work finish (bounded), hands over what did not
+        finish (stopped, its asker told to run it again), closes connections."""
         if self.socket_handler is not None:
             await self.socket_handler.disconnect_async()  # type: ignore[no-untyped-call]
             await self.socket_handler.close_async()  # type: ignore[no-untyped-call]
@@ -102,9 +130,10 @@ class Bot:
             await self.runner.shutdown()
         finished = await self.deps.inflight.wait_idle(SHUTDOWN_GRACE_S)
         if not finished:
-            log.warning(
-                "shutdown with work still running", extra={"count": self.deps.inflight.count}
-            )
+            # Left running, the work would be cut off mid-way when the loop ends, its asker
+            # left with silence: stop it now, while its answer can still say so.
+            stopped, told = await self.deps.inflight.hand_over(HANDOVER_S)
+            log.warning("shutdown stopped unfinished work", extra={"count": stopped, "told": told})
         self.stopping.set()
         if self.background:
             await asyncio.wait(self.background, timeout=SHUTDOWN_GRACE_S)
@@ -155,6 +184,49 @@ def ack_timer(telemetry: Telemetry) -> Any:
         return response
 
     return timer
+
+
+def slack_edge(signing_secret: str) -> Any:
+    """Answers at the edge what Bolt would answer with a traceback and a 500 (which Slack
+    retries): the signature is verified first, on the raw bytes, so nothing unsigned is parsed
+    (Bolt verifies it again behind this; the HMAC of a few kilobytes costs microseconds);
+    then a body that does not parse, or lacks what Slack always sends, gets a 400 (an event a
+    200: see bot/slack_payloads.py) and one log line, and reaches no listener."""
+    key = signing_secret.encode()
+
+    @web.middleware
+    async def edge(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path != SLACK_EVENTS_PATH or request.method != "POST":
+            return await handler(request)
+        raw = await request.read()  # cached by aiohttp: Bolt's adapter reads it again for free
+        stamp = request.headers.get("X-Slack-Request-Timestamp", "")
+        signature = request.headers.get("X-Slack-Signature", "")
+        if not signed(key, raw, stamp, signature, time.time()):
+            return web.json_response({"error": "invalid request"}, status=401)
+        parsed = slack_payloads.parse(raw, request.content_type)
+        refusal = (
+            parsed if isinstance(parsed, slack_payloads.Refusal) else slack_payloads.check(parsed)
+        )
+        if refusal is None:
+            return await handler(request)
+        log.warning(
+            "slack request refused",
+            extra={"reason": refusal.reason, "kind": refusal.kind, "status": refusal.status},
+        )
+        # The same body would fail the same way however often Slack sent it.
+        return web.Response(status=refusal.status, headers={"X-Slack-No-Retry": "1"})
+
+    return edge
+
+
+def signed(key: bytes, raw: bytes, stamp: str, signature: str, now: float) -> bool:
+    """Slack's v0 signature over the raw bytes, at most 5 minutes old. slack_sdk's
+    SignatureVerifier decodes the body as UTF-8 first, so it cannot tell a signed body that is
+    not UTF-8 (a 400) from a forged one (a 401)."""
+    if not (stamp.isascii() and stamp.isdigit()) or abs(now - int(stamp)) > SIGNATURE_MAX_AGE_S:
+        return False
+    mac = hmac.new(key, b"v0:" + stamp.encode() + b":" + raw, hashlib.sha256)
+    return hmac.compare_digest("v0=" + mac.hexdigest(), signature)
 
 
 def healthz_endpoint(deps: Deps) -> Handler:

@@ -15,13 +15,16 @@ from handlers import (
     job_notices,
     jobslow,
     playground,
+    reply,
     views,
 )
-from handlers.registry import Registered, Registry
+from handlers.registry import Registered, Registry, payload_check
 
 
 def register(app: AsyncApp, deps: Deps) -> Registered:
+    app.use(payload_check())  # first: a malformed event claims no event id
     app.use(events.dedup_middleware(deps))
+    app.use(reply.respond_elsewhere())
     reg = Registry(app, deps.inflight)
     # First: Bolt tries listeners in order on every request, and reaction events are the bulk.
     highlights.register(reg, deps)

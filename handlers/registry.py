@@ -6,19 +6,31 @@ cannot be added on one side only.
 
 from __future__ import annotations
 
-import functools
+import inspect
+import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.kwargs_injection.async_args import AsyncArgs
 from slack_bolt.middleware.async_middleware import AsyncMiddleware
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 
-from bot.inflight import InFlight
+from bot import slack_payloads
+from bot.inflight import Handover, InFlight
 from bot.render.blocks import action_id_pattern
+
+log = logging.getLogger(__name__)
+
+RESTARTED = (
+    "meowbot was restarted before it finished this; nothing more will come of it. "
+    "Please run it again."
+)
+# Payloads someone waits on an answer to; an event has nobody waiting.
+ASKED = frozenset({"block_actions", "view_submission"})
 
 Listener = Callable[..., Awaitable[Any]]
 Next = Callable[[], Awaitable[Any]]
@@ -57,6 +69,42 @@ def before_ack_step(fn: BeforeAckFn) -> Middleware:
     return Middleware(run, f"before_ack({getattr(fn, '__name__', 'fn')})")
 
 
+def _handover(args: AsyncArgs) -> Handover | None:
+    """How to tell the asker, should SIGTERM's grace end before their answer: through
+    `respond` (the response_url, or for a press or a form without one, an ephemeral or a DM:
+    handlers/reply.py: RespondElsewhere)."""
+    body = args.body
+    if "command" not in body and body.get("type") not in ASKED:
+        return None
+    respond = args.respond
+
+    async def tell() -> None:
+        await respond(text=RESTARTED, response_type="ephemeral", replace_original=False)
+
+    return tell
+
+
+def payload_check() -> Middleware:
+    """Socket Mode's envelopes do not pass the HTTP edge (bot/server.py: slack_edge), which
+    holds every HTTP request to what Slack always sends: the same check, for them. Refused,
+    an envelope is still acked: Bolt sends no ack for any other status, and Slack redelivers
+    what was not acked."""
+
+    async def check(req: AsyncBoltRequest, next: Next) -> BoltResponse | None:
+        if req.mode == "socket_mode":
+            refusal = slack_payloads.check(req.body)
+            if refusal is not None:
+                log.warning(
+                    "slack request refused",
+                    extra={"reason": refusal.reason, "kind": refusal.kind},
+                )
+                return BoltResponse(status=200, body="")
+        await next()
+        return None
+
+    return Middleware(check, "meowbot.payload_check")
+
+
 @dataclass
 class Registered:
     commands: set[str] = field(default_factory=set)
@@ -75,12 +123,18 @@ class Registry:
         self.registered = Registered()
 
     def _tracked(self, listener: Listener) -> Listener:
-        # Bolt reads the argument names through functools.wraps (inspect.unwrap).
-        @functools.wraps(listener)
-        async def run(**kwargs: Any) -> Any:
-            async with self.inflight.track():
-                return await listener(**kwargs)
+        # Bolt gives a listener whose one argument is named `args` all of them (AsyncArgs):
+        # the wrapper needs `body` and `respond` for the handover whatever the listener takes.
+        names = tuple(inspect.signature(listener).parameters)
+        unknown = [n for n in names if n not in AsyncArgs.__annotations__]
+        if unknown:
+            raise TypeError(f"{listener.__qualname__}: Bolt gives no argument named {unknown}")
 
+        async def run(args: AsyncArgs) -> Any:
+            async with self.inflight.track(_handover(args)):
+                return await listener(**{n: getattr(args, n) for n in names})
+
+        run.__qualname__ = run.__name__ = listener.__name__  # Bolt names a listener by this
         return run
 
     def command(self, name: str, listener: Listener) -> None:

@@ -6,14 +6,25 @@ message (its overflow) always follow, in the thread or as further answers, never
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import json
+import logging
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from slack_bolt.context.respond.async_respond import AsyncRespond
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_bolt.response import BoltResponse
+from slack_sdk.errors import SlackApiError
+from slack_sdk.models.attachments import Attachment
+from slack_sdk.models.blocks import Block
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.webhook_response import WebhookResponse
 
 from bot.render.blocks import SlackMessage
+from handlers.registry import Middleware, Next
+
+log = logging.getLogger(__name__)
 
 Private = Callable[[SlackMessage], Awaitable[None]]
 """How a handler answers its caller only (an ephemeral respond, bound to the request)."""
@@ -112,3 +123,79 @@ async def post_ephemeral(
         await client.chat_postEphemeral(
             channel=channel, user=user, text=message.text, blocks=blocks
         )
+
+
+class RespondElsewhere(AsyncRespond):
+    """`respond` for a press or a form that came without a response_url (a button in App Home
+    or in a modal): Bolt's own raises there, and a refusal or an outcome said through it was
+    lost behind a traceback. The answer goes to the channel the payload names, for the person
+    only (chat.postEphemeral), else to their DM; there is no message to redraw or delete, so
+    `replace_original` posts anew and `delete_original` has nothing to do."""
+
+    def __init__(self, client: AsyncWebClient, user: str, channel: str | None) -> None:
+        super().__init__(response_url=None)
+        self.client = client
+        self.user = user
+        self.channel = channel
+
+    async def __call__(
+        self,
+        text: str | dict[str, Any] = "",
+        blocks: Sequence[dict[str, Any] | Block] | None = None,
+        attachments: Sequence[dict[str, Any] | Attachment] | None = None,
+        response_type: str | None = None,
+        replace_original: bool | None = None,
+        delete_original: bool | None = None,
+        unfurl_links: bool | None = None,
+        unfurl_media: bool | None = None,
+        thread_ts: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> WebhookResponse:
+        if isinstance(text, dict):  # the whole message as one dict, as Bolt's respond takes it
+            blocks, text = text.get("blocks", blocks), str(text.get("text", ""))
+        if delete_original:
+            return self._answered("nothing to delete")
+        if self.channel and response_type == "in_channel":
+            await self.client.chat_postMessage(channel=self.channel, text=text, blocks=blocks)
+            return self._answered("posted")
+        if self.channel:
+            try:
+                await self.client.chat_postEphemeral(
+                    channel=self.channel, user=self.user, text=text, blocks=blocks
+                )
+                return self._answered("ephemeral")
+            except SlackApiError as exc:  # not in that channel (any more): the DM still reaches
+                log.info("ephemeral answer went to DM", extra={"error": exc.response.get("error")})
+        await self.client.chat_postMessage(channel=self.user, text=text, blocks=blocks)
+        return self._answered("direct message")
+
+    @staticmethod
+    def _answered(how: str) -> WebhookResponse:
+        return WebhookResponse(url="", status_code=200, body=json.dumps({"ok": how}), headers={})
+
+
+def _channel_of(body: dict[str, Any]) -> str | None:
+    channel = body.get("channel") or {}
+    container = body.get("container") or {}
+    found = (channel.get("id") if isinstance(channel, dict) else None) or (
+        container.get("channel_id") if isinstance(container, dict) else None
+    )
+    return str(found) if found else None
+
+
+def respond_elsewhere() -> Middleware:
+    """Gives every listener of a press or a form without a response_url a `respond` that works
+    (`RespondElsewhere`), so no listener needs to know which surface it was pressed on."""
+
+    async def elsewhere(req: AsyncBoltRequest, next: Next) -> BoltResponse | None:
+        ctx = req.context
+        if (
+            ctx.response_url is None
+            and ctx.user_id
+            and req.body.get("type") in ("block_actions", "view_submission")
+        ):
+            ctx["respond"] = RespondElsewhere(ctx.client, ctx.user_id, _channel_of(req.body))
+        await next()
+        return None
+
+    return Middleware(elsewhere, "meowbot.respond_elsewhere")
