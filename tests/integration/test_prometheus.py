@@ -28,7 +28,12 @@ from bot.backends.prometheus import (
     PrometheusMetrics,
     promql_string,
 )
-from bot.backends.prometheus_rules import rule_groups, rules_yaml, worth_recording
+from bot.backends.prometheus_rules import (
+    READ_AT_THE_SCRAPE,
+    rule_groups,
+    rules_yaml,
+    worth_recording,
+)
 from bot.backends.resume_store import MemoryResumes
 from bot.backends.sim.faults import KIND_SPECS, InjectedFault
 from bot.backends.sim.fleet import NODE_KINDS, SimFleet
@@ -452,10 +457,49 @@ async def test_recorded_series_give_the_raw_reads_findings(
 async def test_a_window_no_rule_records_is_read_raw(prom_url: str) -> None:
     table, metrics = await _recorded_read(prom_url, None, 7200.0)
     raw, _ = await _read(prom_url, None, recorded=False, window_s=7200.0)
-    # The gauges' filtered rows do not depend on the window: recorded; the counters are raw.
+    # The warnings' gauges and the per-node counts do not depend on the window: recorded; the
+    # counters are raw.
     gauges = [r for r in RECORDABLE if r.reading is Reading.VALUE]
     assert 0 < metrics.recorded_reads == len(gauges) < len(RECORDABLE)
     assert _findings(table) == _findings(raw)
+
+
+async def test_the_critical_gauges_are_read_raw_with_the_rules_kept_up(
+    whole: FleetRead, prom_url: str
+) -> None:
+    """An Xid shows in its gauge at the scrape: the sweep and /node-health read it raw, not
+    through a rule evaluated later (the sweep then waited for the rule: P50 39 s an Xid)."""
+    gauges = [r for r in REQUESTS if r.key in READ_AT_THE_SCRAPE]
+    assert {m.DCGM_FI_DEV_XID_ERRORS, m.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL} <= {r.name for r in gauges}
+    metrics = PrometheusMetrics(prom_url, timeout_s=10.0)
+    try:
+        kept_up = await metrics.recorded_rules(Deadline(10.0))
+        # The test Prometheus runs the rules (the warnings' gauges among them) and they are
+        # fresh, yet no critical gauge has one.
+        temp = next(r for r in REQUESTS if r.name == m.DCGM_FI_DEV_GPU_TEMP and r.keep)
+        assert metrics.plan(temp, None, scenario.WINDOW_S, kept_up)[1] is not None
+        for request in gauges:
+            assert metrics.plan(request, None, scenario.WINDOW_S, kept_up)[1] is None
+        # With the Xid check's counters, which tell an old Xid the gauge still shows.
+        xid_check = [c for c in CHECKS if c.kind is FaultKind.XID]
+        reads = list({r.key: r for r in [*gauges, *requests_for(xid_check)]}.values())
+        table = await metrics.read(reads, nodes=None, window_s=scenario.WINDOW_S)
+    finally:
+        await metrics.close()
+    assert metrics.recorded_reads == sum(
+        1 for r in reads if metrics.plan(r, None, scenario.WINDOW_S, kept_up)[1] is not None
+    )
+
+    def xids(faults: list[Fault]) -> set[tuple[str, int | None]]:
+        return {
+            (f.node, f.gpu)
+            for f in faults
+            if f.kind is FaultKind.XID
+            and any(e.series == m.DCGM_FI_DEV_XID_ERRORS for e in f.evidence)
+        }
+
+    # The Xids the whole read (recorded where kept up) found in the gauge, and no other.
+    assert xids(run_checks(table, CONFIG).faults) == xids(whole.run.faults) != set()
 
 
 async def test_the_rules_file_is_valid_for_promtool(tmp_path: Path) -> None:

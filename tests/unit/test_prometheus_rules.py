@@ -16,6 +16,7 @@ from bot.backends.prometheus_rules import (
     worth_recording,
 )
 from bot.cli import main
+from bot.models import Severity
 from bot.triage.checks import CHECKS, HealthConfig, requests_for
 from bot.triage.stragglers import StragglerConfig
 from bot.triage.table import MetricRequest, Reading
@@ -89,10 +90,33 @@ def test_only_fresh_sentinels_count() -> None:
     assert fresh_rules(rows) == {"meowbot:a:1", "meowbot:c:3"}
 
 
-def test_bare_gauges_are_not_recorded() -> None:
+def test_a_critical_checks_gauges_are_read_raw_and_the_warnings_gauges_recorded() -> None:
     assert not worth_recording(MetricRequest(m.DCGM_FI_DEV_SM_CLOCK))
+    # A critical fault shows in its gauge at the scrape: a rule every 30 s would hold it back.
+    assert not worth_recording(MetricRequest(m.DCGM_FI_DEV_XID_ERRORS, keep="> 0"))
+    assert not worth_recording(MetricRequest(m.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, keep="> 0"))
+    assert not worth_recording(MetricRequest(m.DCGM_FI_DEV_GPU_TEMP, fewer_per_node="8"))
+    assert worth_recording(MetricRequest(m.DCGM_FI_DEV_GPU_TEMP, keep="> 87"))  # a warning
     assert worth_recording(MetricRequest(m.DCGM_FI_DEV_SM_CLOCK, keep="> 0"))
     assert worth_recording(MetricRequest(m.NODE_LOAD1, per_node=True))
+    assert worth_recording(MetricRequest(m.DCGM_FI_DEV_GPU_TEMP, lowest_per_node=True))
+    assert worth_recording(MetricRequest(m.DCGM_FI_DEV_PCIE_REPLAY_COUNTER, Reading.INCREASE))
+
+
+def test_no_rule_records_a_critical_gauge_so_the_sweep_sees_it_at_the_scrape() -> None:
+    groups = rule_groups(HEALTH, StragglerConfig(), windows=windows_for(HEALTH))
+    records = frozenset(rule.record for group in groups for rule in group.rules)
+    adapter = PrometheusMetrics("http://prometheus.invalid")
+    critical = {r.key for c in CHECKS if c.severity is Severity.CRITICAL for r in c.needs}
+    raw = []
+    for request in REQUESTS:
+        query, used = adapter.plan(request, None, 3600, records)
+        if request.reading is Reading.VALUE and request.key in critical and not request.per_node:
+            assert used is None and query == query_for(request, None, 3600, "node"), request
+            raw.append(request.name)
+        elif worth_recording(request):
+            assert used is not None, request
+    assert {m.DCGM_FI_DEV_XID_ERRORS, m.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL} <= set(raw)
 
 
 def test_the_cli_prints_the_rules(
