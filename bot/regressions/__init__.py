@@ -1,0 +1,1 @@
+"""Fleet regressions: which software rollout made training slower (or faster), by how much."""

@@ -1,0 +1,25 @@
+"""What the regression finder reads, behind a port (Prometheus or the simulator, bot/backends)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+from bot.regressions.models import JobPace, VersionSpan
+
+
+class FleetHistory(Protocol):
+    name: str
+
+    async def versions(
+        self, components: Sequence[str], *, start: datetime, end: datetime
+    ) -> list[VersionSpan]:
+        """Every node's value of each component over the window: bounded queries whatever the
+        fleet size (one range query a component, `count by (node, <label>)`)."""
+        ...
+
+    async def job_paces(self, *, start: datetime, end: datetime) -> list[JobPace]:
+        """Every job's pace over the window, with its nodes: bounded queries (the recorded
+        pace of all jobs in one range query, the job-to-node map in another)."""
+        ...
