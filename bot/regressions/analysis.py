@@ -1,0 +1,132 @@
+"""The finder's pure part: node histories and job paces in, a `RegressionReport` out. No I/O.
+
+For each rollout of the components asked about: the jobs that crossed it, their effects, the
+verdict (bot/regressions/stats.py), what it was confounded with, and what it costs. Jobs whose
+nodes changed nothing else around their switch ("clean") are the evidence when there are
+enough of them; otherwise every crossing job is, and the other changes they went through are
+named as what the effect cannot be told apart from.
+
+CPU-bound (a bootstrap per rollout): `analyse` is synchronous so the caller can run it off the
+event loop.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from bot.regressions.cohorts import find_rollouts, node_changes
+from bot.regressions.cost import gpu_days_per_week
+from bot.regressions.effects import Crossing, EffectConfig, Series, crossings, first_changes, series
+from bot.regressions.fleet_time import without_fleet_time
+from bot.regressions.models import (
+    Finding,
+    JobPace,
+    NodeChange,
+    RegressionReport,
+    Rollout,
+    Verdict,
+    VersionSpan,
+)
+from bot.regressions.stats import StatsConfig, estimate
+
+ORDER = {Verdict.REGRESSION: 0, Verdict.IMPROVEMENT: 1, Verdict.NO_EFFECT: 2, Verdict.TOO_FEW: 3}
+
+
+@dataclass(frozen=True)
+class FinderConfig:
+    effects: EffectConfig = field(default_factory=EffectConfig)
+    stats: StatsConfig = field(default_factory=StatsConfig)
+
+
+def _finding(
+    rollout: Rollout,
+    crossed: list[Crossing],
+    jobs: Sequence[Series],
+    end: datetime,
+    cfg: FinderConfig,
+) -> Finding:
+    clean = [c for c in crossed if c.clean]
+    evidence = clean if len(clean) >= cfg.stats.min_jobs else crossed
+    est = estimate([c.effect for c in evidence], [c.placebo for c in evidence], cfg.stats)
+    confounded: tuple[str, ...] = ()
+    if evidence is not clean:
+        seen = Counter(o for c in crossed for o in c.others)
+        confounded = tuple(o for o, _ in sorted(seen.items(), key=lambda kv: (-kv[1], kv[0])))
+    claimed = est.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
+    return Finding(
+        rollout=rollout,
+        verdict=est.verdict,
+        effect_pct=est.effect * 100,
+        low_pct=est.low * 100,
+        high_pct=est.high * 100,
+        margin_pct=est.margin * 100,
+        jobs=len(crossed),
+        nodes=len({n for c in crossed for n in c.nodes}),
+        clean_jobs=len(clean),
+        confounded_with=confounded,
+        gpu_days_per_week=gpu_days_per_week(est.effect, rollout, jobs, end) if claimed else 0.0,
+        job_effects=tuple((c.job_id, c.effect * 100) for c in evidence),
+    )
+
+
+def _rank(f: Finding) -> tuple[int, float]:
+    if f.verdict is Verdict.REGRESSION:
+        return (0, -f.effect_pct)
+    if f.verdict is Verdict.IMPROVEMENT:
+        return (1, f.effect_pct)
+    return (ORDER[f.verdict], -f.jobs)
+
+
+def analyse(
+    spans: Sequence[VersionSpan],
+    paces: Sequence[JobPace],
+    components: Sequence[str],
+    start: datetime,
+    end: datetime,
+    cfg: FinderConfig | None = None,
+) -> RegressionReport:
+    """Findings for every rollout of `components` in the window, worst first. `spans` may hold
+    further components: they are read only to tell what else changed on the jobs' nodes."""
+    cfg = cfg or FinderConfig()
+    changes = node_changes(spans)
+    by_node: defaultdict[str, list[NodeChange]] = defaultdict(list)
+    for change in changes:
+        by_node[change.node].append(change)
+    jobs = [s for s in (series(p, cfg.effects) for p in paces) if s is not None]
+    firsts = [first_changes(s, by_node) for s in jobs]
+    steady = without_fleet_time([(s, list(f.values())) for s, f in zip(jobs, firsts, strict=True)])
+    with_changes = list(zip(steady, firsts, strict=True))
+    findings = [
+        _finding(r, crossings(r, with_changes, cfg.effects), jobs, end, cfg)
+        for r in find_rollouts(spans, changes)
+        if r.component in components
+    ]
+    findings.sort(key=_rank)
+    notes: list[str] = []
+    read = {s.component for s in spans}
+    notes.extend(f"No {c} history of any node in the window." for c in components if c not in read)
+    if not paces:
+        notes.append("No job pace in the window.")
+    elif len(jobs) < len(paces):
+        notes.append(f"{len(paces) - len(jobs)} of {len(paces)} jobs had too little pace to read.")
+    for f in findings:
+        if f.confounded_with and f.verdict is not Verdict.TOO_FEW:
+            notes.append(
+                f"{f.rollout.component} {f.rollout.new}: {f.clean_jobs} of {f.jobs} crossing jobs "
+                f"changed nothing else; the others also went through "
+                f"{', '.join(f.confounded_with)} at the same time, so the effect is theirs "
+                "together."
+            )
+    nodes = {s.node for s in spans} | {n for p in paces for n in p.nodes}
+    return RegressionReport(
+        start=start,
+        end=end,
+        component=components[0] if len(components) == 1 else None,
+        findings=tuple(findings),
+        jobs_read=len(paces),
+        nodes_read=len(nodes),
+        notes=tuple(notes),
+    )

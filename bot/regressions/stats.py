@@ -1,0 +1,107 @@
+"""Across jobs: the effect, its interval, the margin from the data, the verdict. No I/O.
+
+- The effect is the median of the jobs' effects: one job that restarted or shared a flaky link
+  moves a mean, not a median.
+- Its 95 % interval is a bootstrap over jobs (jobs are the independent units; a job's samples
+  are not: its pace wanders for reasons of its own).
+- The margin is the same estimate made where no rollout was: every crossing job measured again
+  at its switch shifted by one common amount (bot/regressions/effects.py); each resample draws
+  a shift, then as many jobs as crossed among those measured there, and the margin is the 95th
+  percentile of those medians' size. It holds the spread of a median of that many jobs, what
+  moves every job at once at some hours and any drift they share (a fleet slowly slowing shows
+  at every shift, rollout or not).
+- A regression (or an improvement) is claimed only when the whole interval lies beyond the
+  margin; otherwise there is no effect this data can show, and the answer says so.
+
+The resamples are drawn from a fixed seed, so the same data always gives the same answer.
+This is the CPU-heavy part of an answer: plain synchronous functions, for a worker thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from bot.regressions.models import Verdict
+
+Floats = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class StatsConfig:
+    resamples: int = 2000
+    level: float = 0.95
+    min_jobs: int = 5
+    """Fewer crossing jobs than this: too few to say anything."""
+    seed: int = 20
+
+
+@dataclass(frozen=True)
+class Estimate:
+    effect: float
+    low: float
+    high: float
+    margin: float
+    verdict: Verdict
+    placebo_measured: bool
+    """False when no shift had `min_jobs` jobs to measure: the margin is then the interval's
+    width (a stand-in that only makes a claim harder)."""
+
+
+def median_interval(
+    effects: Floats, rng: np.random.Generator, resamples: int, level: float
+) -> tuple[float, float]:
+    """The bootstrap percentile interval of the median over jobs."""
+    draws = effects[rng.integers(0, len(effects), (resamples, len(effects)))]
+    medians = np.median(draws, axis=1)
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(medians, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def placebo_margin(
+    placebos: Floats, jobs: int, rng: np.random.Generator, resamples: int, level: float, least: int
+) -> float | None:
+    """The `level` percentile of |median| of `jobs` placebo effects all at one shift: a shift
+    drawn among those where at least `least` jobs have one, then `jobs` of those jobs with
+    replacement. `placebos` is jobs x shifts, NaN where a job has none. None: no such shift."""
+    have = np.count_nonzero(~np.isnan(placebos), axis=0)
+    shifts = np.flatnonzero(have >= least)
+    if not len(shifts):
+        return None
+    draws = np.bincount(rng.integers(0, len(shifts), resamples), minlength=len(shifts))
+    medians = []
+    for shift, count in zip(shifts, draws, strict=True):
+        if count:
+            values = placebos[:, shift][~np.isnan(placebos[:, shift])]
+            medians.append(np.median(values[rng.integers(0, len(values), (count, jobs))], axis=1))
+    return float(np.percentile(np.abs(np.concatenate(medians)), level * 100))
+
+
+def estimate(effects: Sequence[float], placebos: Sequence[Floats], cfg: StatsConfig) -> Estimate:
+    """The verdict on one rollout from its crossing jobs' effects and placebo effects (one row
+    a job, one column a shift)."""
+    values = np.asarray(effects, dtype=np.float64)
+    if len(values) == 0:
+        return Estimate(0.0, 0.0, 0.0, 0.0, Verdict.TOO_FEW, False)
+    rng = np.random.default_rng(cfg.seed)
+    effect = float(np.median(values))
+    low, high = median_interval(values, rng, cfg.resamples, cfg.level)
+    if len(values) < cfg.min_jobs:
+        return Estimate(effect, low, high, 0.0, Verdict.TOO_FEW, False)
+    margin = placebo_margin(
+        np.vstack(placebos), len(values), rng, cfg.resamples, cfg.level, cfg.min_jobs
+    )
+    measured = margin is not None
+    if margin is None:
+        margin = high - low
+    if low > margin:
+        verdict = Verdict.REGRESSION
+    elif high < -margin:
+        verdict = Verdict.IMPROVEMENT
+    else:
+        verdict = Verdict.NO_EFFECT
+    return Estimate(effect, low, high, margin, verdict, measured)
