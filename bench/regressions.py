@@ -6,8 +6,8 @@
 Each seed draws a fleet (tests/regressions_gen.py): `--nodes` nodes cut into blocks of 8-256
 nodes running synchronous jobs of 12 h to 3 days back to back over 7 days, a kernel rollout
 over 24 h starting between day 2 and day 4 (every node switches at its own moment), and a true
-effect on a job's step time from the moment its first node runs the new kernel (spread 30 %
-across jobs). The pace carries each job's own wander, a fleet-wide daily cycle, sampling noise,
+effect on a job's step time from the moment its first node runs the new kernel (spread 10 % of
+itself across jobs, `--spread`). The pace carries each job's own wander, a fleet-wide daily cycle, sampling noise,
 checkpoint spikes and warm-up. The whole pure finder runs (`analyse`) and its kernel finding is
 scored against the truth:
 
@@ -56,11 +56,13 @@ def main() -> int:
     ap.add_argument("--noise", type=float, default=FleetSpec.noise)
     ap.add_argument("--drift", type=float, default=FleetSpec.drift)
     ap.add_argument("--diurnal", type=float, default=FleetSpec.diurnal)
+    ap.add_argument("--spread", type=float, default=FleetSpec.effect_spread)
     args = ap.parse_args()
     effects = [float(e) for e in args.effects.split(",")]
     print(
         f"{args.nodes} nodes, 7 days, kernel rollout over 24 h, {args.seeds} seeds an effect; "
-        f"noise {args.noise:.1%}, own wander {args.drift:.1%}/day, daily cycle {args.diurnal:.1%}"
+        f"noise {args.noise:.1%}, own wander {args.drift:.1%}/day, daily cycle {args.diurnal:.1%}, "
+        f"effect spread across jobs {args.spread:.0%}"
     )
     print(
         f"{'effect':>7} {'claimed':>8} {'wrong':>6} {'est med':>8} {'|err| p95':>10} "
@@ -74,6 +76,7 @@ def main() -> int:
             noise=args.noise,
             drift=args.drift,
             diurnal=args.diurnal,
+            effect_spread=args.spread,
         )
         claimed = wrong = covered = 0
         errors, estimates, margins, jobs, took = [], [], [], [], []

@@ -38,7 +38,7 @@ class FleetSpec:
     """When the kernel rollout begins; None: drawn between day 2 and day 4."""
     rollout_hours: float = 24.0
     effect: float = 0.01
-    effect_spread: float = 0.3
+    effect_spread: float = 0.1
     coverage: float = 1.0
     """The share of nodes that take the new kernel."""
     image_effect: float | None = None

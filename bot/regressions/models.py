@@ -101,10 +101,11 @@ class Finding:
     """Step time after / before - 1, in percent (positive: slower), the jobs' median effect."""
     low_pct: float
     high_pct: float
-    """Its 95 % interval (bootstrap over jobs)."""
+    """Its 95 % interval (bootstrap over jobs, and at least `margin_pct` either side of the
+    effect); a regression or an improvement is claimed only when it excludes zero."""
     margin_pct: float
-    """How far from zero the interval must lie to be claimed, from the data (the spread of
-    effects at moments no rollout touched: permutation over the jobs' own times)."""
+    """How far from zero the effect must lie to be claimed, from the data (the spread of the
+    same estimate at moments no rollout touched: every job's switch shifted alike)."""
     jobs: int
     """Jobs that crossed the rollout with enough pace before and after."""
     nodes: int

@@ -10,8 +10,11 @@
   percentile of those medians' size. It holds the spread of a median of that many jobs, what
   moves every job at once at some hours and any drift they share (a fleet slowly slowing shows
   at every shift, rollout or not).
-- A regression (or an improvement) is claimed only when the whole interval lies beyond the
-  margin; otherwise there is no effect this data can show, and the answer says so.
+- The interval reaches at least the margin either side of the effect (a bootstrap over jobs
+  alone misses what moves every job at once, and would cover the truth less often than it
+  says), and a regression (or an improvement) is claimed only when it excludes zero: the
+  effect is further from zero than the margin and than the jobs' spread allows. Otherwise
+  there is no effect this data can show, and the answer says so.
 
 The resamples are drawn from a fixed seed, so the same data always gives the same answer.
 This is the CPU-heavy part of an answer: plain synchronous functions, for a worker thread.
@@ -98,9 +101,12 @@ def estimate(effects: Sequence[float], placebos: Sequence[Floats], cfg: StatsCon
     measured = margin is not None
     if margin is None:
         margin = high - low
-    if low > margin:
+    # The interval holds both the jobs' spread (the bootstrap) and what moves the estimate at
+    # moments with no rollout (the margin): the wider of the two on each side.
+    low, high = min(low, effect - margin), max(high, effect + margin)
+    if low > 0:
         verdict = Verdict.REGRESSION
-    elif high < -margin:
+    elif high < 0:
         verdict = Verdict.IMPROVEMENT
     else:
         verdict = Verdict.NO_EFFECT
