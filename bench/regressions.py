@@ -7,9 +7,9 @@ Each seed draws a fleet (tests/regressions_gen.py): `--nodes` nodes cut into blo
 nodes running synchronous jobs of 12 h to 3 days back to back over 7 days, a kernel rollout
 over 24 h starting between day 2 and day 4 (every node switches at its own moment), and a true
 effect on a job's step time from the moment its first node runs the new kernel (spread 10 % of
-itself across jobs, `--spread`). The pace carries each job's own wander, a fleet-wide daily cycle, sampling noise,
-checkpoint spikes and warm-up. The whole pure finder runs (`analyse`) and its kernel finding is
-scored against the truth:
+itself across jobs, `--spread`). The pace carries each job's own wander, a fleet-wide daily
+cycle, sampling noise, checkpoint spikes and warm-up. The whole pure finder runs (`analyse`)
+and its kernel finding is scored against the truth:
 
 - detection rate: seeds where a true effect was claimed as a regression (target at 1 %: >= 95 %);
 - false alarms: seeds where anything was claimed with no true effect (target <= 5 %), and
