@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/regressions.py [--seeds 100] [--nodes 4096] [--effects 0,0.5,1,2,5]
     .venv/bin/python bench/regressions.py --noise 0.03 --drift 0.006 --diurnal 0.006   # harder
+    .venv/bin/python bench/regressions.py --image-effect 0.02 --effects 0,1   # confounded
 
 Each seed draws a fleet (tests/regressions_gen.py): `--nodes` nodes cut into blocks of 8-256
 nodes running synchronous jobs of 12 h to 3 days back to back over 7 days, a kernel rollout
@@ -57,6 +58,13 @@ def main() -> int:
     ap.add_argument("--drift", type=float, default=FleetSpec.drift)
     ap.add_argument("--diurnal", type=float, default=FleetSpec.diurnal)
     ap.add_argument("--spread", type=float, default=FleetSpec.effect_spread)
+    ap.add_argument(
+        "--image-effect",
+        type=float,
+        default=None,
+        help="an image rollout with the kernel on every node, this effect (fraction): every "
+        "finding must then name it",
+    )
     args = ap.parse_args()
     effects = [float(e) for e in args.effects.split(",")]
     print(
@@ -77,13 +85,15 @@ def main() -> int:
             drift=args.drift,
             diurnal=args.diurnal,
             effect_spread=args.spread,
+            image_effect=args.image_effect,
         )
-        claimed = wrong = covered = 0
+        claimed = wrong = covered = named = 0
         errors, estimates, margins, jobs, took = [], [], [], [], []
         for seed in range(args.seeds):
             fleet = generate(spec, seed * 7919 + 1)
             started = time.perf_counter()
             report = analyse(fleet.spans, fleet.paces, ["kernel"], fleet.start, fleet.end)
+            named += bool(report.findings) and report.findings[0].confounded_with == ("image v42",)
             took.append(time.perf_counter() - started)
             f = _kernel(report.findings)
             if f is None:
@@ -106,6 +116,10 @@ def main() -> int:
             f"{covered / n:>8.0%} {np.median(margins):>6.2f}% {np.median(jobs):>5.0f} "
             f"{np.median(took):>8.3f}"
         )
+        if args.image_effect is not None:
+            print(f"        the image named as a confound in {named / n:.0%} of seeds")
+            ok &= named == n
+            continue
         if effect == 0:
             ok &= claimed / n <= FALSE_ALARM_TARGET
         if effect == DETECT_AT:

@@ -43,6 +43,8 @@ class FleetSpec:
     """The share of nodes that take the new kernel."""
     image_effect: float | None = None
     """An image rollout on the same nodes at the same moments, with this effect."""
+    image_share: float = 1.0
+    """The share of the fleet (its first nodes) the image rollout reaches."""
     step: timedelta = timedelta(minutes=10)
     noise: float = 0.015
     drift: float = 0.003
@@ -101,7 +103,7 @@ def generate(spec: FleetSpec, seed: int) -> Fleet:
         # The node reboots into the new kernel: a few minutes without samples.
         spans.append(VersionSpan(n, "kernel", OLD, START, at - timedelta(minutes=5)))
         spans.append(VersionSpan(n, "kernel", NEW, at, end))
-        if spec.image_effect is not None:
+        if spec.image_effect is not None and int(n[4:]) < spec.image_share * spec.nodes:
             spans.append(VersionSpan(n, "image", IMAGE_OLD, START, at - timedelta(minutes=5)))
             spans.append(VersionSpan(n, "image", IMAGE_NEW, at, end))
 
@@ -130,7 +132,7 @@ def generate(spec: FleetSpec, seed: int) -> Fleet:
             t = grid_t[lo:hi]
             effect = spec.effect * (1 + spec.effect_spread * float(rng.standard_normal()))
             y = float(rng.uniform(0.5, 5.0)) * (1 + effect * (t >= block_switch))
-            if spec.image_effect is not None:
+            if spec.image_effect is not None and block.start < spec.image_share * spec.nodes:
                 y = y * (1 + spec.image_effect * (t >= block_switch))
             walk = np.cumsum(rng.standard_normal(len(t))) * spec.drift * np.sqrt(step_s / 86400)
             y = y * (1 + walk) * (1 + daily[lo:hi])

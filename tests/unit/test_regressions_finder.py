@@ -93,6 +93,18 @@ def test_a_kernel_rollout_that_came_with_a_new_image_on_every_job_is_confounded(
     assert alone.component == "kernel"
 
 
+def test_jobs_that_changed_nothing_else_are_the_evidence_when_there_are_enough() -> None:
+    """A third of the fleet took a 3 % slower image with the kernel: the fleet-wide median
+    would be pulled up; the jobs on the rest measure the kernel alone."""
+    spec = FleetSpec(nodes=4096, effect=0.01, image_effect=0.03, image_share=1 / 3)
+    fleet = generate(spec, 12)
+    f = _kernel(analyse(fleet.spans, fleet.paces, ["kernel", "image"], fleet.start, fleet.end))
+    assert 0 < f.clean_jobs < f.jobs
+    assert f.confounded_with == ()
+    assert len(f.job_effects) == f.clean_jobs
+    assert f.verdict is Verdict.REGRESSION and abs(f.effect_pct - 1.0) < 0.3
+
+
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 NODES = ("n1", "n2", "n3", "n4")
 
