@@ -31,6 +31,7 @@ from bot.regressions.models import (
     VersionSpan,
 )
 from bot.regressions.stats import StatsConfig, estimate
+from bot.words import count
 
 ORDER = {Verdict.REGRESSION: 0, Verdict.IMPROVEMENT: 1, Verdict.NO_EFFECT: 2, Verdict.TOO_FEW: 3}
 
@@ -99,11 +100,12 @@ def analyse(
     firsts = [first_changes(s, by_node) for s in jobs]
     steady = without_fleet_time([(s, list(f.values())) for s, f in zip(jobs, firsts, strict=True)])
     with_changes = list(zip(steady, firsts, strict=True))
-    findings = [
-        _finding(r, crossings(r, with_changes, cfg.effects), jobs, end, cfg)
+    by_rollout = {
+        r: crossings(r, with_changes, cfg.effects)
         for r in find_rollouts(spans, changes)
         if r.component in components
-    ]
+    }
+    findings = [_finding(r, crossed, jobs, end, cfg) for r, crossed in by_rollout.items()]
     findings.sort(key=_rank)
     notes: list[str] = []
     read = {s.component for s in spans}
@@ -113,6 +115,15 @@ def analyse(
     elif len(jobs) < len(paces):
         notes.append(f"{len(paces) - len(jobs)} of {len(paces)} jobs had too little pace to read.")
     for f in findings:
+        if f.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT):
+            crossed = by_rollout[f.rollout]
+            lined = sum(1 for c in crossed if c.stepped_at_switch(cfg.effects.line_up))
+            notes.append(
+                f"{f.rollout.component} {f.rollout.new}: the pace of {lined} of "
+                f"{count(len(crossed), 'crossing job')} steps within "
+                f"{cfg.effects.line_up.total_seconds() / 60:.0f} minutes of its first node's "
+                "switch."
+            )
         if f.confounded_with and f.verdict is not Verdict.TOO_FEW:
             notes.append(
                 f"{f.rollout.component} {f.rollout.new}: {f.clean_jobs} of {f.jobs} crossing jobs "

@@ -41,6 +41,8 @@ class EffectConfig:
     """The least pace a side must span to count."""
     min_samples: int = 6
     """The least samples a side must hold."""
+    line_up: timedelta = timedelta(hours=1)
+    """A job's own changepoint this close to its switch lines up with it."""
     placebo_step: timedelta = timedelta(hours=6)
     placebo_reach: timedelta = timedelta(days=7)
     """Every job is measured again at its switch shifted by multiples of `placebo_step` (the
@@ -92,19 +94,24 @@ class Crossing:
     placebo: Floats
     """Its effect at its switch shifted by each of `placebo_offsets`, where no change touched
     it (NaN elsewhere)."""
+    changepoint_at: datetime | None = None
+    """Where its own pace steps most in its window, found without knowing the switch."""
 
     @property
     def clean(self) -> bool:
         return not self.others
+
+    def stepped_at_switch(self, within: timedelta) -> bool:
+        return (
+            self.changepoint_at is not None and abs(self.changepoint_at - self.switch_at) <= within
+        )
 
 
 def effect_at(s: Series, at: float, before: float, after: float, cfg: EffectConfig) -> float | None:
     """The job's effect at `at`: samples from `before` s to the guard, and from the guard to
     `after` s past it; None if either side is too thin."""
     guard = cfg.guard.total_seconds()
-    lo, mid_lo, mid_hi, hi = np.searchsorted(
-        s.t, [at - before, at - guard, at + guard, at + after], side="left"
-    )
+    lo, mid_lo, mid_hi = np.searchsorted(s.t, [at - before, at - guard, at + guard])
     hi = int(np.searchsorted(s.t, at + after, side="right"))
     pre, post = s.y[lo:mid_lo], s.y[mid_hi:hi]
     if len(pre) < cfg.min_samples or len(post) < cfg.min_samples:
@@ -123,6 +130,25 @@ def placebo_offsets(cfg: EffectConfig) -> Floats:
     k = np.arange(1, int(cfg.placebo_reach.total_seconds() // step) + 1) * step
     far = k[k > least]
     return np.concatenate((-far[::-1], far))
+
+
+def changepoint(s: Series, at: float, window: float) -> float | None:
+    """The moment in `at` +- `window` where the job's pace steps most: the split that
+    maximises the standardised difference of the means either side (CUSUM), on the pace with
+    its spikes clipped to 4 deviations of the median."""
+    lo, hi = np.searchsorted(s.t, [at - window, at + window])
+    t, y = s.t[lo:hi], s.y[lo:hi]
+    n = len(y)
+    if n < 4:
+        return None
+    med = np.median(y)
+    spread = max(float(np.median(np.abs(y - med))) * 1.4826, 1e-12)
+    y = np.clip(y, med - 4 * spread, med + 4 * spread)
+    k = np.arange(1, n)
+    total = np.cumsum(y)
+    stat = np.abs(total[:-1] - k / n * total[-1]) / np.sqrt(k * (n - k) / n)
+    best = int(np.argmax(stat))
+    return float((t[best] + t[best + 1]) / 2)
 
 
 def _placebos(s: Series, switch: float, events: Sequence[float], cfg: EffectConfig) -> Floats:
@@ -190,6 +216,7 @@ def crossings(
                 nodes=s.job.nodes,
                 others=tuple(others),
                 placebo=_placebos(s, switch, list(firsts.values()), cfg),
+                changepoint_at=_stamp(step) if (step := changepoint(s, switch, window)) else None,
             )
         )
     return found

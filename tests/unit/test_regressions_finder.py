@@ -38,7 +38,11 @@ def _run(spec: FleetSpec, seed: int, components: tuple[str, ...] = ("kernel",)) 
 
 @pytest.mark.parametrize("seed", [3, 11, 29])
 def test_a_one_percent_regression_among_noisy_jobs_is_found_and_measured(seed: int) -> None:
-    f = _run(NOISY, seed)
+    fleet = generate(NOISY, seed)
+    report = analyse(fleet.spans, fleet.paces, ["kernel"], fleet.start, fleet.end)
+    f = _kernel(report)
+    [lined] = [n for n in report.notes if "steps within 60 minutes" in n]
+    assert f"of {f.jobs} crossing jobs" in lined
     assert f.verdict is Verdict.REGRESSION
     assert abs(f.effect_pct - 1.0) < 0.3
     assert f.low_pct > 0 and f.effect_pct - f.low_pct >= f.margin_pct > 0
@@ -145,6 +149,10 @@ def test_a_job_whose_nodes_switch_one_by_one_changes_pace_at_its_first_node() ->
     rollout = Rollout("kernel", OLD, NEW, first, switch["n4"], NODES, 1.0)
     [crossed] = crossings(rollout, [(s, first_changes(s, by_node))], cfg)
     assert crossed.switch_at == first
+    # Its own pace, read without knowing the switch, steps there too, not at a later node's.
+    assert crossed.changepoint_at is not None
+    assert abs(crossed.changepoint_at - first) <= timedelta(minutes=10)
+    assert crossed.stepped_at_switch(timedelta(hours=1))
     assert crossed.effect == pytest.approx(0.03, abs=0.002)
     assert crossed.clean
 
