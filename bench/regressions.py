@@ -3,6 +3,7 @@
     .venv/bin/python bench/regressions.py [--seeds 100] [--nodes 4096] [--effects 0,0.5,1,2,5]
     .venv/bin/python bench/regressions.py --noise 0.03 --drift 0.006 --diurnal 0.006   # harder
     .venv/bin/python bench/regressions.py --image-effect 0.02 --effects 0,1   # confounded
+    .venv/bin/python bench/regressions.py --fleet-step 0.02 --effects 0,1     # what it cannot do
 
 Each seed draws a fleet (tests/regressions_gen.py): `--nodes` nodes cut into blocks of 8-256
 nodes running synchronous jobs of 12 h to 3 days back to back over 7 days, a kernel rollout
@@ -59,6 +60,13 @@ def main() -> int:
     ap.add_argument("--diurnal", type=float, default=FleetSpec.diurnal)
     ap.add_argument("--spread", type=float, default=FleetSpec.effect_spread)
     ap.add_argument(
+        "--fleet-step",
+        type=float,
+        default=0.0,
+        help="every job slows by this much (fraction) when the rollout begins, nothing to do "
+        "with it",
+    )
+    ap.add_argument(
         "--image-effect",
         type=float,
         default=None,
@@ -86,6 +94,7 @@ def main() -> int:
             diurnal=args.diurnal,
             effect_spread=args.spread,
             image_effect=args.image_effect,
+            fleet_step=args.fleet_step,
         )
         claimed = wrong = covered = named = 0
         errors, estimates, margins, jobs, took = [], [], [], [], []

@@ -45,6 +45,9 @@ class FleetSpec:
     """An image rollout on the same nodes at the same moments, with this effect."""
     image_share: float = 1.0
     """The share of the fleet (its first nodes) the image rollout reaches."""
+    fleet_step: float = 0.0
+    """A step in every job's pace when the rollout begins, nothing to do with it (the shared
+    filesystem degraded that hour)."""
     step: timedelta = timedelta(minutes=10)
     noise: float = 0.015
     drift: float = 0.003
@@ -136,6 +139,7 @@ def generate(spec: FleetSpec, seed: int) -> Fleet:
                 y = y * (1 + spec.image_effect * (t >= block_switch))
             walk = np.cumsum(rng.standard_normal(len(t))) * spec.drift * np.sqrt(step_s / 86400)
             y = y * (1 + walk) * (1 + daily[lo:hi])
+            y = y * (1 + spec.fleet_step * (t >= begin_h * 3600))
             y = y * (
                 1 + float(rng.uniform(spec.noise / 3, spec.noise)) * rng.standard_normal(len(t))
             )
