@@ -48,6 +48,7 @@ def _finding(
     jobs: Sequence[Series],
     end: datetime,
     cfg: FinderConfig,
+    notes: list[str],
 ) -> Finding:
     clean = [c for c in crossed if c.clean]
     evidence = clean if len(clean) >= cfg.stats.min_jobs else crossed
@@ -57,6 +58,11 @@ def _finding(
         seen = Counter(o for c in crossed for o in c.others)
         confounded = tuple(o for o, _ in sorted(seen.items(), key=lambda kv: (-kv[1], kv[0])))
     claimed = est.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
+    if est.verdict is not Verdict.TOO_FEW and not est.placebo_measured:
+        notes.append(
+            f"{rollout.component} {rollout.new}: too few jobs ran far enough from their switch "
+            "to measure the margin; the interval's own width stands in for it."
+        )
     return Finding(
         rollout=rollout,
         verdict=est.verdict,
@@ -105,11 +111,16 @@ def analyse(
         for r in find_rollouts(spans, changes)
         if r.component in components
     }
-    findings = [_finding(r, crossed, jobs, end, cfg) for r, crossed in by_rollout.items()]
-    findings.sort(key=_rank)
     notes: list[str] = []
     read = {s.component for s in spans}
-    notes.extend(f"No {c} history of any node in the window." for c in components if c not in read)
+    moved = {r.component for r in by_rollout}
+    for c in components:
+        if c not in read:
+            notes.append(f"No {c} history of any node in the window.")
+        elif c not in moved:
+            notes.append(f"No node changed its {c} in the window.")
+    findings = [_finding(r, crossed, jobs, end, cfg, notes) for r, crossed in by_rollout.items()]
+    findings.sort(key=_rank)
     if not paces:
         notes.append("No job pace in the window.")
     elif len(jobs) < len(paces):

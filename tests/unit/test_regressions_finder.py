@@ -172,6 +172,36 @@ def test_too_few_jobs_say_too_few() -> None:
     assert f.gpu_days_per_week == 0.0
     assert report.component is None
     assert "No driver history of any node in the window." in report.notes
+    unchanged = [VersionSpan(n, "driver", "550.54.15", T0, end) for n in NODES]
+    again = analyse([*spans, *unchanged], paces, ["kernel", "driver"], T0, end)
+    assert "No node changed its driver in the window." in again.notes
+
+
+def test_jobs_too_short_for_a_margin_say_so_and_claim_only_what_their_spread_allows() -> None:
+    """Eight jobs ran only the 24 h around their switch: no moment away from it to measure
+    the margin, so the interval's own width stands in (twice as hard to claim)."""
+    end = T0 + timedelta(days=2)
+    first = T0 + timedelta(hours=24)
+    nodes = [f"m{i}" for i in range(8)]
+    spans = []
+    for n in nodes:
+        spans.append(VersionSpan(n, "kernel", OLD, T0, first - timedelta(minutes=4)))
+        spans.append(VersionSpan(n, "kernel", NEW, first, end))
+    paces = []
+    for i, n in enumerate(nodes):
+        step = 1.0 + 0.01 * (i % 3)  # 4 %, 5 % or 6 % slower after the switch
+        samples = tuple(
+            PaceSample(
+                T0 + timedelta(minutes=m), step * (1.04 + 0.01 * (i % 3) if m >= 24 * 60 else 1.0)
+            )
+            for m in range(12 * 60, 36 * 60, 10)
+        )
+        paces.append(JobPace(f"j{i}", (n,), samples))
+    report = analyse(spans, paces, ["kernel"], T0, end)
+    [f] = report.findings
+    assert f.jobs == 8 and f.verdict is Verdict.REGRESSION
+    assert f.margin_pct > 0 and f.high_pct - f.low_pct >= 2 * f.margin_pct - 1e-9
+    assert any("stands in" in n for n in report.notes)
 
 
 def test_findings_come_worst_first_and_thin_ones_last() -> None:
