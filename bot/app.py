@@ -70,6 +70,7 @@ from bot.highlights.config import HighlightsConfig
 from bot.highlights.runtime import DigestRunner
 from bot.highlights.service import Highlights
 from bot.inflight import InFlight
+from bot.offload import Offload
 from bot.playground.service import Playground
 from bot.ports import ResumeMemory, Scheduler, StateStore
 from bot.render.alerts import BlockKitAlertMessages
@@ -207,12 +208,14 @@ def sim_triage(
 
     if scheduler is None and sim_scheduler:
         scheduler = SimScheduler(fleet)
+    cpu = Offload()  # one bound for the simulation and the evaluation of what it answers
     return Triage(
-        SimMetrics(fleet, live=live),
+        SimMetrics(fleet, live=live, cpu=cpu),
         SimInventory(fleet),
         scheduler,
         health or HealthConfig(),
         stragglers or StragglerConfig(),
+        cpu=cpu,
     )
 
 
