@@ -69,7 +69,7 @@ from bot.deps import Deps
 from bot.highlights.config import HighlightsConfig
 from bot.highlights.runtime import DigestRunner
 from bot.highlights.service import Highlights
-from bot.inflight import InFlight
+from bot.inflight import InFlight, acks_counted
 from bot.offload import Offload
 from bot.playground.service import Playground
 from bot.ports import ResumeMemory, Scheduler, StateStore
@@ -367,6 +367,7 @@ async def create_bot(settings: Settings, *, store: StateStore | None = None) -> 
     web_app = app.web_app(path=SLACK_EVENTS_PATH, port=settings.port)
     web_app.router.add_post(ALERTMANAGER_PATH, alertmanager.receiver(deps))
     web_app.middlewares.append(ack_timer(deps.telemetry))
+    web_app.middlewares.append(acks_counted(deps.inflight, SLACK_EVENTS_PATH))
     web_app.router.add_get("/healthz", healthz_endpoint(deps))
     web_app.router.add_get("/metrics", metrics_endpoint(deps))
     return Bot(settings, deps, app, web_app, registered, session)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.middleware.async_middleware import AsyncMiddleware
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
@@ -57,6 +58,20 @@ def before_ack_step(fn: BeforeAckFn) -> Middleware:
     return Middleware(run, f"before_ack({getattr(fn, '__name__', 'fn')})")
 
 
+class AcksFirst:
+    """A listener's `ack` whose call returns once the acks on their way have gone out: what
+    the listener does after it waits its turn behind them (bot/inflight.py `acks_out`)."""
+
+    def __init__(self, ack: AsyncAck, inflight: InFlight) -> None:
+        self._ack = ack
+        self._inflight = inflight
+
+    async def __call__(self, *args: Any, **kwargs: Any) -> BoltResponse:
+        response = await self._ack(*args, **kwargs)
+        await self._inflight.acks_out()
+        return response
+
+
 @dataclass
 class Registered:
     commands: set[str] = field(default_factory=set)
@@ -78,6 +93,8 @@ class Registry:
         # Bolt reads the argument names through functools.wraps (inspect.unwrap).
         @functools.wraps(listener)
         async def run(**kwargs: Any) -> Any:
+            if "ack" in kwargs:
+                kwargs["ack"] = AcksFirst(kwargs["ack"], self.inflight)
             async with self.inflight.track():
                 return await listener(**kwargs)
 
