@@ -50,7 +50,7 @@ from bot.shell.emulator import SlackEmulator
 
 N = 200
 WARMUP = 20
-ROUNDS = 1
+ROUNDS = 5
 FLEET = 4096
 SWEEP_FLEET = 50_000
 SECRET = "bench-secret"
@@ -173,7 +173,7 @@ async def start(server: Server) -> None:
     server.port = free_port()
     server.proc = await asyncio.create_subprocess_exec(
         sys.executable,
-        os.environ.get("BENCH_SERVE", __file__) if server.kind in ("bot", "sweep") else __file__,
+        __file__,
         "--serve",
         server.kind,
         str(server.port),
