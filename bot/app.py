@@ -70,7 +70,7 @@ from bot.highlights.config import HighlightsConfig
 from bot.highlights.runtime import DigestRunner
 from bot.highlights.service import Highlights
 from bot.inflight import InFlight, acks_counted
-from bot.offload import Offload
+from bot.offload import Offload, favour_the_loop
 from bot.playground.service import Playground
 from bot.ports import ResumeMemory, Scheduler, StateStore
 from bot.render.alerts import BlockKitAlertMessages
@@ -359,6 +359,7 @@ def make_bolt_app(settings: Settings, client: AsyncWebClient) -> AsyncApp:
 
 async def create_bot(settings: Settings, *, store: StateStore | None = None) -> Bot:
     """The whole bot, ready to serve: `meowbot run`, the shell, the tests and the benchmarks."""
+    favour_the_loop()
     session = aiohttp.ClientSession()
     client = make_web_client(settings, session)
     app = make_bolt_app(settings, client)
