@@ -142,6 +142,7 @@ class Server:
     port: int = 0
     proc: asyncio.subprocess.Process | None = None
     latencies: list[float] = field(default_factory=list)
+    round_p99: list[float] = field(default_factory=list)  # ms, each round's own
     due: int = 0
     delivered: int = 0
     sweeps: list[float] = field(default_factory=list)
@@ -298,7 +299,9 @@ async def main() -> None:
                 server.due = server.delivered = server.overlapped = 0
             for _ in range(ROUNDS):
                 for server in servers:
-                    server.latencies += await round_of(http, emu, server, server.commands)
+                    got = await round_of(http, emu, server, server.commands)
+                    server.latencies += got
+                    server.round_p99.append(pct(got, 0.99) * 1000)
     finally:
         for server in servers:
             if server.proc is not None and server.proc.returncode is None:
@@ -333,6 +336,7 @@ def report(
         if s.kind in ("bot", "sweep"):
             line += f"  answers delivered {s.delivered} of {s.due}"
         print(line)
+        print(f"{'':14} p99 of each round: {', '.join(f'{x:.0f}' for x in s.round_p99)} ms")
     sweep = by["meowbot+sweep"]
     if sweep.sweeps:
         took = sorted(sweep.sweeps)

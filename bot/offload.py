@@ -5,12 +5,13 @@ and Slack gives 3 s. `Offload.run(fn, ...)` runs `fn` on a worker thread instead
 `workers` at a time: a burst beyond that waits its turn in the loop (nothing queued in the
 pool, nothing dropped) and every answer still comes.
 
-Threads, not processes, measured (bench/ack.py, README): matplotlib's Agg rendering and the
-list arithmetic in C release or rarely hold the GIL for long, and where pure Python holds it the
-interpreter hands it back to the loop every switch interval (5 ms), so an ack waits
-milliseconds, not the whole evaluation. A process pool would have to pickle the fleet's table
-(400,000 rows a column at 50,000 nodes, its columns closures) and the simulated fleet's state on
-every call, costing about what it saves.
+Threads, not processes: matplotlib's Agg rendering and the C parts of the list arithmetic
+release the GIL or hold it briefly, and where pure Python holds it the interpreter hands it back
+to the loop after SWITCH_INTERVAL_S, so an ack waits milliseconds, not the whole evaluation. A
+process pool would need the table pickled both ways (its columns hold closures, and at 50,000
+nodes a column is 400,000 rows) and the simulated fleet's state in every worker. What the
+threads still cost the loop (the GIL shared with them, the collector's pauses over big tables)
+is measured by bench/ack.py; the README has the figures.
 """
 
 from __future__ import annotations
