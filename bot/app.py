@@ -327,11 +327,13 @@ def make_deps(settings: Settings, store: StateStore, client: AsyncWebClient) -> 
         )
         triage.scheduler = TellingScheduler(triage.scheduler, owners, ledger, BackgroundRetries())
     triage.history = make_fault_history(store, triage.config)
+    inflight = InFlight()
+    triage.cpu.before = inflight.acks_out
     deps = Deps(
         settings=settings,
         store=store,
         telemetry=Telemetry(),
-        inflight=InFlight(),
+        inflight=inflight,
         triage=triage,
         authz=Authorizer(settings.admin_list),
         users=UserMap(user_mapping(settings)),

@@ -21,7 +21,7 @@ import contextlib
 import contextvars
 import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
@@ -47,6 +47,9 @@ class Offload:
         self._pool: ThreadPoolExecutor | None = None
         self._slots: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        # What a job waits for before it starts: the running bot sets the acks on their way
+        # (bot/inflight.py `acks_out`), so no new work takes the GIL from a burst's acks.
+        self.before: Callable[[], Awaitable[None]] | None = None
 
     def _slots_here(self) -> asyncio.Semaphore:
         # A semaphore belongs to one loop; tests (and the shell) run several in turn.
@@ -66,6 +69,8 @@ class Offload:
         loop = asyncio.get_running_loop()
         self.waiting += 1
         try:
+            if self.before is not None:
+                await self.before()
             await slots.acquire()
         finally:
             self.waiting -= 1

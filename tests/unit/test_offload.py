@@ -39,10 +39,11 @@ async def test_a_fleet_sweep_leaves_the_loop_free() -> None:
     await ticker
     gaps = [b - a for a, b in itertools.pairwise(ticks)]
     assert found.faults
-    # The loop kept turning while the fleet was read and judged: no stall as long as the
-    # evaluation would have been on it (a collection of the garbage may still pause it).
+    # The loop kept turning while the fleet was read and judged: never held as long as the
+    # evaluation alone would have held it (a collection of the garbage may still pause it,
+    # and a loaded machine slows every turn: the bound is generous).
     assert len(ticks) >= 10
-    assert max(gaps) < max(on_loop * 0.75, 0.05), (max(gaps), on_loop)
+    assert max(gaps) < max(on_loop, 0.05), (max(gaps), on_loop)
 
 
 async def test_work_runs_on_a_worker_thread_and_the_bound_holds() -> None:
