@@ -66,7 +66,8 @@ from bot.deps import Deps
 from bot.highlights.config import HighlightsConfig
 from bot.highlights.runtime import DigestRunner
 from bot.highlights.service import Highlights
-from bot.inflight import InFlight
+from bot.inflight import InFlight, acks_counted
+from bot.offload import Offload, favour_the_loop
 from bot.playground.service import Playground
 from bot.ports import ResumeMemory, Scheduler, StateStore
 from bot.render.alerts import BlockKitAlertMessages
@@ -203,12 +204,14 @@ def sim_triage(
 
     if scheduler is None and sim_scheduler:
         scheduler = SimScheduler(fleet)
+    cpu = Offload()  # one bound for the simulation and the evaluation of what it answers
     return Triage(
-        SimMetrics(fleet, live=live),
+        SimMetrics(fleet, live=live, cpu=cpu),
         SimInventory(fleet),
         scheduler,
         health or HealthConfig(),
         stragglers or StragglerConfig(),
+        cpu=cpu,
     )
 
 
@@ -321,11 +324,13 @@ def make_deps(settings: Settings, store: StateStore, client: AsyncWebClient) -> 
         )
         triage.scheduler = TellingScheduler(triage.scheduler, owners, ledger, BackgroundRetries())
     triage.history = make_fault_history(store, triage.config)
+    inflight = InFlight()
+    triage.cpu.before = inflight.acks_out
     deps = Deps(
         settings=settings,
         store=store,
         telemetry=Telemetry(),
-        inflight=InFlight(),
+        inflight=inflight,
         triage=triage,
         authz=Authorizer(settings.admin_list),
         users=UserMap(user_mapping(settings)),
@@ -357,6 +362,7 @@ def make_bolt_app(client: AsyncWebClient, secret: str) -> AsyncApp:
 
 async def create_bot(settings: Settings, *, store: StateStore | None = None) -> Bot:
     """The whole bot, ready to serve: `meowbot run`, the shell, the tests and the benchmarks."""
+    favour_the_loop()
     session = aiohttp.ClientSession()
     client = make_web_client(settings, session)
     secret = signing_secret(settings)
@@ -367,6 +373,7 @@ async def create_bot(settings: Settings, *, store: StateStore | None = None) -> 
     web_app.router.add_post(ALERTMANAGER_PATH, alertmanager.receiver(deps))
     web_app.middlewares.append(ack_timer(deps.telemetry))  # outermost: times the edge too
     web_app.middlewares.append(slack_edge(secret))
+    web_app.middlewares.append(acks_counted(deps.inflight, SLACK_EVENTS_PATH))
     web_app.router.add_get("/healthz", healthz_endpoint(deps))
     web_app.router.add_get("/metrics", metrics_endpoint(deps))
     return Bot(settings, deps, app, web_app, registered, session)

@@ -8,8 +8,6 @@ the message (excerpt, thread, permalink) happens after the ack, once per message
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -156,10 +154,8 @@ async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -
         await private(message)
         await private(error_message(f"I cannot post in this channel ({code}): no chart here."))
         return
-    png = await asyncio.to_thread(
-        functools.partial(
-            highlights_chart, stats.weeks, title="Highlights per week", now=now, zone=zone
-        )
+    png = await deps.triage.cpu.run(
+        highlights_chart, stats.weeks, title="Highlights per week", now=now, zone=zone
     )
     try:
         await client.files_upload_v2(

@@ -8,7 +8,6 @@ in the channel), the whole answer comes privately instead, and says why there is
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
@@ -108,7 +107,7 @@ async def run(
     await post_message(client, channel, detail, thread_ts=ts)
     if not report.pace and len(report.diagnosis.per_node) < 2:
         return  # nothing over time and no nodes to compare: a chart would be blank
-    png = await asyncio.to_thread(chart_png, report, cfg.slower_threshold, cfg.min_excess)
+    png = await triage.cpu.run(chart_png, report, cfg.slower_threshold, cfg.min_excess)
     try:
         await client.files_upload_v2(
             channel=channel,

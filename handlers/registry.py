@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.kwargs_injection.async_args import AsyncArgs
 from slack_bolt.middleware.async_middleware import AsyncMiddleware
 from slack_bolt.request.async_request import AsyncBoltRequest
@@ -105,6 +106,20 @@ def payload_check() -> Middleware:
     return Middleware(check, "meowbot.payload_check")
 
 
+class AcksFirst:
+    """A listener's `ack` whose call returns once the acks on their way have gone out: what
+    the listener does after it waits its turn behind them (bot/inflight.py `acks_out`)."""
+
+    def __init__(self, ack: AsyncAck, inflight: InFlight) -> None:
+        self._ack = ack
+        self._inflight = inflight
+
+    async def __call__(self, *args: Any, **kwargs: Any) -> BoltResponse:
+        response = await self._ack(*args, **kwargs)
+        await self._inflight.acks_out()
+        return response
+
+
 @dataclass
 class Registered:
     commands: set[str] = field(default_factory=set)
@@ -131,8 +146,11 @@ class Registry:
             raise TypeError(f"{listener.__qualname__}: Bolt gives no argument named {unknown}")
 
         async def run(args: AsyncArgs) -> Any:
+            given = {n: getattr(args, n) for n in names}
+            if "ack" in given:
+                given["ack"] = AcksFirst(given["ack"], self.inflight)
             async with self.inflight.track(_handover(args)):
-                return await listener(**{n: getattr(args, n) for n in names})
+                return await listener(**given)
 
         run.__qualname__ = run.__name__ = listener.__name__  # Bolt names a listener by this
         return run

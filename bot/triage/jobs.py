@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from bot.errors import BackendError
-from bot.models import FaultKind, Job, JobState
+from bot.models import Fault, FaultKind, Job, JobState
 from bot.triage.checks import CHECKS_BY_NAME, enabled_checks, requests_for, run_checks
 from bot.triage.resumes import apply_resume_memory
 from bot.triage.service import Triage, UserError
@@ -37,6 +37,7 @@ from bot.triage.stragglers import (
     evidence_requests,
     job_versions,
 )
+from bot.triage.table import Table
 
 JOB_ID_RE = re.compile(r"^[0-9]+(_[0-9]+)?$")  # Slurm: 123456, or an array task 123456_7
 HISTORY = timedelta(hours=48)
@@ -155,24 +156,19 @@ async def slow_job(
         comparison, yesterday = await _compare(triage, job, pace, cfg, at)
         # The same findings as /node-health of the node: an old Xid of a node meowbot resumed
         # is history here too.
-        run = await apply_resume_memory(
-            metrics, triage.resumes, run_checks(health_table, health, checks), health.window_s
-        )
+        checked = await triage.cpu.run(run_checks, health_table, health, checks)
+        run = await apply_resume_memory(metrics, triage.resumes, checked, health.window_s)
     except BackendError as exc:
         return UserError(f"I could not read job {job.job_id}'s metrics: {exc.user_text()}")
-    keys = {
-        kind: (CHECKS_BY_NAME[name].needs[0].key, DRIFT[kind][1])
-        for kind, name in _VERSION_KEYS.items()
-    }
-    versions = job_versions(health_table, keys)
-    evidence = NodeEvidence.from_reads(proxies, versions, run.faults, cfg.average_s)
-    diagnosis = diagnose(
+    # The statistics over every rank and node: CPU work, off the event loop.
+    diagnosis = await triage.cpu.run(
+        _diagnosis,
         job,
         RankSignals(steps, compute, wait),
-        evidence,
+        (health_table, proxies, run.faults),
         cfg,
-        comparison=comparison,
-        minutes=_window(pace, at - timedelta(hours=2), at),
+        comparison,
+        _window(pace, at - timedelta(hours=2), at),
     )
     label = _LABELS[diagnosis.mode]
     owner = None if viewer is None or viewer == job.user else f"{job.user}'s job"
@@ -186,6 +182,26 @@ async def slow_job(
         at=at,
         out_of_service=await _out_of_service(triage, [s.node for s in diagnosis.stragglers]),
     )
+
+
+def _diagnosis(
+    job: Job,
+    signals: RankSignals,
+    reads: tuple[Table, Table, list[Fault]],
+    cfg: StragglerConfig,
+    comparison: Comparison | None,
+    minutes: list[PacePoint],
+) -> Diagnosis:
+    """The diagnosis from the reads: the health table (its version columns), the proxies and
+    the health checks' faults."""
+    health_table, proxies, faults = reads
+    keys = {
+        kind: (CHECKS_BY_NAME[name].needs[0].key, DRIFT[kind][1])
+        for kind, name in _VERSION_KEYS.items()
+    }
+    versions = job_versions(health_table, keys)
+    evidence = NodeEvidence.from_reads(proxies, versions, faults, cfg.average_s)
+    return diagnose(job, signals, evidence, cfg, comparison=comparison, minutes=minutes)
 
 
 async def _out_of_service(triage: Triage, nodes: list[str]) -> frozenset[str]:

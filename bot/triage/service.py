@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 
 from bot.errors import BackendError
 from bot.models import Fault, FaultKind, Job, Node, Severity, Verdict, VerdictLevel
+from bot.offload import Offload
 from bot.ports import Inventory, ResumeMemory, Scheduler, SchedulerNode
 from bot.triage.checks import (
     CHECKS,
@@ -53,6 +54,8 @@ class Triage:
     resumes: ResumeMemory | None = None
     # Each node's fault occurrences over weeks: finds the repeat offenders.
     history: FaultHistory | None = None
+    # Where CPU-heavy work runs (evaluating a big table), off the event loop: bot/offload.py.
+    cpu: Offload = field(default_factory=Offload)
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,7 @@ async def _run(triage: Triage, nodes: Sequence[str] | None, window_s: float) -> 
     cfg = triage.config
     checks = enabled_checks(cfg)
     table = await triage.metrics.read(requests_for(checks, cfg), nodes=nodes, window_s=window_s)
-    run = run_checks(table, cfg, checks)
+    run = await triage.cpu.run(run_checks, table, cfg, checks)
     return await apply_resume_memory(triage.metrics, triage.resumes, run, window_s)
 
 

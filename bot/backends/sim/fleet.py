@@ -465,7 +465,8 @@ class SimFleet:
         snap = self._snapshots.get(t)
         if snap is None:
             if len(self._snapshots) >= 2:  # a full snapshot can hold ~150 MB at 50k nodes
-                self._snapshots.pop(next(iter(self._snapshots)))
+                # Reads run on worker threads (bot/offload.py): two may evict the same one.
+                self._snapshots.pop(next(iter(self._snapshots)), None)
             snap = FleetSnapshot(self, t, self._scope(None))
             self._snapshots[t] = snap
         return snap

@@ -1,0 +1,111 @@
+"""The event loop only does I/O: heavy work runs on bounded worker threads (bot/offload.py), and
+work after an ack waits for the acks on their way (bot/inflight.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+import time
+
+from bot.app import sim_triage
+from bot.backends.sim.fleet import SimFleet
+from bot.inflight import InFlight
+from bot.offload import Offload
+from bot.triage import service
+from bot.triage.checks import enabled_checks, requests_for, run_checks
+
+
+async def test_a_fleet_sweep_leaves_the_loop_free() -> None:
+    triage = sim_triage(SimFleet(20_000, seed=3))
+    cfg = triage.config
+    checks = enabled_checks(cfg)
+    table = await triage.metrics.read(requests_for(checks, cfg), nodes=None, window_s=cfg.window_s)
+    started = time.perf_counter()
+    run_checks(table, cfg, checks)
+    on_loop = time.perf_counter() - started  # what the evaluation alone held the loop for
+
+    ticks: list[float] = []
+    done = asyncio.Event()
+
+    async def tick() -> None:
+        while not done.is_set():
+            ticks.append(time.perf_counter())
+            await asyncio.sleep(0.005)
+
+    ticker = asyncio.create_task(tick())
+    found = await service.fleet_faults(triage)  # read, evaluate, judge with history
+    done.set()
+    await ticker
+    gaps = [b - a for a, b in itertools.pairwise(ticks)]
+    assert found.faults
+    # The loop kept turning while the fleet was read and judged: never held as long as the
+    # evaluation alone would have held it (a collection of the garbage may still pause it,
+    # and a loaded machine slows every turn: the bound is generous).
+    assert len(ticks) >= 10
+    assert max(gaps) < max(on_loop, 0.05), (max(gaps), on_loop)
+
+
+async def test_work_runs_on_a_worker_thread_and_the_bound_holds() -> None:
+    cpu = Offload(workers=2)
+    release = threading.Event()
+    threads: list[str] = []
+
+    def job(n: int) -> int:
+        threads.append(threading.current_thread().name)
+        release.wait(10)
+        return n * n
+
+    jobs = [asyncio.create_task(cpu.run(job, n)) for n in range(5)]
+    for _ in range(200):
+        if cpu.running == 2 and cpu.waiting == 3:
+            break
+        await asyncio.sleep(0.01)
+    # Two at work, the rest waiting in the loop (none queued in the pool, none dropped).
+    assert (cpu.running, cpu.waiting, len(threads)) == (2, 3, 2)
+    release.set()
+    assert await asyncio.gather(*jobs) == [0, 1, 4, 9, 16]
+    assert len(threads) == 5 and all(t.startswith("meowbot-cpu") for t in threads)
+    assert threading.main_thread().name not in threads
+    assert (cpu.running, cpu.waiting) == (0, 0)
+    cpu.close()
+
+
+async def test_an_error_in_the_work_reaches_the_caller_and_frees_the_slot() -> None:
+    cpu = Offload(workers=1)
+
+    def fails() -> None:
+        raise ValueError("bad table")
+
+    try:
+        await cpu.run(fails)
+    except ValueError as exc:
+        assert str(exc) == "bad table"
+    else:
+        raise AssertionError("the error was lost")
+    assert await cpu.run(sum, [1, 2, 3]) == 6  # the one slot is free again
+    cpu.close()
+
+
+async def test_work_after_an_ack_waits_for_the_acks_on_their_way() -> None:
+    inflight = InFlight()
+    await inflight.acks_out()  # none on its way: at once
+    order: list[str] = []
+
+    async def listener() -> None:
+        await inflight.acks_out()
+        order.append("work")
+
+    with inflight.ack_pending():
+        waiting = asyncio.create_task(listener())
+        await asyncio.sleep(0.05)
+        assert order == [] and inflight.acking == 1
+        order.append("ack sent")
+    await waiting
+    assert order == ["ack sent", "work"]
+
+    # A steady stream never blocks the work for good: it goes after max_s.
+    with inflight.ack_pending():
+        started = time.perf_counter()
+        await inflight.acks_out(max_s=0.05)
+        assert 0.04 < time.perf_counter() - started < 1.0
