@@ -107,9 +107,12 @@ class FailoverRetry(Retry):
                 # The failure handler closes the connection, so the next try reconnects (and,
                 # under Sentinel, asks again which server is the primary).
                 await (fail(error, failures) if with_failure_count else fail(error))
-                pause = self._backoff.compute(failures)
-                if time.monotonic() + pause > deadline:
+                # The last pause is cut to the deadline, so a command is tried for its whole
+                # budget, never given up a long backoff early.
+                left = deadline - time.monotonic()
+                if left <= 0:
                     raise
+                pause = min(self._backoff.compute(failures), left)
                 self.retried += 1
                 if failures == 1:
                     log.warning("redis command failed, retrying", extra={"error": str(error)})

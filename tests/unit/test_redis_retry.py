@@ -41,7 +41,8 @@ async def test_the_budget_is_seconds_and_other_errors_are_not_retried() -> None:
     started = time.monotonic()
     with pytest.raises(ConnectionError):
         await policy.call_with_retry(down, close)
-    assert 0.2 < time.monotonic() - started < 1.0
+    assert 0.45 < time.monotonic() - started < 1.0
+    assert policy.retried > 0
 
     async def wrong() -> None:
         raise ResponseError("WRONGTYPE")
