@@ -10,6 +10,8 @@ from bot.authz import Authorizer
 from bot.config import Settings
 from bot.inflight import InFlight
 from bot.ports import StateStore
+from bot.regressions.ask import BUILT_IN
+from bot.regressions.ports import FleetHistory
 from bot.telemetry import Telemetry
 from bot.triage.ports import JobNoticeLedger
 from bot.triage.service import Triage
@@ -36,3 +38,6 @@ class Deps:
     highlights: Highlights | None = None  # None without Redis, likewise
     job_notices: JobNoticeLedger | None = None  # None when job owners are not told
     digest: DigestRunner | None = None
+    regressions_history: FleetHistory | None = None  # None without Prometheus or the sim
+    # What /regressions may be asked about: the built-in components and the configured ones.
+    regressions_components: tuple[str, ...] = BUILT_IN

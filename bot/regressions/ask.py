@@ -58,11 +58,12 @@ def parse_window(text: str) -> timedelta:
     if window < MIN_WINDOW:
         raise AskError(
             "A rollout needs pace before and after it: give at least "
-            f"{_say(MIN_WINDOW)} (`--since 7d` is the default)."
+            f"{say_window(MIN_WINDOW)} (`--since 7d` is the default)."
         )
     if window > MAX_WINDOW:
         raise AskError(
-            f"`--since {text.strip()}` is more than I read at once: at most {_say(MAX_WINDOW)}."
+            f"`--since {text.strip()}` is more than I read at once: "
+            f"at most {say_window(MAX_WINDOW)}."
         )
     return window
 
@@ -123,7 +124,7 @@ def _unknown(word: str, known: Sequence[str]) -> str:
     return f"I don't know a component `{shown}`: I watch {', '.join(known)}.{hint}"
 
 
-def _say(window: timedelta) -> str:
+def say_window(window: timedelta) -> str:
     hours = int(window.total_seconds() // 3600)
     if hours % 24 == 0:
         days = hours // 24

@@ -170,8 +170,12 @@ def _effects_panel(ax: Axes, findings: Sequence[Finding]) -> None:
     if not findings:
         _empty(ax, "no rollout in this window")
         return
-    ax.set_title("effect per cohort, 95 % interval, and the margin each had to clear",
-                 color=TEXT, fontsize=11, loc="left")
+    ax.set_title(
+        "effect per cohort, 95 % interval, and the margin each had to clear",
+        color=TEXT,
+        fontsize=11,
+        loc="left",
+    )
     n = len(findings)
     for row, f in enumerate(findings):
         y = n - 1 - row

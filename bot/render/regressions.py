@@ -114,10 +114,7 @@ def sentence(f: Finding) -> str:
             f"({count(len(f.rollout.nodes), 'node')} since {when(f.rollout.start)})"
         )
     elif f.verdict is Verdict.NO_EFFECT:
-        line = (
-            f"{head}: no effect this data can show ({change(f)}, {interval(f)}), "
-            f"{evidence(f)}"
-        )
+        line = f"{head}: no effect this data can show ({change(f)}, {interval(f)}), {evidence(f)}"
     else:
         line = f"{head}: {change(f)} ({interval(f)}), {evidence(f)}{cost(f)}"
     notes = caveats(f)
@@ -207,10 +204,11 @@ def render_detail(report: RegressionReport) -> SlackMessage:
         msg.lines(_detail_lines(f), bullet="• ")
         if f.job_effects:
             worst = sorted(f.job_effects, key=lambda je: -je[1])[:MAX_JOB_LINES]
+            rest = len(f.job_effects) - len(worst)
             msg.context(
                 "Jobs, most slowed first: "
                 + ", ".join(f"{code(job)} {effect:+.1f} %" for job, effect in worst)
-                + (f" …and {len(f.job_effects) - len(worst)} more" if len(f.job_effects) > len(worst) else "")
+                + (f" …and {rest} more" if rest else "")
             )
         msg.divider()
     if not report.findings:
@@ -231,7 +229,8 @@ def _detail_lines(f: Finding) -> list[str]:
     ]
     if f.verdict is not Verdict.TOO_FEW:
         lines.append(
-            f"Effect {f.effect_pct:+.2f} % ({interval(f)}), claimed only beyond "
+            f"Effect {f.effect_pct:+.2f} % (95 % interval {f.low_pct:+.2f} to "
+            f"{f.high_pct:+.2f} %), claimed only beyond "
             f"±{f.margin_pct:.2f} % (the spread of the same estimate at moments no rollout "
             "touched these jobs)"
         )
