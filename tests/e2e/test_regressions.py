@@ -1,0 +1,111 @@
+"""/regressions through the real server: bad input privately and nothing posted; without a
+fleet history, what to configure; with one, "looking at…" edited as it reads, then into the
+answer, the detail in its thread. The history is a FleetHistory over generated data (the
+simulator's and Prometheus' own are tested with their adapters)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bot.regressions.models import JobPace, PaceSample, VersionSpan
+from bot.shell.emulator import SlackEmulator, validate_blocks
+from tests.e2e.conftest import Slack
+
+CHANNEL = "C0GENERAL"
+
+
+class GeneratedHistory:
+    """64 nodes moving from one kernel to the next over a day, three days ago; 8 jobs of 8
+    nodes each, 2 % slower once their first node moved."""
+
+    name = "generated"
+
+    def __init__(self, now: datetime) -> None:
+        rng = random.Random(7)
+        began = now - timedelta(days=3)
+        self.spans: list[VersionSpan] = []
+        self.paces: list[JobPace] = []
+        switched: dict[str, datetime] = {}
+        for i in range(64):
+            node = f"gpu-{i:04d}"
+            at = began + timedelta(hours=24 * i / 64)
+            switched[node] = at
+            self.spans.append(VersionSpan(node, "kernel", "5.15.0-105", now - timedelta(30), at))
+            self.spans.append(VersionSpan(node, "kernel", "5.15.0-113", at, now))
+        for j in range(8):
+            nodes = tuple(f"gpu-{8 * j + k:04d}" for k in range(8))
+            first = min(switched[n] for n in nodes)
+            samples = []
+            at = now - timedelta(days=7)
+            while at < now:
+                slower = 1.02 if at >= first else 1.0
+                samples.append(PaceSample(at, 2.0 * slower * rng.gauss(1, 0.005)))
+                at += timedelta(minutes=15)
+            self.paces.append(JobPace(str(5_000_000 + j), nodes, tuple(samples)))
+        self.reads = 0
+
+    async def versions(
+        self, components: Sequence[str], *, start: datetime, end: datetime
+    ) -> list[VersionSpan]:
+        self.reads += 1
+        await asyncio.sleep(0)
+        return [s for s in self.spans if s.component in components]
+
+    async def job_paces(self, *, start: datetime, end: datetime) -> list[JobPace]:
+        self.reads += 1
+        return self.paces
+
+
+def shown(emulator: SlackEmulator) -> list[dict[str, Any]]:
+    return [body for _url, body in emulator.responses]
+
+
+async def test_without_a_history_it_says_what_to_configure(
+    slack: Slack, emulator: SlackEmulator
+) -> None:
+    slack.bot.deps.regressions_history = None
+    await slack.command("/regressions", "kernel")
+    await emulator.wait_for_responses(1)
+    assert "set PROMETHEUS_URL" in json.dumps(shown(emulator)[0])
+    assert emulator.calls_to("chat.postMessage") == []
+
+
+async def test_bad_input_is_answered_privately_with_the_usage(
+    slack: Slack, emulator: SlackEmulator
+) -> None:
+    history = GeneratedHistory(datetime.now(UTC))
+    slack.bot.deps.regressions_history = history
+    await slack.command("/regressions", "kernal")
+    await slack.command("/regressions", "--since 90d")
+    await emulator.wait_for_responses(4)
+    said = [json.dumps(b) for b in shown(emulator)]
+    assert "Did you mean `kernel`?" in said[0] and "kernel --since 14d" in said[1]
+    assert "at most 30 days" in said[2] and "kernel --since 14d" in said[3]
+    assert emulator.calls_to("chat.postMessage") == [] and history.reads == 0
+
+
+async def test_looking_at_then_the_answer_and_the_thread(
+    slack: Slack, emulator: SlackEmulator
+) -> None:
+    history = GeneratedHistory(datetime.now(UTC))
+    slack.bot.deps.regressions_history = history
+    status, _, _ = await slack.command("/regressions", "kernel --since 7d")
+    assert status == 200
+    detail = await emulator.wait_for_call("chat.postMessage", count=2, timeout=20)
+    first = emulator.calls_to("chat.postMessage")[0]
+    assert first.args["channel"] == CHANNEL
+    assert "Looking at kernel rollouts over the last 7 days" in first.args["text"]
+    updates = emulator.calls_to("chat.update")
+    assert len(updates) >= 2  # what it reads, then the answer
+    assert "Looking at kernel rollouts" in updates[0].args["text"]  # edited with each step
+    answer = updates[-1].args
+    assert "Kernel rollouts and training pace, the last 7 days" in json.dumps(answer["blocks"])
+    assert "64 nodes" in json.dumps(answer["blocks"])
+    assert validate_blocks(answer["blocks"]) == []
+    assert detail.args["thread_ts"] == first.result["ts"]
+    assert history.reads == 2
