@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from bot.highlights.runtime import DigestRunner
     from bot.highlights.service import Highlights
     from bot.playground.service import Playground
+    from bot.regressions.weekly import WeeklyRegressions
 
 
 @dataclass
@@ -41,3 +42,4 @@ class Deps:
     regressions_history: FleetHistory | None = None  # None without Prometheus or the sim
     # What /regressions may be asked about: the built-in components and the configured ones.
     regressions_components: tuple[str, ...] = BUILT_IN
+    regressions_weekly: WeeklyRegressions | None = None  # None without a channel or history

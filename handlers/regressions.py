@@ -11,6 +11,7 @@ import asyncio
 import functools
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from slack_sdk.errors import SlackApiError
@@ -148,6 +149,21 @@ async def _upload_chart(
             thread_ts=ts,
             text=f"The chart could not be uploaded ({exc.response.get('error', 'unknown')}).",
         )
+
+
+def weekly_poster(
+    client: AsyncWebClient, channel: str
+) -> Callable[[RegressionReport], Awaitable[None]]:
+    """The weekly post: the answer in `channel`, its detail and chart in the thread."""
+
+    async def post(report: RegressionReport) -> None:
+        answer = render_answer(report, report.end - report.start)
+        posted = await post_message(client, channel, answer)
+        await post_message(client, posted.channel, render_detail(report), thread_ts=posted.ts)
+        if report.findings:
+            await _upload_chart(client, posted.channel, posted.ts, report)
+
+    return post
 
 
 async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -> None:

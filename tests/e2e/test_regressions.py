@@ -9,12 +9,18 @@ import asyncio
 import json
 import random
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from bot.app import create_bot
+from bot.highlights.schedule import DigestSchedule
+from bot.regressions.ask import BUILT_IN
 from bot.regressions.models import JobPace, PaceSample, VersionSpan
+from bot.regressions.weekly import WeeklyRegressions
 from bot.shell.emulator import SlackEmulator, validate_blocks
-from tests.e2e.conftest import Slack
+from handlers.regressions import weekly_poster
+from tests.e2e.conftest import Slack, bot_settings
 
 CHANNEL = "C0GENERAL"
 
@@ -109,3 +115,46 @@ async def test_looking_at_then_the_answer_and_the_thread(
     assert validate_blocks(answer["blocks"]) == []
     assert detail.args["thread_ts"] == first.result["ts"]
     assert history.reads == 2
+
+
+async def test_the_weekly_post_goes_out_once_across_replicas(
+    slack: Slack, emulator: SlackEmulator
+) -> None:
+    schedule = DigestSchedule.parse("mon 09:00 UTC")
+    now = datetime.now(UTC)
+    fire = schedule.last_fire(now)
+    history = GeneratedHistory(fire)
+    replicas = [
+        WeeklyRegressions(
+            history=history,
+            components=BUILT_IN,
+            schedule=schedule,
+            claims=slack.bot.deps.store,
+            post=weekly_poster(slack.bot.client, CHANNEL),
+            clock=lambda: fire + timedelta(minutes=2),
+        )
+        for _ in range(3)
+    ]
+    posted = await asyncio.gather(*(r.run_once() for r in replicas))
+    assert sorted(posted) == [False, False, True]
+    [main, thread] = emulator.calls_to("chat.postMessage")
+    assert "Software rollouts and training pace, the last 7 days" in json.dumps(main.args["blocks"])
+    assert thread.args["thread_ts"] == main.result["ts"]
+    # The next tick, and a replica started hours later, post nothing more.
+    assert not await replicas[0].run_once()
+    late = replace(replicas[1], clock=lambda: fire + timedelta(hours=7))
+    assert late.due(late.clock()) is None and not await late.run_once()
+    assert len(emulator.calls_to("chat.postMessage")) == 2
+
+
+async def test_the_weekly_post_is_built_when_a_channel_and_a_history_are_there(
+    emulator: SlackEmulator, redis_url: str
+) -> None:
+    for channel in (None, "C0GENERAL"):
+        extra = {"MEOWBOT_REGRESSIONS_CHANNEL": channel} if channel else {}
+        bot = await create_bot(bot_settings(emulator, redis_url, **extra))
+        try:
+            has_history = bot.deps.regressions_history is not None
+            assert (bot.deps.regressions_weekly is not None) == (has_history and bool(channel))
+        finally:
+            await bot.close()
