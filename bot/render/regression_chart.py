@@ -77,6 +77,14 @@ def _label(f: Finding) -> str:
     return label
 
 
+def _verdict_words(f: Finding) -> str:
+    if f.verdict is Verdict.REGRESSION:
+        return f"{f.effect_pct:.1f} % slower"
+    if f.verdict is Verdict.IMPROVEMENT:
+        return f"{-f.effect_pct:.1f} % faster"
+    return "no effect seen" if f.verdict is Verdict.NO_EFFECT else "too few jobs"
+
+
 def _short(version: str) -> str:
     return version if len(version) <= 24 else version[:23] + "…"
 
@@ -86,8 +94,10 @@ def _aligned_panel(ax: Axes, f: Finding | None) -> None:
         _empty(ax, "no rollout with jobs on both sides of it in this window")
         return
     r = f.rollout
+    how = "each aligned on its switch" if f.aligned else "each job's own effect"
     ax.set_title(
-        f"{r.component} {r.new} against {r.old}: {f.jobs} jobs, each aligned on its switch",
+        f"{r.component} {r.new} against {r.old}: {_verdict_words(f)}"
+        f"{', confounded' if f.confounded_with else ''}; {f.jobs} jobs, {how}",
         color=TEXT,
         fontsize=11,
         loc="left",

@@ -29,7 +29,10 @@ def test_the_top_panel_shows_the_worst_regression_aligned_on_each_switch() -> No
     report = monday_report()
     assert headline(report) is report.findings[0]
     said = texts(report)
-    assert "kernel 5.15.0-113-generic against 5.15.0-105-generic: 37 jobs, each aligned" in said
+    assert (
+        "kernel 5.15.0-113-generic against 5.15.0-105-generic: 2.1 % slower; 37 jobs, each aligned "
+        "on its switch"
+    ) in said
     assert "hours from the job's switch" in said
     assert "each job's first node switched" in said
 
@@ -46,12 +49,14 @@ def test_without_aligned_paces_the_jobs_effects_are_drawn() -> None:
     bare = replace(report, findings=tuple(replace(f, aligned=()) for f in report.findings))
     said = texts(bare)
     assert "each job's step time after its switch vs before (%)" in said
+    assert "2.1 % slower; 37 jobs, each job's own effect" in said
     assert regressions_chart(bare, title="t").startswith(b"\x89PNG")
 
 
 def test_no_effect_alone_still_draws_it() -> None:
     report = quiet_report()
     assert headline(report) is not None
+    assert "no effect seen; 37 jobs" in texts(report)
     assert regressions_chart(report, title="t").startswith(b"\x89PNG")
 
 
