@@ -42,9 +42,9 @@ EDIT_EVERY_S = 1.5
 """Progress edits at most this often: chat.update is rate limited per channel."""
 
 NOT_CONFIGURED = (
-    "/regressions reads each node's driver, kernel and VBIOS and every job's recorded pace "
-    "from Prometheus: set PROMETHEUS_URL (with node_exporter's `node_uname_info`, DCGM and "
-    "meowbot's pace rules loaded), or run on the simulated fleet."
+    "/regressions has no fleet history to read here: it needs each node's driver, kernel and "
+    "VBIOS and every job's recorded pace from Prometheus. Set PROMETHEUS_URL (with "
+    "node_exporter's `node_uname_info`, DCGM and meowbot's pace rules loaded)."
 )
 
 

@@ -111,7 +111,8 @@ def sentence(f: Finding) -> str:
     if f.verdict is Verdict.TOO_FEW:
         line = (
             f"{head}: {count(f.jobs, 'job')} crossed it, too few to say anything "
-            f"({count(len(f.rollout.nodes), 'node')} since {when(f.rollout.start)})"
+            f"({count(len(f.rollout.nodes), 'node')} since {when(f.rollout.start)}; a longer "
+            "`--since` may gather more)"
         )
     elif f.verdict is Verdict.NO_EFFECT:
         line = f"{head}: no effect this data can show ({change(f)}, {interval(f)}), {evidence(f)}"
