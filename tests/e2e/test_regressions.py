@@ -77,7 +77,7 @@ async def test_without_a_history_it_says_what_to_configure(
     slack.bot.deps.regressions_history = None
     await slack.command("/regressions", "kernel")
     await emulator.wait_for_responses(1)
-    assert "set PROMETHEUS_URL" in json.dumps(shown(emulator)[0])
+    assert "Set PROMETHEUS_URL" in json.dumps(shown(emulator)[0])
     assert emulator.calls_to("chat.postMessage") == []
 
 
