@@ -112,8 +112,16 @@ async def run(
         )
     progress = _Progress(client, channel, ts, ask) if ts is not None else None
     try:
+        # The components not asked about are read too: a kernel rollout that came with a new
+        # image must be named as confounded, not credited with the image's effect.
+        others = [c for c in deps.regressions_components if c not in ask.components]
         report = await find_regressions(
-            history, ask.components, start=end - ask.window, end=end, progress=progress
+            history,
+            ask.components,
+            start=end - ask.window,
+            end=end,
+            progress=progress,
+            confounders=others,
         )
     except BackendError as exc:
         failed = error_message(f"I could not read the fleet's history: {exc.user_text()}")

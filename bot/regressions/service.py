@@ -23,10 +23,12 @@ async def find_regressions(
     start: datetime,
     end: datetime,
     progress: Progress | None = None,
+    confounders: Sequence[str] = (),
 ) -> RegressionReport:
     if progress is not None:
         await progress(f"reading each node's {', '.join(components)} over the window")
-    spans = await history.versions(components, start=start, end=end)
+    read = list(dict.fromkeys([*components, *confounders]))
+    spans = await history.versions(read, start=start, end=end)
     if progress is not None:
         await progress("reading every job's pace over the window")
     paces = await history.job_paces(start=start, end=end)

@@ -94,8 +94,9 @@ def caveats(f: Finding) -> list[str]:
     if f.confounded_with:
         others = ", ".join(escape(c) for c in f.confounded_with)
         out.append(
-            f"{CONFOUNDED_ICON} *confounded*: every job that crossed it also moved to {others} "
-            "at the same time, so which change did it cannot be told from this data"
+            f"{CONFOUNDED_ICON} *confounded*: the jobs that crossed it also moved to {others} "
+            f"at about the same time ({number(f.clean_jobs)} of {number(f.jobs)} changed "
+            "nothing else), so which change did it cannot be told from this data"
         )
     if f.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT, Verdict.NO_EFFECT):
         if f.jobs < THIN_JOBS:
