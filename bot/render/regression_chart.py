@@ -47,7 +47,8 @@ def headline(report: RegressionReport) -> Finding | None:
     pool = regressions or judged
     if not pool:
         return None
-    return max(pool, key=lambda f: (f.gpu_days_per_week, abs(f.effect_pct)))
+    # As the text orders them: a clean claim before a confounded one.
+    return max(pool, key=lambda f: (not f.confounded_with, f.gpu_days_per_week, abs(f.effect_pct)))
 
 
 def regressions_chart(report: RegressionReport, *, title: str) -> bytes:
@@ -228,11 +229,13 @@ def _effects_panel(ax: Axes, findings: Sequence[Finding]) -> None:
             capsize=4,
             linewidth=2,
         )
+        # Above its point, not past the interval's end: there it runs off the panel.
         ax.text(
-            f.high_pct,
-            y + 0.25,
-            f"  {f.effect_pct:+.1f} %" + (" confounded" if hollow else ""),
+            f.effect_pct,
+            y + 0.22,
+            f"{f.effect_pct:+.1f} %" + (" confounded" if hollow else ""),
             color=colour,
+            ha="center",
             va="bottom",
             fontsize=9,
         )

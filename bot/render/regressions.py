@@ -99,8 +99,16 @@ def caveats(f: Finding) -> list[str]:
             "nothing else), so which change did it cannot be told from this data"
         )
     if f.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT, Verdict.NO_EFFECT):
+        # The estimate rests on the jobs the finder took as evidence (those that changed
+        # nothing else, when there are enough), which may be fewer than crossed.
+        evidence = len(f.job_effects) or f.jobs
         if f.jobs < THIN_JOBS:
             out.append(f"thin evidence: {count(f.jobs, 'job')} crossed it")
+        elif evidence < THIN_JOBS:
+            out.append(
+                f"thin evidence: the estimate rests on the {count(evidence, 'job')} "
+                "that changed nothing else"
+            )
         elif f.clean_jobs == 0 and not f.confounded_with:
             out.append("no crossing job was free of other changes: read it with care")
     return out
@@ -132,11 +140,11 @@ def summary(report: RegressionReport, window: timedelta) -> str:
     )
     if not report.findings:
         return f"No {what} rollout in {window_words(window)}: nothing changed to compare ({read})."
-    parts = [
-        count(len(by[Verdict.REGRESSION]), "regression"),
-        count(len(by[Verdict.IMPROVEMENT]), "improvement"),
-        f"{count(len(by[Verdict.NO_EFFECT]), 'rollout')} with no effect seen",
-    ]
+    parts = [count(len(by[Verdict.REGRESSION]), "regression")]
+    if by[Verdict.IMPROVEMENT]:
+        parts.append(count(len(by[Verdict.IMPROVEMENT]), "improvement"))
+    if by[Verdict.NO_EFFECT]:
+        parts.append(f"{count(len(by[Verdict.NO_EFFECT]), 'rollout')} with no effect seen")
     if by[Verdict.TOO_FEW]:
         parts.append(f"{len(by[Verdict.TOO_FEW])} too thin to judge")
     line = ", ".join(parts) + f" ({read})."
@@ -186,8 +194,12 @@ def render_answer(report: RegressionReport, window: timedelta) -> SlackMessage:
             more_hint="the thread lists every one",
             bullet="",
         )
-    if report.notes:
-        msg.context(*(escape(n) for n in report.notes[:5]))
+    # A note about one rollout ("image v42: ...") is said in its sentence already; the
+    # thread keeps every note.
+    named = tuple(f"{f.rollout.component} {f.rollout.new}:" for f in report.findings)
+    general = [n for n in report.notes if not n.startswith(named)]
+    if general:
+        msg.context(*(escape(n) for n in general[:5]))
     if report.findings:
         msg.context(
             "A change is claimed only when its 95 % interval (bootstrap over jobs) clears "
@@ -256,7 +268,13 @@ def _by_verdict(findings: Sequence[Finding]) -> dict[Verdict, list[Finding]]:
     by: dict[Verdict, list[Finding]] = {v: [] for v in Verdict}
     for f in findings:
         by[f.verdict].append(f)
-    # Worst first whatever order the finder gave: the cost, then the size of the effect.
-    by[Verdict.REGRESSION].sort(key=lambda f: (-f.gpu_days_per_week, -f.effect_pct))
-    by[Verdict.IMPROVEMENT].sort(key=lambda f: (-abs(f.gpu_days_per_week), f.effect_pct))
+    # Worst first whatever order the finder gave: a claim on jobs that changed nothing else
+    # before one that cannot be told apart from another change (it is often the same effect
+    # counted twice), then the cost, then the size of the effect.
+    by[Verdict.REGRESSION].sort(
+        key=lambda f: (bool(f.confounded_with), -f.gpu_days_per_week, -f.effect_pct)
+    )
+    by[Verdict.IMPROVEMENT].sort(
+        key=lambda f: (bool(f.confounded_with), -abs(f.gpu_days_per_week), f.effect_pct)
+    )
     return by

@@ -118,3 +118,30 @@ def test_align_puts_every_job_on_its_own_switch() -> None:
         assert abs(sorted(before)[len(before) // 2] - 1) < 0.005
         assert 1.015 < sorted(after)[len(after) // 2] < 1.03
     assert align(job_paces[0], END + timedelta(days=30)) is None  # no pace after it
+
+
+def test_a_clean_claim_comes_before_a_costlier_confounded_one() -> None:
+    report = monday_report()
+    kernel, driver = report.findings[0], report.findings[1]
+    costly = replace(driver, gpu_days_per_week=50.0)
+    text = text_of(render_answer(replace(report, findings=(costly, kernel)), WEEK).blocks)
+    assert text.index("5.15.0-113-generic") < text.index("550.90.07")
+
+
+def test_an_estimate_on_few_clean_jobs_is_thin_even_when_many_crossed() -> None:
+    f = finding(Verdict.REGRESSION, 1.8, 1.4, 2.2, jobs=12, clean=5, gpu_days=3.0)
+    f = replace(f, job_effects=f.job_effects[:5])
+    report = RegressionReport(START, END, "kernel", (f,), jobs_read=75, nodes_read=1024)
+    assert "thin evidence: the estimate rests on the 5 jobs that changed nothing else" in (
+        text_of(render_answer(report, WEEK).blocks)
+    )
+
+
+def test_a_note_about_one_rollout_stays_in_the_thread() -> None:
+    report = replace(
+        monday_report(),
+        notes=("driver 550.90.07: 0 of 14 crossing jobs changed nothing else.", "No job pace."),
+    )
+    answer = text_of(render_answer(report, WEEK).blocks)
+    assert "No job pace." in answer and "0 of 14 crossing jobs" not in answer
+    assert "0 of 14 crossing jobs" in text_of(render_detail(report).blocks)

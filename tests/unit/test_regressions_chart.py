@@ -68,3 +68,10 @@ def test_nothing_to_draw_says_so() -> None:
         findings=tuple(f for f in monday_report().findings if f.verdict is Verdict.TOO_FEW),
     )
     assert "no rollout with jobs on both sides" in texts(thin)
+
+
+def test_the_headline_is_a_clean_claim_before_a_costlier_confounded_one() -> None:
+    report = monday_report()
+    kernel, driver = report.findings[0], report.findings[1]
+    costly = replace(driver, gpu_days_per_week=50.0)
+    assert headline(replace(report, findings=(costly, kernel))) is kernel
