@@ -140,7 +140,9 @@ def summary(report: RegressionReport, window: timedelta) -> str:
     )
     if not report.findings:
         return f"No {what} rollout in {window_words(window)}: nothing changed to compare ({read})."
-    parts = [count(len(by[Verdict.REGRESSION]), "regression")]
+    parts = []
+    if by[Verdict.REGRESSION]:
+        parts.append(count(len(by[Verdict.REGRESSION]), "regression"))
     if by[Verdict.IMPROVEMENT]:
         parts.append(count(len(by[Verdict.IMPROVEMENT]), "improvement"))
     if by[Verdict.NO_EFFECT]:
@@ -151,7 +153,7 @@ def summary(report: RegressionReport, window: timedelta) -> str:
     if not by[Verdict.REGRESSION] and not by[Verdict.IMPROVEMENT]:
         line = (
             f"No {what} rollout in {window_words(window)} moved step time beyond the jobs' own "
-            f"noise. {line}"
+            f"noise: {line}"
         )
     return line
 
@@ -212,7 +214,8 @@ def render_answer(report: RegressionReport, window: timedelta) -> SlackMessage:
 def render_detail(report: RegressionReport) -> SlackMessage:
     """The thread: each finding's rollout, its jobs and how its claim was made."""
     msg = Message("Detail of each rollout")
-    for f in report.findings:
+    by = _by_verdict(report.findings)
+    for f in (f for verdict in Verdict for f in by[verdict]):  # the answer's order
         r = f.rollout
         msg.section(f"{ICONS[f.verdict]} {versions(r)}")
         msg.lines(_detail_lines(f), bullet="• ")

@@ -66,8 +66,9 @@ def test_thin_evidence_is_said() -> None:
 
 def test_with_no_true_effect_it_says_so() -> None:
     text = text_of(render_answer(quiet_report(), WEEK).blocks)
-    assert "No kernel rollout in the last 7 days moved step time beyond the jobs' own noise" in (
-        text
+    assert (
+        "No kernel rollout in the last 7 days moved step time beyond the jobs' own noise: 1 rollout with no effect seen"
+        in (text)
     )
     assert "GPU-days" not in text  # no cost is claimed for an effect not shown
 
@@ -145,3 +146,10 @@ def test_a_note_about_one_rollout_stays_in_the_thread() -> None:
     answer = text_of(render_answer(report, WEEK).blocks)
     assert "No job pace." in answer and "0 of 14 crossing jobs" not in answer
     assert "0 of 14 crossing jobs" in text_of(render_detail(report).blocks)
+
+
+def test_the_thread_follows_the_answers_order() -> None:
+    report = monday_report()
+    shuffled = replace(report, findings=tuple(reversed(report.findings)))
+    detail = text_of(render_detail(shuffled).blocks)
+    assert detail.index("5.15.0-113-generic") < detail.index("550.90.07") < detail.index("2.21.5")
