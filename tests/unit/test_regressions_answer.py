@@ -67,9 +67,9 @@ def test_thin_evidence_is_said() -> None:
 def test_with_no_true_effect_it_says_so() -> None:
     text = text_of(render_answer(quiet_report(), WEEK).blocks)
     assert (
-        "No kernel rollout in the last 7 days moved step time beyond the jobs' own noise: 1 rollout with no effect seen"
-        in (text)
-    )
+        "No kernel rollout in the last 7 days moved step time beyond the jobs' own noise: "
+        "1 rollout with no effect seen"
+    ) in text
     assert "GPU-days" not in text  # no cost is claimed for an effect not shown
 
 
