@@ -22,6 +22,7 @@ from matplotlib.patches import Rectangle
 
 from bot.regressions.models import Finding, RegressionReport, Verdict
 from bot.render.charts import BACKGROUND, GRID, TEXT, _empty, _png, _style
+from bot.render.regressions import ordered
 
 __all__ = ["headline", "regressions_chart"]
 
@@ -66,7 +67,7 @@ def _figure(report: RegressionReport, *, title: str) -> Figure:
     for ax in (top, bottom):
         _style(ax)
     _aligned_panel(top, headline(report))
-    _effects_panel(bottom, report.findings[:MAX_ROWS])
+    _effects_panel(bottom, ordered(report.findings)[:MAX_ROWS])
     return fig
 
 
@@ -76,6 +77,11 @@ def _label(f: Finding) -> str:
     if f.confounded_with:
         label += "\n(with " + ", ".join(f.confounded_with)[:30] + ")"
     return label
+
+
+def _faint(n: int) -> float:
+    """One job's opacity: a few jobs must each show, a hundred must not hide the median."""
+    return max(0.12, min(0.5, 4 / max(n, 1)))
 
 
 def _verdict_words(f: Finding) -> str:
@@ -96,9 +102,11 @@ def _aligned_panel(ax: Axes, f: Finding | None) -> None:
         return
     r = f.rollout
     how = "each aligned on its switch" if f.aligned else "each job's own effect"
+    # The jobs drawn are those the estimate rests on, which may be fewer than crossed.
+    drawn = len(f.aligned) or len(f.job_effects)
     ax.set_title(
         f"{r.component} {r.new} against {r.old}: {_verdict_words(f)}"
-        f"{', confounded' if f.confounded_with else ''}; {f.jobs} jobs, {how}",
+        f"{', confounded' if f.confounded_with else ''}; {drawn} jobs, {how}",
         color=TEXT,
         fontsize=11,
         loc="left",
@@ -107,11 +115,12 @@ def _aligned_panel(ax: Axes, f: Finding | None) -> None:
         _job_effects_hist(ax, f)
         return
     hours_all: list[float] = []
+    alpha = _faint(len(f.aligned))
     for a in f.aligned[:MAX_JOB_LINES]:
         xs = [h for h, _ in a.points]
         ys = [(v - 1) * 100 for _, v in a.points]
         hours_all.extend(xs)
-        ax.plot(xs, ys, color=JOB_COLOUR, alpha=0.18, linewidth=0.8)
+        ax.plot(xs, ys, color=JOB_COLOUR, alpha=alpha, linewidth=0.8)
     # The median of every job hour by hour: the shared step the eye looks for.
     by_hour: dict[int, list[float]] = {}
     for a in f.aligned:
@@ -208,9 +217,9 @@ def _effects_panel(ax: Axes, findings: Sequence[Finding]) -> None:
             ax.scatter(
                 effects,
                 [y + j for j in jitter],
-                s=6,
+                s=10,
                 color=JOB_COLOUR,
-                alpha=0.25,
+                alpha=_faint(len(effects)) + 0.1,
                 linewidths=0,
                 label="one job" if row == 0 else None,
             )

@@ -214,8 +214,7 @@ def render_answer(report: RegressionReport, window: timedelta) -> SlackMessage:
 def render_detail(report: RegressionReport) -> SlackMessage:
     """The thread: each finding's rollout, its jobs and how its claim was made."""
     msg = Message("Detail of each rollout")
-    by = _by_verdict(report.findings)
-    for f in (f for verdict in Verdict for f in by[verdict]):  # the answer's order
+    for f in ordered(report.findings):
         r = f.rollout
         msg.section(f"{ICONS[f.verdict]} {versions(r)}")
         msg.lines(_detail_lines(f), bullet="• ")
@@ -265,6 +264,13 @@ def _hostlist(nodes: Sequence[str]) -> str:
         return compress(list(nodes))
     except Exception:  # a name the hostlist grammar cannot fold: list the first few
         return ",".join(nodes[:20]) + (",…" if len(nodes) > 20 else "")
+
+
+def ordered(findings: Sequence[Finding]) -> list[Finding]:
+    """The findings in the answer's order: regressions worst first, improvements, no effect,
+    too few (the chart and the thread follow it too)."""
+    by = _by_verdict(findings)
+    return [f for verdict in Verdict for f in by[verdict]]
 
 
 def _by_verdict(findings: Sequence[Finding]) -> dict[Verdict, list[Finding]]:
