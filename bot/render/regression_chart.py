@@ -22,7 +22,7 @@ from matplotlib.patches import Rectangle
 
 from bot.regressions.models import Finding, RegressionReport, Verdict
 from bot.render.charts import BACKGROUND, GRID, TEXT, _empty, _png, _style
-from bot.render.regressions import ordered
+from bot.render.regressions import digits, ordered
 
 __all__ = ["headline", "regressions_chart"]
 
@@ -86,9 +86,9 @@ def _faint(n: int) -> float:
 
 def _verdict_words(f: Finding) -> str:
     if f.verdict is Verdict.REGRESSION:
-        return f"{f.effect_pct:.1f} % slower"
+        return f"{f.effect_pct:.{digits(f)}f} % slower"
     if f.verdict is Verdict.IMPROVEMENT:
-        return f"{-f.effect_pct:.1f} % faster"
+        return f"{-f.effect_pct:.{digits(f)}f} % faster"
     return "no effect seen" if f.verdict is Verdict.NO_EFFECT else "too few jobs"
 
 
@@ -148,7 +148,7 @@ def _aligned_panel(ax: Axes, f: Finding | None) -> None:
         color=colour,
         linewidth=1.6,
         linestyle="--",
-        label=f"effect {f.effect_pct:+.1f} %",
+        label=f"effect {f.effect_pct:+.{digits(f)}f} %",
     )
     values = [(v - 1) * 100 for a in f.aligned for _, v in a.points]
     _robust_ylim(ax, values, f)
@@ -179,7 +179,9 @@ def _job_effects_hist(ax: Axes, f: Finding) -> None:
     colour = VERDICT_COLOUR[f.verdict]
     ax.hist(effects, bins=min(40, max(5, len(effects) // 2)), color=JOB_COLOUR, alpha=0.6)
     ax.axvspan(f.low_pct, f.high_pct, color=colour, alpha=0.18, label="95 % interval")
-    ax.axvline(f.effect_pct, color=colour, linewidth=2, label=f"effect {f.effect_pct:+.1f} %")
+    ax.axvline(
+        f.effect_pct, color=colour, linewidth=2, label=f"effect {f.effect_pct:+.{digits(f)}f} %"
+    )
     ax.axvline(0, color=TEXT, linewidth=0.8)
     ax.set_xlabel("each job's step time after its switch vs before (%)", color=TEXT)
     ax.set_ylabel("jobs", color=TEXT)
@@ -242,7 +244,7 @@ def _effects_panel(ax: Axes, findings: Sequence[Finding]) -> None:
         ax.text(
             f.effect_pct,
             y + 0.22,
-            f"{f.effect_pct:+.1f} %" + (" confounded" if hollow else ""),
+            f"{f.effect_pct:+.{digits(f)}f} %" + (" confounded" if hollow else ""),
             color=colour,
             ha="center",
             va="bottom",

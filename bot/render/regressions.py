@@ -46,25 +46,37 @@ def when(at: datetime) -> str:
     return f"{at:%a} {at.day} {at:%b %H:%M} UTC"
 
 
-def _pct(x: float) -> str:
-    return f"{abs(x):.1f}"
+def digits(f: Finding) -> int:
+    """One decimal, as people say "2.1 %"; two when one would print a claimed effect or its
+    interval as 0.0 (a noiseless fleet can claim 0.01 %, and "0.0-0.0 %" reads as a bug)."""
+    fine = abs(f.effect_pct) < 0.1 or abs(f.high_pct - f.low_pct) < 0.2
+    return 2 if fine else 1
+
+
+def _pct(x: float, n: int) -> str:
+    return f"{abs(x):.{n}f}"
+
+
+def _signed(x: float) -> str:
+    return f"{x:+.2f}" if abs(x) < 0.1 else f"{x:+.1f}"
 
 
 def interval(f: Finding) -> str:
     """`95 % interval 1.7-2.5 %` on the side the effect lies, signed when it holds zero."""
-    low, high = f.low_pct, f.high_pct
+    low, high, n = f.low_pct, f.high_pct, digits(f)
     if f.verdict is Verdict.IMPROVEMENT and high < 0:
-        return f"95 % interval {_pct(high)}-{_pct(low)} %"
+        return f"95 % interval {_pct(high, n)}-{_pct(low, n)} %"
     if low > 0:
-        return f"95 % interval {_pct(low)}-{_pct(high)} %"
-    return f"95 % interval {low:+.1f} to {high:+.1f} %"
+        return f"95 % interval {_pct(low, n)}-{_pct(high, n)} %"
+    return f"95 % interval {low:+.{n}f} to {high:+.{n}f} %"
 
 
 def change(f: Finding) -> str:
     """`steps 2.1 % slower`."""
-    if abs(f.effect_pct) < 0.05:
+    n = digits(f)
+    if round(f.effect_pct, n) == 0:
         return "steps the same pace"
-    return f"steps {_pct(f.effect_pct)} % {'slower' if f.effect_pct > 0 else 'faster'}"
+    return f"steps {_pct(f.effect_pct, n)} % {'slower' if f.effect_pct > 0 else 'faster'}"
 
 
 def versions(r: Rollout) -> str:
@@ -223,7 +235,7 @@ def render_detail(report: RegressionReport) -> SlackMessage:
             rest = len(f.job_effects) - len(worst)
             msg.context(
                 "Jobs, most slowed first: "
-                + ", ".join(f"{code(job)} {effect:+.1f} %" for job, effect in worst)
+                + ", ".join(f"{code(job)} {_signed(effect)} %" for job, effect in worst)
                 + (f" …and {rest} more" if rest else "")
             )
         msg.divider()
@@ -239,7 +251,7 @@ def _detail_lines(f: Finding) -> list[str]:
     done = "still going" if r.coverage < 0.999 else "done"
     lines = [
         f"Rollout: {count(len(r.nodes), 'node')} from {when(r.start)} to {when(r.end)} "
-        f"({number(round(r.per_hour, 1))} an hour), {r.coverage:.0%} of the nodes that ran "
+        f"({number(round(r.per_hour, 1))} nodes an hour), {r.coverage:.0%} of the nodes that ran "
         f"{code(r.old)}, {done}",
         f"Nodes: {code(_hostlist(r.nodes))}",
     ]

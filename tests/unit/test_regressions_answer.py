@@ -153,3 +153,11 @@ def test_the_thread_follows_the_answers_order() -> None:
     shuffled = replace(report, findings=tuple(reversed(report.findings)))
     detail = text_of(render_detail(shuffled).blocks)
     assert detail.index("5.15.0-113-generic") < detail.index("550.90.07") < detail.index("2.21.5")
+
+
+def test_a_tiny_claimed_effect_is_not_printed_as_zero() -> None:
+    tiny = finding(Verdict.IMPROVEMENT, -0.012, -0.02, -0.005, jobs=10, clean=10, gpu_days=-4.2)
+    report = RegressionReport(START, END, "driver", (tiny,), jobs_read=22, nodes_read=1024)
+    text = text_of(render_answer(report, WEEK).blocks)
+    assert "steps 0.01 % faster (95 % interval 0.01-0.02 %)" in text
+    assert "0.0-0.0" not in text and "the same pace" not in text
