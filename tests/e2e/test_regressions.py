@@ -158,3 +158,16 @@ async def test_the_weekly_post_is_built_when_a_channel_and_a_history_are_there(
             assert (bot.deps.regressions_weekly is not None) == (has_history and bool(channel))
         finally:
             await bot.close()
+
+
+async def test_where_it_may_not_post_the_answer_comes_privately(
+    slack: Slack, emulator: SlackEmulator
+) -> None:
+    slack.bot.deps.regressions_history = GeneratedHistory(datetime.now(UTC))
+    emulator.fail_next("chat.postMessage", status=200, error="not_in_channel")
+    await slack.command("/regressions", "kernel")
+    await emulator.wait_for_responses(3, timeout=20)
+    said = [json.dumps(b) for b in shown(emulator)]
+    assert "I cannot post in this channel (not_in_channel)" in said[0]
+    assert "Kernel rollouts and training pace" in said[1]
+    assert emulator.calls_to("chat.update") == [] and not emulator.uploads
