@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot.app import create_bot
+from bot.errors import BackendError
 from bot.highlights.schedule import DigestSchedule
 from bot.regressions.ask import BUILT_IN
 from bot.regressions.models import JobPace, PaceSample, VersionSpan
@@ -171,3 +172,23 @@ async def test_where_it_may_not_post_the_answer_comes_privately(
     assert "I cannot post in this channel (not_in_channel)" in said[0]
     assert "Kernel rollouts and training pace" in said[1]
     assert emulator.calls_to("chat.update") == [] and not emulator.uploads
+
+
+class DownHistory(GeneratedHistory):
+    """Prometheus answering the versions, then down for the paces."""
+
+    async def job_paces(self, *, start: datetime, end: datetime) -> list[JobPace]:
+        raise BackendError("Prometheus", "did not answer within 10 s.")
+
+
+async def test_a_backend_down_midway_edits_the_message_into_a_sentence(
+    slack: Slack, emulator: SlackEmulator
+) -> None:
+    slack.bot.deps.regressions_history = DownHistory(datetime.now(UTC))
+    await slack.command("/regressions", "")
+    update = await emulator.wait_for_call("chat.update", count=2, timeout=20)
+    assert (
+        "I could not read the fleet's history: Prometheus did not answer within 10 s."
+        in (update.args["text"])
+    )
+    assert len(emulator.calls_to("chat.postMessage")) == 1  # no detail, no chart
