@@ -237,6 +237,7 @@ def render_detail(report: RegressionReport) -> SlackMessage:
                 "Jobs, most slowed first: "
                 + ", ".join(f"{code(job)} {_signed(effect)} %" for job, effect in worst)
                 + (f" …and {rest} more" if rest else "")
+                + f". `/job-slow {worst[0][0]}` shows its pace and nodes while it runs."
             )
         msg.divider()
     if not report.findings:
