@@ -65,11 +65,13 @@ from bot.config_sections import (
 from bot.deps import Deps
 from bot.highlights.config import HighlightsConfig
 from bot.highlights.runtime import DigestRunner
+from bot.highlights.schedule import DigestSchedule
 from bot.highlights.service import Highlights
 from bot.inflight import InFlight, acks_counted
 from bot.offload import Offload, favour_the_loop
 from bot.playground.service import Playground
 from bot.ports import ResumeMemory, Scheduler, StateStore
+from bot.regressions.weekly import WeeklyRegressions
 from bot.render.alerts import BlockKitAlertMessages
 from bot.render.highlights import render_digest
 from bot.render.job_notice import render_job_notice
@@ -90,6 +92,7 @@ from bot.triage.stragglers import StragglerConfig
 from bot.triage.topology import Topology
 from bot.usermap import UserMap
 from handlers import alertmanager
+from handlers import regressions as regressions_handlers
 from handlers.alertmanager import ALERTMANAGER_PATH
 
 if TYPE_CHECKING:
@@ -308,6 +311,22 @@ def make_highlights(
 # The listeners' dependencies and the bot -------------------------------------------------------
 
 
+def make_weekly_regressions(
+    settings: Settings, store: StateStore, client: AsyncWebClient, deps: Deps
+) -> WeeklyRegressions | None:
+    """The weekly /regressions post, when a channel is set and the fleet's history is read."""
+    if settings.regressions_channel is None or deps.regressions_history is None:
+        return None
+    return WeeklyRegressions(
+        history=deps.regressions_history,
+        components=deps.regressions_components,
+        schedule=DigestSchedule.parse(settings.regressions_schedule),
+        claims=store,
+        post=regressions_handlers.weekly_poster(client, settings.regressions_channel),
+        compute=deps.triage.cpu.run,
+    )
+
+
 def make_deps(settings: Settings, store: StateStore, client: AsyncWebClient) -> Deps:
     triage = make_triage(settings)
     triage.resumes = make_resumes(store)
@@ -341,6 +360,8 @@ def make_deps(settings: Settings, store: StateStore, client: AsyncWebClient) -> 
     highlights = make_highlights(settings, store, client)
     if highlights is not None:
         deps.highlights, deps.digest = highlights.hl, highlights.digest
+    # After the fleet history is chosen: the weekly post reads it.
+    deps.regressions_weekly = make_weekly_regressions(settings, store, client, deps)
     return deps
 
 

@@ -117,6 +117,8 @@ class Settings(BaseSettings):
     digest_channel: str | None = Field(None, alias="MEOWBOT_DIGEST_CHANNEL")
     digest_schedule: str = Field("fri 16:00 UTC", alias="MEOWBOT_DIGEST_SCHEDULE")
     highlight_emoji: str = Field("meow_party", alias="MEOWBOT_HIGHLIGHT_EMOJI")
+    regressions_channel: str | None = Field(None, alias="MEOWBOT_REGRESSIONS_CHANNEL")
+    regressions_schedule: str = Field("mon 09:00 UTC", alias="MEOWBOT_REGRESSIONS_SCHEDULE")
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", alias="MEOWBOT_LOG_LEVEL"
     )
@@ -175,7 +177,7 @@ class Settings(BaseSettings):
             raise ValueError("bad fleet")
         return v.strip()
 
-    @field_validator("digest_channel")
+    @field_validator("digest_channel", "regressions_channel")
     @classmethod
     def _digest_channel(cls, v: str | None) -> str | None:
         if v is None or not v.strip():
@@ -184,7 +186,7 @@ class Settings(BaseSettings):
             raise ValueError("bad channel")
         return v.strip()
 
-    @field_validator("digest_schedule")
+    @field_validator("digest_schedule", "regressions_schedule")
     @classmethod
     def _digest_schedule(cls, v: str) -> str:
         DigestSchedule.parse(v)  # raises ValueError with the reason

@@ -10,6 +10,8 @@ from bot.authz import Authorizer
 from bot.config import Settings
 from bot.inflight import InFlight
 from bot.ports import StateStore
+from bot.regressions.ask import BUILT_IN
+from bot.regressions.ports import FleetHistory
 from bot.telemetry import Telemetry
 from bot.triage.ports import JobNoticeLedger
 from bot.triage.service import Triage
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
     from bot.highlights.runtime import DigestRunner
     from bot.highlights.service import Highlights
     from bot.playground.service import Playground
+    from bot.regressions.weekly import WeeklyRegressions
 
 
 @dataclass
@@ -36,3 +39,7 @@ class Deps:
     highlights: Highlights | None = None  # None without Redis, likewise
     job_notices: JobNoticeLedger | None = None  # None when job owners are not told
     digest: DigestRunner | None = None
+    regressions_history: FleetHistory | None = None  # None without Prometheus or the sim
+    # What /regressions may be asked about: the built-in components and the configured ones.
+    regressions_components: tuple[str, ...] = BUILT_IN
+    regressions_weekly: WeeklyRegressions | None = None  # None without a channel or history

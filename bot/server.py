@@ -86,6 +86,9 @@ class Bot:
         runner = self.deps.digest
         if digest and runner is not None and runner.hl.cfg.digest_targets():
             self.background.append(asyncio.create_task(runner.loop(self.stopping)))
+        if digest and self.deps.regressions_weekly is not None:
+            weekly = self.deps.regressions_weekly
+            self.background.append(asyncio.create_task(weekly.loop(self.stopping)))
         if self.deps.playground is not None:
             post = playground_handlers.watch_poster(self.client)
             self.background.append(

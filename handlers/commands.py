@@ -12,8 +12,8 @@ Every entry point (the slash command, the App Home palette, and any later one) b
 answer goes and how a form opens differ.
 
 A runner either answers once, privately (`asker.private`), or is long-running: it posts and
-edits messages itself (/job-slow, /playground, /highlights stats), and answers bad input
-privately. Either way the listener has acked before it runs.
+edits messages itself (/job-slow, /playground, /highlights stats, /regressions), and answers
+bad input privately. Either way the listener has acked before it runs.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from bot.deps import Deps
 from bot.render.blocks import SlackMessage, usage
 from bot.render.blocks import error as error_message
 from bot.render.triage import faults_help_lines
-from handlers import highlights, jobslow, playground, triage
+from handlers import highlights, jobslow, playground, regressions, triage
 from handlers.registry import Registry
 from handlers.reply import Asker, Misread, respond_message
 
@@ -121,6 +121,17 @@ COMMANDS: tuple[Command, ...] = (
             "`/highlights opt-out`, `/highlights opt-in`: whether your messages are shown",
         ),
         run=highlights.command,
+    ),
+    Command(
+        name="/regressions",
+        description="Which software rollout made training slower, by how much, at what cost",
+        usage_hint="[driver | kernel | firmware | <configured>] [--since 7d] | help",
+        usage=(
+            "`/regressions`: every rollout of the last 7 days, regressions worst first",
+            "`/regressions kernel --since 14d`: one component over a longer window",
+        ),
+        run=regressions.command,
+        help_more=regressions.help_lines,
     ),
 )
 

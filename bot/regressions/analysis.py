@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from bot.regressions.aligned import align
 from bot.regressions.cohorts import find_rollouts, node_changes
 from bot.regressions.cost import gpu_days_per_week
 from bot.regressions.effects import Crossing, EffectConfig, Series, crossings, first_changes, series
@@ -58,6 +59,7 @@ def _finding(
         seen = Counter(o for c in crossed for o in c.others)
         confounded = tuple(o for o, _ in sorted(seen.items(), key=lambda kv: (-kv[1], kv[0])))
     claimed = est.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
+    by_id = {s.job.job_id: s.job for s in jobs}
     if est.verdict is not Verdict.TOO_FEW and not est.placebo_measured:
         notes.append(
             f"{rollout.component} {rollout.new}: too few jobs ran far enough from their switch "
@@ -76,6 +78,9 @@ def _finding(
         confounded_with=confounded,
         gpu_days_per_week=gpu_days_per_week(est.effect, rollout, jobs, end) if claimed else 0.0,
         job_effects=tuple((c.job_id, c.effect * 100) for c in evidence),
+        aligned=tuple(
+            a for c in evidence if (a := align(by_id[c.job_id], c.switch_at)) is not None
+        ),
     )
 
 

@@ -84,6 +84,16 @@ class Rollout:
         return len(self.nodes) / hours
 
 
+@dataclass(frozen=True)
+class AlignedPace:
+    """One crossing job's pace around its switch, for the chart: `points` are (hours from the
+    moment its first node joined the new cohort, pace / the job's median pace before it)."""
+
+    job_id: str
+    switched_at: datetime
+    points: tuple[tuple[float, float], ...]
+
+
 class Verdict(StrEnum):
     REGRESSION = "regression"
     IMPROVEMENT = "improvement"
@@ -119,6 +129,9 @@ class Finding:
     """What the effect costs (or saves) a week at the load of the window's last day."""
     job_effects: tuple[tuple[str, float], ...] = ()
     """(job id, effect %) of each crossing job, for the chart."""
+    aligned: tuple[AlignedPace, ...] = ()
+    """The crossing jobs' paces aligned on their switch (`bot/regressions/aligned.py: align`),
+    for the chart; empty when the finder did not keep them."""
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,9 @@ from bot.regressions.ports import FleetHistory
 from bot.words import count
 
 Progress = Callable[[str], Awaitable[None]]
+Compute = Callable[..., Awaitable[RegressionReport]]
+"""Runs `analyse` off the event loop (bot/offload.py: Offload.run): its bootstrap over jobs is
+CPU work that must not hold back the acks of everything behind it."""
 
 
 async def _quiet(_: str) -> None:
@@ -30,6 +33,7 @@ async def find_regressions(
     progress: Progress | None = None,
     confounders: Sequence[str] = (),
     cfg: FinderConfig | None = None,
+    compute: Compute | None = None,
 ) -> RegressionReport:
     """The rollouts of `components` between `start` and `end` and their effects, worst first.
     `confounders` are further components (every configured one, say) read only to tell what
@@ -42,4 +46,6 @@ async def find_regressions(
     await say(f"Read the software of {count(nodes, 'node')}; reading every job's pace...")
     paces = await history.job_paces(start=start, end=end)
     await say(f"Comparing {count(len(paces), 'job')} before and after each rollout...")
-    return analyse(spans, paces, components, start, end, cfg)
+    if compute is None:
+        return analyse(spans, paces, components, start, end, cfg)
+    return await compute(analyse, spans, paces, components, start, end, cfg)

@@ -1,0 +1,190 @@
+"""/regressions: which rollout slowed training. Post "looking at…", edit it as the finder
+reads, then edit it into the answer; the detail and the chart go to its thread.
+
+Bad input (an unknown component, a window too long) is answered privately before anything is
+posted. Where the bot may not post, the answer comes privately instead, without the chart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.deps import Deps
+from bot.errors import BackendError
+from bot.regressions.ask import (
+    BUILT_IN,
+    MAX_WINDOW,
+    MIN_WINDOW,
+    AskError,
+    RegressionsAsk,
+    parse_ask,
+    say_window,
+)
+from bot.regressions.models import RegressionReport
+from bot.regressions.ports import FleetHistory
+from bot.regressions.service import find_regressions
+from bot.render.blocks import error as error_message
+from bot.render.regression_chart import regressions_chart
+from bot.render.regressions import render_answer, render_detail, render_progress, when
+from handlers.reply import Asker, Misread, Private, post_message, update_message
+
+log = logging.getLogger(__name__)
+
+EDIT_EVERY_S = 1.5
+"""Progress edits at most this often: chat.update is rate limited per channel."""
+
+NOT_CONFIGURED = (
+    "/regressions has no fleet history to read here: it needs each node's driver, kernel and "
+    "VBIOS and every job's recorded pace from Prometheus. Set PROMETHEUS_URL (with "
+    "node_exporter's `node_uname_info`, DCGM and meowbot's pace rules loaded)."
+)
+
+
+def _what(ask: RegressionsAsk) -> str:
+    return ", ".join(ask.components) if ask.named else "software"
+
+
+def chart_png(report: RegressionReport) -> bytes:
+    title = f"Rollouts and training pace, {when(report.start)} to {when(report.end)}"
+    return regressions_chart(report, title=title)
+
+
+class _Progress:
+    """Edits the posted message with each step the finder reports, at most every
+    EDIT_EVERY_S; a failed edit is logged and the answer still comes."""
+
+    def __init__(self, client: AsyncWebClient, channel: str, ts: str, ask: RegressionsAsk):
+        self.client, self.channel, self.ts, self.ask = client, channel, ts, ask
+        self.last = 0.0
+
+    async def __call__(self, step: str) -> None:
+        now = time.monotonic()
+        if now - self.last < EDIT_EVERY_S:
+            return
+        self.last = now
+        try:
+            await update_message(
+                self.client,
+                self.channel,
+                self.ts,
+                render_progress(_what(self.ask), self.ask.window, step),
+            )
+        except SlackApiError as exc:
+            log.warning("progress edit failed", extra={"error": exc.response.get("error")})
+
+
+async def run(
+    deps: Deps,
+    client: AsyncWebClient,
+    *,
+    text: str,
+    channel: str,
+    private: Private,
+) -> None:
+    history: FleetHistory | None = deps.regressions_history
+    if history is None:
+        await private(error_message(NOT_CONFIGURED))
+        return
+    try:
+        ask = parse_ask(text, deps.regressions_components)
+    except AskError as exc:
+        raise Misread(str(exc)) from exc
+    end = datetime.now(UTC)
+    ts: str | None = None
+    try:
+        posted = await post_message(client, channel, render_progress(_what(ask), ask.window))
+        ts, channel = posted.ts, posted.channel
+    except SlackApiError as exc:
+        code = exc.response.get("error", "unknown")
+        await private(
+            error_message(
+                f"I cannot post in this channel ({code}): invite me for the chart and the "
+                "thread. The answer follows here."
+            )
+        )
+    progress = _Progress(client, channel, ts, ask) if ts is not None else None
+    try:
+        # The components not asked about are read too: a kernel rollout that came with a new
+        # image must be named as confounded, not credited with the image's effect.
+        others = [c for c in deps.regressions_components if c not in ask.components]
+        report = await find_regressions(
+            history,
+            ask.components,
+            start=end - ask.window,
+            end=end,
+            progress=progress,
+            confounders=others,
+            compute=deps.triage.cpu.run,
+        )
+    except BackendError as exc:
+        failed = error_message(f"I could not read the fleet's history: {exc.user_text()}")
+        await (private(failed) if ts is None else update_message(client, channel, ts, failed))
+        return
+    answer, detail = render_answer(report, ask.window), render_detail(report)
+    if ts is None:
+        await private(answer)
+        await private(detail)
+        return
+    await update_message(client, channel, ts, answer)
+    await post_message(client, channel, detail, thread_ts=ts)
+    if report.findings:
+        await _upload_chart(client, channel, ts, report)
+
+
+async def _upload_chart(
+    client: AsyncWebClient, channel: str, ts: str, report: RegressionReport
+) -> None:
+    png = await asyncio.to_thread(functools.partial(chart_png, report))
+    try:
+        await client.files_upload_v2(
+            channel=channel,
+            thread_ts=ts,
+            content=png,
+            filename="regressions.png",
+            title="Job paces around the rollout, and the effect per cohort",
+        )
+    except SlackApiError as exc:
+        log.warning("chart upload failed", extra={"error": exc.response.get("error")})
+        await client.chat_postMessage(
+            channel=channel,
+            thread_ts=ts,
+            text=f"The chart could not be uploaded ({exc.response.get('error', 'unknown')}).",
+        )
+
+
+def weekly_poster(
+    client: AsyncWebClient, channel: str
+) -> Callable[[RegressionReport], Awaitable[None]]:
+    """The weekly post: the answer in `channel`, its detail and chart in the thread."""
+
+    async def post(report: RegressionReport) -> None:
+        answer = render_answer(report, report.end - report.start)
+        posted = await post_message(client, channel, answer)
+        await post_message(client, posted.channel, render_detail(report), thread_ts=posted.ts)
+        if report.findings:
+            await _upload_chart(client, posted.channel, posted.ts, report)
+
+    return post
+
+
+async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -> None:
+    """`/regressions [component ...] [--since 7d]` asked in the asker's channel."""
+    await run(deps, client, text=text, channel=asker.channel, private=asker.private)
+
+
+def help_lines() -> list[str]:
+    """What the usage lines cannot say: every component a person may name."""
+    return [
+        f"Components: {', '.join(f'`{c}`' for c in BUILT_IN)} (the GPU VBIOS), and the info "
+        "metrics named under `regressions: components:` in the config (an image, NCCL, CUDA)",
+        f"`--since` from {say_window(MIN_WINDOW)} to {say_window(MAX_WINDOW)}; "
+        "7 days when not given",
+    ]
