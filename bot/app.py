@@ -44,6 +44,7 @@ from bot.backends.job_notice_store import MemoryJobNotices, RedisJobNotices
 from bot.backends.openai_compat import CheckpointServers
 from bot.backends.playground_store import MemoryPlaygroundStore, RedisPlaygroundStore
 from bot.backends.prometheus import PrometheusInventory, PrometheusMetrics
+from bot.backends.prometheus_history import PrometheusFleetHistory
 from bot.backends.resume_store import MemoryResumes, RedisResumes
 from bot.backends.retries import BackgroundRetries
 from bot.backends.slack_directory import SlackDigestPoster, SlackDirectory
@@ -58,6 +59,7 @@ from bot.config_sections import (
     highlights_config,
     job_notices_config,
     playground_config,
+    regressions_config,
     straggler_config,
     topology_config,
     user_mapping,
@@ -69,6 +71,7 @@ from bot.highlights.service import Highlights
 from bot.inflight import InFlight
 from bot.playground.service import Playground
 from bot.ports import ResumeMemory, Scheduler, StateStore
+from bot.regressions.ports import FleetHistory
 from bot.render.alerts import BlockKitAlertMessages
 from bot.render.highlights import render_digest
 from bot.render.job_notice import render_job_notice
@@ -231,6 +234,23 @@ def make_triage(settings: Settings) -> Triage:
     return sim_triage(fleet, health, stragglers, scheduler=scheduler, sim_scheduler=True, live=True)
 
 
+def make_regressions_history(settings: Settings, triage: Triage) -> FleetHistory | None:
+    """What /regressions reads: the Prometheus the triage reads (its info metrics and the
+    recorded pace), or the simulated fleet's own history when the fleet is simulated."""
+    from bot.backends.sim.metrics import SimMetrics
+
+    if isinstance(triage.metrics, PrometheusMetrics):
+        return PrometheusFleetHistory(
+            triage.metrics, regressions_config(settings), triage.stragglers
+        )
+    if isinstance(triage.metrics, SimMetrics):
+        from bot.backends.sim.history import SimFleetHistory
+
+        regressions_config(settings)  # checked all the same: a wrong value stops start-up
+        return SimFleetHistory(triage.metrics.fleet)
+    return None
+
+
 # Channel alerts, the playground, highlights ------------------------------------------------------
 
 
@@ -333,6 +353,7 @@ def make_deps(settings: Settings, store: StateStore, client: AsyncWebClient) -> 
     )
     deps.alerting = make_alerting(settings, store, client, triage)
     deps.playground = make_playground(settings, store)
+    deps.regressions_history = make_regressions_history(settings, triage)
     highlights = make_highlights(settings, store, client)
     if highlights is not None:
         deps.highlights, deps.digest = highlights.hl, highlights.digest

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from bot.highlights.runtime import DigestRunner
     from bot.highlights.service import Highlights
     from bot.playground.service import Playground
+    from bot.regressions.ports import FleetHistory
 
 
 @dataclass
@@ -36,3 +37,4 @@ class Deps:
     highlights: Highlights | None = None  # None without Redis, likewise
     job_notices: JobNoticeLedger | None = None  # None when job owners are not told
     digest: DigestRunner | None = None
+    regressions_history: FleetHistory | None = None  # None without Prometheus or the sim fleet

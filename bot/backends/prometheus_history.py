@@ -1,0 +1,254 @@
+"""The regression finder's FleetHistory over Prometheus: days of versions and paces, bounded.
+
+What one read sends, whatever the fleet size or the window:
+- per component, one instant `count(<metric>)` (how many series a step would load) and one range
+  query `count by (<host labels>, <label>) (<metric>)`: which value each node showed at each
+  step (the `regressions:` config section names the metric and label of each component);
+- the recorded pace of every job (`prometheus_rules.pace_queries`' slowest rank, with its
+  sentinel) in one range query, or, where the rules did not run over the whole window, the same
+  query raw;
+- the job-to-node map in one range query, `count by (<job>, <node>) (<step metric>)`: its
+  values are the ranks a node holds, so a job's GPUs come with it.
+
+Each range query's step widens (whole minutes, at least 5) until series x steps stays within
+`RegressionsConfig.sample_budget`, so 7 days of 32k GPU series are read at about 35-minute
+steps, far under Prometheus' 50M-sample limit, and the count of queries is fixed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from bot import metric_names as m
+from bot.backends import prometheus_rules as rules
+from bot.backends.http import Deadline
+from bot.backends.prometheus import (
+    BACKEND,
+    METRIC_NAME_RE,
+    PrometheusMetrics,
+    _covers,
+)
+from bot.regressions.config import RegressionsConfig
+from bot.regressions.models import JobPace, PaceSample, VersionSpan
+from bot.triage.stragglers import StragglerConfig
+from bot.triage.table import node_name
+
+MIN_STEP_S = 300
+"""The finest step read: the recorded pace's rules run every minute, but a rollout's minute
+does not need finer than five to place a job's switch."""
+READ_TIMEOUT_S = 30.0
+
+
+def bounded_step(span_s: float, series: float, budget: int) -> int:
+    """The step (whole minutes, at least MIN_STEP_S) at which `series` over `span_s` load at
+    most `budget` samples."""
+    needed = span_s * max(series, 1.0) / budget
+    return max(MIN_STEP_S, math.ceil(needed / 60) * 60)
+
+
+def aligned(start: datetime, end: datetime, step_s: int) -> tuple[datetime, datetime]:
+    """The window's steps on multiples of the step, inside it: the same window read twice
+    reads the same instants (and Prometheus' results cache can keep them)."""
+    first = math.ceil(start.timestamp() / step_s) * step_s
+    last = max(first, math.floor(end.timestamp() / step_s) * step_s)
+    return datetime.fromtimestamp(first, UTC), datetime.fromtimestamp(last, UTC)
+
+
+def _at(t_s: float) -> datetime:
+    return datetime.fromtimestamp(t_s, UTC)
+
+
+def _times(row: dict[str, Any]) -> list[tuple[float, str]]:
+    out = []
+    for point in row.get("values") or ():
+        try:
+            out.append((float(point[0]), str(point[1])))
+        except (IndexError, TypeError, ValueError):
+            continue
+    return out
+
+
+def spans_of(
+    rows: Sequence[dict[str, Any]],
+    component: str,
+    label: str,
+    step_s: int,
+    node_label: str,
+) -> list[VersionSpan]:
+    """Each node's runs of one value, from `count by (<hosts>, <label>)` rows: consecutive
+    steps (a step or two apart: one missed scrape is not a change) make one span."""
+    seen: dict[tuple[str, str], set[float]] = {}
+    for row in rows:
+        labels = row.get("metric") or {}
+        node = node_name(labels, node_label=node_label)
+        value = labels.get(label)
+        if not node or not value:
+            continue
+        seen.setdefault((node, value), set()).update(t for t, _ in _times(row))
+    spans = []
+    for (node, value), times in sorted(seen.items()):
+        ordered = sorted(times)
+        first = prev = ordered[0]
+        for t in ordered[1:]:
+            if t - prev > 2 * step_s:
+                spans.append(VersionSpan(node, component, value, _at(first), _at(prev)))
+                first = t
+            prev = t
+        spans.append(VersionSpan(node, component, value, _at(first), _at(prev)))
+    return spans
+
+
+class PrometheusFleetHistory:
+    name = BACKEND
+
+    def __init__(
+        self,
+        metrics: PrometheusMetrics,
+        config: RegressionsConfig | None = None,
+        stragglers: StragglerConfig | None = None,
+        *,
+        timeout_s: float = READ_TIMEOUT_S,
+    ) -> None:
+        self.metrics = metrics
+        self.config = config or RegressionsConfig()
+        self.stragglers = stragglers or StragglerConfig()
+        self.timeout_s = timeout_s
+        for name in (self.stragglers.step_metric,):
+            if not METRIC_NAME_RE.fullmatch(name):
+                raise ValueError(f"{name!r} is not a metric name")
+        self.last_steps: dict[str, int] = {}
+        """The step each query of the last read took, by what it read (for the benchmark)."""
+
+    def components(self) -> tuple[str, ...]:
+        return tuple(self.config.info_metrics())
+
+    async def _series(self, metric: str, at: datetime, deadline: Deadline) -> float:
+        rows = await self.metrics.query(f"count({metric})", at=at, deadline=deadline)
+        try:
+            return float(rows[0]["value"][1]) if rows else 0.0
+        except (KeyError, IndexError, TypeError, ValueError):
+            return 0.0
+
+    async def _range(
+        self,
+        what: str,
+        promql: str,
+        series: float,
+        start: datetime,
+        end: datetime,
+        deadline: Deadline,
+    ) -> tuple[list[dict[str, Any]], int]:
+        span_s = max(0.0, (end - start).total_seconds())
+        step = bounded_step(span_s, series, self.config.sample_budget)
+        first, last = aligned(start, end, step)
+        self.last_steps[what] = step
+        rows = await self.metrics.query_range(
+            promql, start=first, end=last, step_s=step, deadline=deadline
+        )
+        return rows, step
+
+    async def _component(
+        self, component: str, start: datetime, end: datetime, deadline: Deadline
+    ) -> list[VersionSpan]:
+        info = self.config.info_metrics().get(component)
+        if info is None:
+            known = ", ".join(self.config.info_metrics())
+            raise ValueError(f"unknown component {component!r} (known: {known})")
+        node_label = self.metrics.node_label
+        hosts = ", ".join(dict.fromkeys([*m.HOST_LABELS, m.LABEL_INSTANCE, node_label, info.label]))
+        series = await self._series(info.metric, end, deadline)
+        promql = f"count by ({hosts}) ({info.metric})"
+        rows, step = await self._range(component, promql, series, start, end, deadline)
+        return spans_of(rows, component, info.label, step, node_label)
+
+    async def versions(
+        self, components: Sequence[str], *, start: datetime, end: datetime
+    ) -> list[VersionSpan]:
+        deadline = Deadline(self.timeout_s)
+        parts = await asyncio.gather(
+            *(self._component(c, start, end, deadline) for c in dict.fromkeys(components))
+        )
+        return [span for part in parts for span in part]
+
+    async def _recorded_paces(
+        self, start: datetime, end: datetime, deadline: Deadline
+    ) -> tuple[list[dict[str, Any]], int] | None:
+        """Every job's recorded slowest rank over the window, or None where the rule did not
+        run over all of it (its sentinel comes in the same answer)."""
+        cfg = self.stragglers
+        name = rules.recorded_name(rules.pace_queries(cfg)[0], cfg.step_metric)
+        promql = f'{name} or {name}{{{rules.SENTINEL_LABEL}!=""}}'
+        jobs = await self._series(name, end, deadline)
+        rows, step = await self._range("pace", promql, jobs, start, end, deadline)
+        sentinel = [r for r in rows if rules.SENTINEL_LABEL in (r.get("metric") or {})]
+        first, last = aligned(start, end, step)
+        if not _covers(sentinel, first, last, step):
+            return None
+        self.metrics.recorded_reads += 1
+        return [r for r in rows if r not in sentinel], step
+
+    async def _paces(
+        self, ranks: float, start: datetime, end: datetime, deadline: Deadline
+    ) -> list[dict[str, Any]]:
+        recorded = await self._recorded_paces(start, end, deadline)
+        if recorded is not None:
+            return recorded[0]
+        # Raw: every rank at every step, so the step widens with the ranks.
+        promql = rules.pace_queries(self.stragglers)[0]
+        rows, _ = await self._range("pace", promql, ranks, start, end, deadline)
+        return rows
+
+    async def _job_nodes(
+        self, ranks: float, start: datetime, end: datetime, deadline: Deadline
+    ) -> dict[str, dict[str, int]]:
+        """Job -> node -> ranks (GPUs) it held there at most, over the window."""
+        cfg = self.stragglers
+        by = ", ".join(dict.fromkeys([cfg.job_label, cfg.node_label, m.LABEL_INSTANCE]))
+        promql = f"count by ({by}) ({cfg.step_metric})"
+        rows, _ = await self._range("nodes", promql, ranks, start, end, deadline)
+        out: dict[str, dict[str, int]] = {}
+        for row in rows:
+            labels = row.get("metric") or {}
+            job = labels.get(cfg.job_label)
+            node = labels.get(cfg.node_label) or node_name(labels, node_label=cfg.node_label)
+            if not job or not node:
+                continue
+            held = max((int(float(v)) for _, v in _times(row)), default=0)
+            nodes = out.setdefault(job, {})
+            nodes[node] = max(nodes.get(node, 0), held)
+        return out
+
+    async def job_paces(self, *, start: datetime, end: datetime) -> list[JobPace]:
+        deadline = Deadline(self.timeout_s)
+        ranks = await self._series(self.stragglers.step_metric, end, deadline)
+        paces, nodes = await asyncio.gather(
+            self._paces(ranks, start, end, deadline),
+            self._job_nodes(ranks, start, end, deadline),
+        )
+        job_label = self.stragglers.job_label
+        out = []
+        for row in paces:
+            job = (row.get("metric") or {}).get(job_label)
+            if not job:
+                continue
+            samples = []
+            for t, v in _times(row):
+                seconds = float(v)
+                if seconds == seconds and seconds > 0:
+                    samples.append(PaceSample(_at(t), seconds))
+            if not samples:
+                continue
+            held = nodes.get(job, {})
+            out.append(
+                JobPace(
+                    job_id=job,
+                    nodes=tuple(sorted(held)),
+                    samples=tuple(samples),
+                    gpus=sum(held.values()),
+                )
+            )
+        return sorted(out, key=lambda p: p.job_id)
