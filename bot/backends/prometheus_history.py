@@ -1,9 +1,10 @@
 """The regression finder's FleetHistory over Prometheus: days of versions and paces, bounded.
 
 What one read sends, whatever the fleet size or the window:
-- per component, one instant `count(<metric>)` (how many series a step would load) and one range
-  query `count by (<host labels>, <label>) (<metric>)`: which value each node showed at each
-  step (the `regressions:` config section names the metric and label of each component);
+- per info metric, one instant `count(<metric>)` (how many series a step would load) and one
+  range query `count by (<host labels>, <labels>) (<metric>)`: which value each node showed at
+  each step (the `regressions:` config section names the metric and label of each component;
+  components on one metric, as driver and VBIOS on the DCGM series, share its query);
 - the recorded pace of every job (`prometheus_rules.pace_queries`' slowest rank, with its
   sentinel) in one range query, or, where the rules did not run over the whole window, the same
   query raw;
@@ -151,26 +152,43 @@ class PrometheusFleetHistory:
         )
         return rows, step
 
-    async def _component(
-        self, component: str, start: datetime, end: datetime, deadline: Deadline
+    async def _metric(
+        self,
+        metric: str,
+        components: Sequence[str],
+        start: datetime,
+        end: datetime,
+        deadline: Deadline,
     ) -> list[VersionSpan]:
-        info = self.config.info_metrics().get(component)
-        if info is None:
-            known = ", ".join(self.config.info_metrics())
-            raise ValueError(f"unknown component {component!r} (known: {known})")
+        """The components one info metric carries (driver and VBIOS are both labels of every
+        DCGM series), in one range query counting its series per node and their labels."""
+        infos = self.config.info_metrics()
+        labels = [infos[c].label for c in components]
         node_label = self.metrics.node_label
-        hosts = ", ".join(dict.fromkeys([*m.HOST_LABELS, m.LABEL_INSTANCE, node_label, info.label]))
-        series = await self._series(info.metric, end, deadline)
-        promql = f"count by ({hosts}) ({info.metric})"
-        rows, step = await self._range(component, promql, series, start, end, deadline)
-        return spans_of(rows, component, info.label, step, node_label)
+        by = ", ".join(dict.fromkeys([*m.HOST_LABELS, m.LABEL_INSTANCE, node_label, *labels]))
+        series = await self._series(metric, end, deadline)
+        promql = f"count by ({by}) ({metric})"
+        rows, step = await self._range(metric, promql, series, start, end, deadline)
+        return [
+            span
+            for component, label in zip(components, labels, strict=True)
+            for span in spans_of(rows, component, label, step, node_label)
+        ]
 
     async def versions(
         self, components: Sequence[str], *, start: datetime, end: datetime
     ) -> list[VersionSpan]:
+        infos = self.config.info_metrics()
+        unknown = [c for c in components if c not in infos]
+        if unknown:
+            known = ", ".join(infos)
+            raise ValueError(f"unknown component {unknown[0]!r} (known: {known})")
+        by_metric: dict[str, list[str]] = {}
+        for component in dict.fromkeys(components):
+            by_metric.setdefault(infos[component].metric, []).append(component)
         deadline = Deadline(self.timeout_s)
         parts = await asyncio.gather(
-            *(self._component(c, start, end, deadline) for c in dict.fromkeys(components))
+            *(self._metric(mt, cs, start, end, deadline) for mt, cs in by_metric.items())
         )
         return [span for part in parts for span in part]
 
@@ -194,7 +212,9 @@ class PrometheusFleetHistory:
     async def _paces(
         self, ranks: float, start: datetime, end: datetime, deadline: Deadline
     ) -> list[dict[str, Any]]:
-        recorded = await self._recorded_paces(start, end, deadline)
+        recorded = (
+            await self._recorded_paces(start, end, deadline) if self.metrics.recorded else None
+        )
         if recorded is not None:
             return recorded[0]
         # Raw: every rank at every step, so the step widens with the ranks.
