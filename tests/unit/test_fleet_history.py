@@ -1,0 +1,116 @@
+"""Where /regressions reads its history: the `regressions:` config section, the choice of the
+FleetHistory in the composition root, and how the Prometheus adapter bounds and reads its
+range queries (the reads themselves: tests/integration/test_prometheus_history.py)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from bot import metric_names as m
+from bot.app import make_regressions_history, make_triage
+from bot.backends.prometheus_history import PrometheusFleetHistory, aligned, bounded_step, spans_of
+from bot.backends.sim.history import SimFleetHistory
+from bot.config import ConfigError, load_settings
+from bot.config_sections import regressions_config
+from bot.regressions.config import BUILT_IN, InfoMetric
+
+WEEK_S = 7 * 86400
+
+
+def _config(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "meowbot.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_configured_components_add_to_the_built_in_three(tmp_path: Path) -> None:
+    cfg = _config(
+        tmp_path,
+        "regressions:\n  components:\n    image: {metric: container_image_info, label: image}\n",
+    )
+    parsed = regressions_config(load_settings(MEOWBOT_CONFIG=cfg))
+    assert list(parsed.info_metrics()) == ["driver", "kernel", "firmware", "image"]
+    assert parsed.info_metrics()["image"] == InfoMetric(
+        metric="container_image_info", label="image"
+    )
+    assert BUILT_IN["kernel"] == InfoMetric(metric=m.NODE_UNAME_INFO, label=m.LABEL_RELEASE)
+
+
+@pytest.mark.parametrize(
+    ("yaml", "said"),
+    [
+        ('    image: {metric: "up or vector(1)", label: image}\n', "not a metric name"),
+        ("    image: {metric: info, label: __name__}\n", "not a label name"),
+        ("    Image!: {metric: info, label: image}\n", "not a component name"),
+        ("    image: {metric: info}\n", "label"),
+    ],
+)
+def test_a_wrong_component_stops_start_up_with_a_sentence(
+    tmp_path: Path, yaml: str, said: str
+) -> None:
+    cfg = _config(tmp_path, "regressions:\n  components:\n" + yaml)
+    with pytest.raises(ConfigError, match="regressions") as err:
+        regressions_config(load_settings(MEOWBOT_CONFIG=cfg))
+    assert said in str(err.value)
+
+
+def test_the_history_is_prometheus_with_its_url_and_the_sim_fleets_without(
+    tmp_path: Path,
+) -> None:
+    cfg = _config(tmp_path, "regressions:\n  components:\n    image: {metric: i, label: image}\n")
+    settings = load_settings(PROMETHEUS_URL="http://127.0.0.1:9", MEOWBOT_CONFIG=cfg)
+    triage = make_triage(settings)
+    history = make_regressions_history(settings, triage)
+    assert isinstance(history, PrometheusFleetHistory)
+    assert history.metrics is triage.metrics  # one client, one node label
+    assert history.components() == ("driver", "kernel", "firmware", "image")
+    sim_settings = load_settings(MEOWBOT_FLEET="sim:64")
+    sim_triage = make_triage(sim_settings)
+    sim = make_regressions_history(sim_settings, sim_triage)
+    assert isinstance(sim, SimFleetHistory)
+    assert sim.fleet.n_nodes == 64
+
+
+def test_the_step_keeps_every_query_within_the_budget_whatever_the_fleet() -> None:
+    budget = 2_000_000
+    for series in (32, 4096, 32_768, 400_000):
+        step = bounded_step(WEEK_S, series, budget)
+        assert step % 60 == 0 and step >= 300
+        assert series * WEEK_S / step <= budget
+    assert bounded_step(WEEK_S, 4096, budget) == 1260  # the kernel at 4,096 nodes
+    assert bounded_step(WEEK_S, 32_768, budget) == 9960  # their 32k GPUs' driver labels
+    start = datetime(2026, 12, 1, 3, 7, tzinfo=UTC)
+    end = datetime(2026, 12, 8, 3, 7, tzinfo=UTC)
+    first, last = aligned(start, end, 1260)
+    assert first >= start and last <= end
+    assert first.timestamp() % 1260 == 0 and last.timestamp() % 1260 == 0
+
+
+def _row(node: str, release: str, times: list[int]) -> dict[str, object]:
+    return {
+        "metric": {"instance": f"{node}:9100", m.LABEL_RELEASE: release},
+        "values": [[t, "1"] for t in times],
+    }
+
+
+def test_spans_bridge_a_missed_scrape_and_split_at_a_real_gap() -> None:
+    step = 300
+    rows = [
+        # One step missing (a scrape lost): still one span.
+        _row("gpu-0001", "old", [0, 300, 900, 1200]),
+        _row("gpu-0001", "new", [1500, 1800]),
+        # Back to the old value much later (a rollback): a second span of it.
+        _row("gpu-0002", "old", [0, 300, 3000, 3300]),
+        {"metric": {"instance": "gpu-0003:9100"}, "values": [[0, "1"]]},  # no value: not a span
+    ]
+    spans = spans_of(rows, "kernel", m.LABEL_RELEASE, step, "node")
+    got = [(s.node, s.value, s.start.timestamp(), s.end.timestamp()) for s in spans]
+    assert got == [
+        ("gpu-0001", "new", 1500, 1800),
+        ("gpu-0001", "old", 0, 1200),
+        ("gpu-0002", "old", 0, 300),
+        ("gpu-0002", "old", 3000, 3300),
+    ]
