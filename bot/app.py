@@ -434,4 +434,10 @@ def prometheus_rule_groups(
     windows = windows_for(
         health, sweep_window_s=alerts_config(settings).sweep_window_s, extra=extra_windows
     )
-    return rule_groups(health, straggler_config(settings), windows=windows, **intervals)
+    return rule_groups(
+        health,
+        straggler_config(settings),
+        windows=windows,
+        regressions=regressions_config(settings),
+        **intervals,
+    )

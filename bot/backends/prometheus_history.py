@@ -1,21 +1,22 @@
 """The regression finder's FleetHistory over Prometheus: days of versions and paces, bounded.
 
-What one read sends, whatever the fleet size or the window:
-- per info metric, one instant `count(<metric>)` (how many series a step would load) and one
-  range query `count by (<host labels>, <labels>) (<metric>)`: which value each node showed at
-  each step (the `regressions:` config section names the metric and label of each component;
-  components on one metric, as driver and VBIOS on the DCGM series, share its query);
-- the recorded pace of every job (`prometheus_rules.pace_queries`' slowest rank, with its
-  sentinel) in one range query, or, where the rules did not run over the whole window, the same
-  query raw;
-- the job-to-node map in one range query, `count by (<job>, <node>) (<step metric>)`: its
-  values are the ranks a node holds, so a job's GPUs come with it.
+What one read asks, whatever the fleet size or the window (each is `prometheus_rules`' own
+query, so that a recording rule of it can stand in):
+- per info metric, `count by (<host labels>, <labels>) (<metric>)`: which value each node
+  showed at each step (the `regressions:` config section names the metric and label of each
+  component; components on one metric, as driver and VBIOS on the DCGM series, share it);
+- every job's slowest rank, `max by (<job>) (<step metric>)`: /job-slow's recorded pace;
+- the job-to-node map, `count by (<job>, <node>) (<step metric>)`: its values are the ranks a
+  node holds, so a job's GPUs come with it.
 
-Each range query's step widens (whole minutes, at least 5) until series x steps stays within
-`RegressionsConfig.sample_budget` (2M samples), so the count of queries and the samples they
-load are fixed whatever the fleet: over 7 days at 4,096 nodes the kernel is read at 21-minute
-steps and the 32k GPU series (driver, VBIOS) at 2.8-hour steps; a node's switch is placed to
-within its step (bench/regressions_prometheus.py times the read).
+Each is read from its recorded series where `meowbot prometheus-rules` keeps it and has kept it
+over the whole window (one count, then one range query with the sentinel), else raw (one
+count of the series a step would load, then one range query): 2 to 4 queries each, a fixed
+number in all. Each range query's step widens (whole minutes, at least 5) until series x steps
+stays within `RegressionsConfig.sample_budget` (2M samples): over 7 days at 4,096 nodes, raw,
+the kernel is read at 21-minute steps and the 32k GPU series (driver, VBIOS) at 2.8-hour ones;
+recorded (a row a node), every component at 21 minutes. A node's switch is placed to within its
+step (bench/regressions_prometheus.py times the read).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from bot import metric_names as m
 from bot.backends import prometheus_rules as rules
 from bot.backends.http import Deadline
 from bot.backends.prometheus import (
@@ -154,6 +154,37 @@ class PrometheusFleetHistory:
         )
         return rows, step
 
+    async def _recorded(
+        self, what: str, name: str, start: datetime, end: datetime, deadline: Deadline
+    ) -> tuple[list[dict[str, Any]], int] | None:
+        """The rows of a recorded series over the window, or None where its rule is not
+        loaded (no rows: one cheap count) or did not run over all of it (its sentinel comes
+        in the same answer)."""
+        rows_now = await self._series(name, end, deadline)
+        if not rows_now:
+            return None
+        promql = f'{name} or {name}{{{rules.SENTINEL_LABEL}!=""}}'
+        rows, step = await self._range(what, promql, rows_now, start, end, deadline)
+        sentinel = [r for r in rows if rules.SENTINEL_LABEL in (r.get("metric") or {})]
+        first, last = aligned(start, end, step)
+        if not _covers(sentinel, first, last, step):
+            return None
+        self.metrics.recorded_reads += 1
+        return [r for r in rows if r not in sentinel], step
+
+    async def _read(
+        self, what: str, expr: str, metric: str, start: datetime, end: datetime, deadline: Deadline
+    ) -> tuple[list[dict[str, Any]], int]:
+        """`expr` over the window: its recording rule's rows where kept up all along (a row a
+        node or a job), else raw, the step widened for the series `metric` has now."""
+        if self.metrics.recorded:
+            name = rules.recorded_name(expr, metric)
+            recorded = await self._recorded(what, name, start, end, deadline)
+            if recorded is not None:
+                return recorded
+        series = await self._series(metric, end, deadline)
+        return await self._range(what, expr, series, start, end, deadline)
+
     async def _metric(
         self,
         metric: str,
@@ -165,16 +196,14 @@ class PrometheusFleetHistory:
         """The components one info metric carries (driver and VBIOS are both labels of every
         DCGM series), in one range query counting its series per node and their labels."""
         infos = self.config.info_metrics()
-        labels = [infos[c].label for c in components]
         node_label = self.metrics.node_label
-        by = ", ".join(dict.fromkeys([*m.HOST_LABELS, m.LABEL_INSTANCE, node_label, *labels]))
-        series = await self._series(metric, end, deadline)
-        promql = f"count by ({by}) ({metric})"
-        rows, step = await self._range(metric, promql, series, start, end, deadline)
+        # Every configured label of the metric, whatever is asked: the recorded rule's query.
+        expr = rules.info_count_query(metric, rules.info_labels(self.config)[metric], node_label)
+        rows, step = await self._read(metric, expr, metric, start, end, deadline)
         return [
             span
-            for component, label in zip(components, labels, strict=True)
-            for span in spans_of(rows, component, label, step, node_label)
+            for component in components
+            for span in spans_of(rows, component, infos[component].label, step, node_label)
         ]
 
     async def versions(
@@ -194,44 +223,13 @@ class PrometheusFleetHistory:
         )
         return [span for part in parts for span in part]
 
-    async def _recorded_paces(
-        self, start: datetime, end: datetime, deadline: Deadline
-    ) -> tuple[list[dict[str, Any]], int] | None:
-        """Every job's recorded slowest rank over the window, or None where the rule did not
-        run over all of it (its sentinel comes in the same answer)."""
-        cfg = self.stragglers
-        name = rules.recorded_name(rules.pace_queries(cfg)[0], cfg.step_metric)
-        promql = f'{name} or {name}{{{rules.SENTINEL_LABEL}!=""}}'
-        jobs = await self._series(name, end, deadline)
-        rows, step = await self._range("pace", promql, jobs, start, end, deadline)
-        sentinel = [r for r in rows if rules.SENTINEL_LABEL in (r.get("metric") or {})]
-        first, last = aligned(start, end, step)
-        if not _covers(sentinel, first, last, step):
-            return None
-        self.metrics.recorded_reads += 1
-        return [r for r in rows if r not in sentinel], step
-
-    async def _paces(
-        self, ranks: float, start: datetime, end: datetime, deadline: Deadline
-    ) -> list[dict[str, Any]]:
-        recorded = (
-            await self._recorded_paces(start, end, deadline) if self.metrics.recorded else None
-        )
-        if recorded is not None:
-            return recorded[0]
-        # Raw: every rank at every step, so the step widens with the ranks.
-        promql = rules.pace_queries(self.stragglers)[0]
-        rows, _ = await self._range("pace", promql, ranks, start, end, deadline)
-        return rows
-
     async def _job_nodes(
-        self, ranks: float, start: datetime, end: datetime, deadline: Deadline
+        self, start: datetime, end: datetime, deadline: Deadline
     ) -> dict[str, dict[str, int]]:
         """Job -> node -> ranks (GPUs) it held there at most, over the window."""
         cfg = self.stragglers
-        by = ", ".join(dict.fromkeys([cfg.job_label, cfg.node_label, m.LABEL_INSTANCE]))
-        promql = f"count by ({by}) ({cfg.step_metric})"
-        rows, _ = await self._range("nodes", promql, ranks, start, end, deadline)
+        expr = rules.job_nodes_query(cfg)
+        rows, _ = await self._read("nodes", expr, cfg.step_metric, start, end, deadline)
         out: dict[str, dict[str, int]] = {}
         for row in rows:
             labels = row.get("metric") or {}
@@ -246,15 +244,16 @@ class PrometheusFleetHistory:
 
     async def job_paces(self, *, start: datetime, end: datetime) -> list[JobPace]:
         deadline = Deadline(self.timeout_s)
-        ranks = await self._series(self.stragglers.step_metric, end, deadline)
-        paces, nodes = await asyncio.gather(
-            self._paces(ranks, start, end, deadline),
-            self._job_nodes(ranks, start, end, deadline),
+        cfg = self.stragglers
+        # The slowest rank a job: /job-slow's recorded pace, or the same query raw.
+        pace = rules.pace_queries(cfg)[0]
+        (paces, _), nodes = await asyncio.gather(
+            self._read("pace", pace, cfg.step_metric, start, end, deadline),
+            self._job_nodes(start, end, deadline),
         )
-        job_label = self.stragglers.job_label
         out = []
         for row in paces:
-            job = (row.get("metric") or {}).get(job_label)
+            job = (row.get("metric") or {}).get(cfg.job_label)
             if not job:
                 continue
             samples = []

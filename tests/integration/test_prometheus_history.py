@@ -11,6 +11,7 @@ it to the minute (a configured info metric), and a driver reaches half the fleet
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import subprocess
@@ -59,8 +60,8 @@ def _om_family(name: str, rows: dict[str, list[tuple[int, float]]]) -> Iterator[
 
 def _extra_history(fleet: SimFleet, start: datetime, end: datetime) -> Iterator[str]:
     """What the fleet's exposition does not carry: the configured image info metric, and the
-    recorded pace as meowbot's rule keeps it (with its sentinel, evaluated all along)."""
-    import asyncio
+    recorded pace and GPU versions as meowbot's rules keep them (with their sentinels,
+    evaluated all along)."""
 
     history = SimFleetHistory(fleet)
     spans = asyncio.run(history.versions(["image"], start=start, end=end))
@@ -72,6 +73,24 @@ def _extra_history(fleet: SimFleet, start: datetime, end: datetime) -> Iterator[
             (t, 1.0) for t in grid if span.start.timestamp() <= t <= span.end.timestamp()
         )
     yield from _om_family(IMAGE.metric, image)
+    # The GPUs' versions as meowbot's rule records them: a row a node, its GPUs counted.
+    labels = rules.info_labels(CONFIG)[m.DCGM_FI_DEV_GPU_TEMP]
+    expr = rules.info_count_query(m.DCGM_FI_DEV_GPU_TEMP, labels)
+    gpu_spans = asyncio.run(history.versions(["driver", "firmware"], start=start, end=end))
+    (vbios,) = {s.value for s in gpu_spans if s.component == "firmware"}
+    versions: dict[str, list[tuple[int, float]]] = {}
+    for span in gpu_spans:
+        if span.component != "driver":
+            continue
+        row = (
+            f'{m.LABEL_HOSTNAME}="{span.node}",{m.LABEL_DRIVER_VERSION}="{span.value}",'
+            f'{m.LABEL_VBIOS_VERSION}="{vbios}"'
+        )
+        versions.setdefault(row, []).extend(
+            (t, 8.0) for t in grid if span.start.timestamp() <= t <= span.end.timestamp()
+        )
+    versions[f'{rules.SENTINEL_LABEL}="60"'] = [(t, float(t)) for t in grid]
+    yield from _om_family(rules.recorded_name(expr, m.DCGM_FI_DEV_GPU_TEMP), versions)
     cfg = StragglerConfig()
     name = rules.recorded_name(rules.pace_queries(cfg)[0], cfg.step_metric)
     paces = asyncio.run(history.job_paces(start=start, end=end))
@@ -176,18 +195,22 @@ def _on_grid(t: datetime, step_s: int) -> datetime:
     return datetime.fromtimestamp(math.ceil(t.timestamp() / step_s) * step_s, UTC)
 
 
+@pytest.mark.parametrize("recorded", [True, False], ids=["recorded", "raw"])
 async def test_versions_show_each_nodes_switch_at_the_step_after_it(
-    backfilled: Backfilled,
+    backfilled: Backfilled, recorded: bool
 ) -> None:
-    metrics = PrometheusMetrics(backfilled.url)
+    metrics = PrometheusMetrics(backfilled.url, recorded=recorded)
     history = PrometheusFleetHistory(metrics, CONFIG)
     components = ["kernel", "image", "driver", "firmware"]
     try:
         got = await history.versions(components, start=backfilled.start, end=backfilled.end)
     finally:
         await metrics.close()
-    # Driver and firmware share the DCGM series: three metrics, two queries each.
-    assert metrics.queries == 6
+    # Driver and firmware share the DCGM series: three metrics. Raw, a count and a range
+    # query each; with rules, the GPUs' recorded rows (a count, a range query), and for the
+    # two metrics no rule records here, a count of their rows (none) before the raw read.
+    assert metrics.queries == (8 if recorded else 6)
+    assert metrics.recorded_reads == (1 if recorded else 0)
     truth = await SimFleetHistory(backfilled.fleet).versions(
         components, start=backfilled.start, end=backfilled.end
     )
@@ -220,7 +243,9 @@ async def test_job_paces_are_every_jobs_slowest_rank_with_its_nodes(
         got = _by_job(await history.job_paces(start=backfilled.start, end=backfilled.end))
     finally:
         await metrics.close()
-    assert metrics.queries == (4 if recorded else 3)  # count, pace (raw: no recorded), map
+    # The pace: a count and a range query, recorded or raw; the map (not recorded here): with
+    # rules, a count of its recorded rows (none) first.
+    assert metrics.queries == (5 if recorded else 4)
     assert metrics.recorded_reads == (1 if recorded else 0)
     truth = _by_job(
         await SimFleetHistory(backfilled.fleet).job_paces(
@@ -241,7 +266,7 @@ async def test_job_paces_are_every_jobs_slowest_rank_with_its_nodes(
 
 
 async def test_the_step_widens_to_stay_within_the_sample_budget(backfilled: Backfilled) -> None:
-    metrics = PrometheusMetrics(backfilled.url)
+    metrics = PrometheusMetrics(backfilled.url, recorded=False)
     history = PrometheusFleetHistory(metrics, RegressionsConfig(sample_budget=100_000))
     start, end = backfilled.start, backfilled.end
     try:

@@ -11,11 +11,14 @@ import pytest
 
 from bot import metric_names as m
 from bot.app import make_regressions_history, make_triage
+from bot.backends import prometheus_rules as rules
 from bot.backends.prometheus_history import PrometheusFleetHistory, aligned, bounded_step, spans_of
 from bot.backends.sim.history import SimFleetHistory
 from bot.config import ConfigError, load_settings
 from bot.config_sections import regressions_config
-from bot.regressions.config import BUILT_IN, InfoMetric
+from bot.regressions.config import BUILT_IN, InfoMetric, RegressionsConfig
+from bot.triage.checks import HealthConfig
+from bot.triage.stragglers import StragglerConfig
 
 WEEK_S = 7 * 86400
 
@@ -114,3 +117,24 @@ def test_spans_bridge_a_missed_scrape_and_split_at_a_real_gap() -> None:
         ("gpu-0002", "old", 0, 300),
         ("gpu-0002", "old", 3000, 3300),
     ]
+
+
+def test_the_rules_record_exactly_what_the_history_reads() -> None:
+    config = RegressionsConfig(components={"image": InfoMetric(metric="img_info", label="image")})
+    groups = rules.rule_groups(
+        HealthConfig(), StragglerConfig(), windows=[86400], regressions=config
+    )
+    (group,) = [g for g in groups if g.name == "meowbot-regressions"]
+    assert group.interval_s == 60 and len(groups) > 1
+    exprs = {r.expr: r.record for r in group.rules}
+    # One rule a metric (driver and VBIOS share the DCGM one), and the job map.
+    assert len(group.rules) == 4
+    labels = (m.LABEL_DRIVER_VERSION, m.LABEL_VBIOS_VERSION)
+    gpu = rules.info_count_query(m.DCGM_FI_DEV_GPU_TEMP, labels)
+    assert rules.info_labels(config)[m.DCGM_FI_DEV_GPU_TEMP] == labels
+    assert exprs[gpu] == rules.recorded_name(gpu, m.DCGM_FI_DEV_GPU_TEMP)
+    assert rules.info_count_query("img_info", ("image",)) in exprs
+    assert rules.job_nodes_query(StragglerConfig()) in exprs
+    # Without the section the rules are what they were.
+    plain = rules.rule_groups(HealthConfig(), StragglerConfig(), windows=[86400])
+    assert "meowbot-regressions" not in {g.name for g in plain}
