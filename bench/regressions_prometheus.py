@@ -15,15 +15,18 @@ Set-up:
    read loads, written straight from the simulator's history (``SimFleetHistory``): every
    node's ``node_uname_info`` (its kernel of the time), every GPU's ``DCGM_FI_DEV_GPU_TEMP``
    with its driver and VBIOS labels (32k series at 4,096 nodes), every rank's
-   ``training_step_time_seconds`` (its job's pace; job_id and node labels: the job-node map)
-   and meowbot's recorded pace of every job with its sentinel. Samples are written at the
-   instants the read's range queries land on (the adapter's bounded step over the window:
-   21 min for the node series, 5 min for the recorded pace, 2.8 h for the 32k GPU and rank
-   series at 4,096 nodes) and
-   at ``now``, not at every scrape of a day's week: Prometheus finds one sample a series a
-   step, as on a live server, but decodes fewer chunks than a 1-minute scrape would make it.
-3. Prometheus starts on that folder (no scrapes); the read runs ``--runs`` times, each with a
-   fresh client; the report gives each run's seconds, the queries and the steps.
+   ``training_step_time_seconds`` (its job's pace; job_id and node labels: the job-node map),
+   and the recording rules' series as if they had run all week (the pace of every job, each
+   node's values of each info metric, each job's nodes; with their sentinels). Samples are
+   written at the instants the read's range queries land on (the adapter's bounded step over
+   the window: 21 min for the node series and the recorded rows, 5 min for the recorded pace,
+   2.8 h for the 32k GPU and rank series at 4,096 nodes) and at ``now``, not at every scrape
+   of a week: Prometheus finds one sample a series a step, as on a live server, but decodes
+   fewer chunks than a 1-minute scrape would make it.
+3. Prometheus starts on that folder (no scrapes); the read runs ``--runs`` times each way,
+   alternating, each with a fresh client: with the rules (``recorded``) and without
+   (``raw``: a Prometheus that has not run meowbot's rules for the whole window); the report
+   gives each run's seconds, the queries and the steps.
 """
 
 from __future__ import annotations
@@ -162,13 +165,69 @@ def write_history(
             yield f'{rules.SENTINEL_LABEL}="60"', [(t, float(t)) for t in pace_grid]
 
         samples += family(out, name, recorded())
+        f.writelines(out)
+        out.clear()
+        samples += write_recorded(out, fleet, by_node, paces, node_grid)
         out.append("# EOF\n")
         f.writelines(out)
     return samples
 
 
-async def one_read(url: str, start: datetime, end: datetime) -> tuple[float, int, dict[str, int]]:
-    metrics = PrometheusMetrics(url)
+def write_recorded(
+    out: list[str],
+    fleet: SimFleet,
+    by_node: dict[tuple[str, str], list[VersionSpan]],
+    paces: list[JobPace],
+    times: list[int],
+) -> int:
+    """The recording rules of /regressions as they would have run all week: a row a node of
+    each info metric, a row a node of each job, each with its sentinel."""
+    config = RegressionsConfig()
+    cfg = StragglerConfig()
+    sentinel = (f'{rules.SENTINEL_LABEL}="60"', [(t, float(t)) for t in times])
+    samples = 0
+    for metric, labels in rules.info_labels(config).items():
+        name = rules.recorded_name(rules.info_count_query(metric, labels), metric)
+
+        def rows(
+            metric: str = metric, labels: tuple[str, ...] = labels
+        ) -> Iterator[tuple[str, list[tuple[int, float]]]]:
+            components = [c for c, i in config.info_metrics().items() if i.metric == metric]
+            gpu = metric == m.DCGM_FI_DEV_GPU_TEMP
+            for node in fleet.nodes:
+                # Built-in components only change the kernel here: one span for the others.
+                spans = [by_node[(node, c)] for c in components]
+                changing = max(spans, key=len)
+                for span in changing:
+                    values = [
+                        (label, next(s.value for s in part if s.start <= span.start <= s.end))
+                        for label, part in zip(labels, spans, strict=True)
+                    ]
+                    host = f'{m.LABEL_HOSTNAME}="{node}"' if gpu else f'instance="{node}:9100"'
+                    text = ",".join([host, *(f'{k}="{v}"' for k, v in values)])
+                    lo, hi = span.start.timestamp(), span.end.timestamp()
+                    value = float(fleet.gpus_per_node if gpu else 1)
+                    yield text, [(t, value) for t in times if lo <= t <= hi]
+            yield sentinel
+
+        samples += family(out, name, rows())
+    nodes = rules.job_nodes_query(cfg)
+
+    def job_rows() -> Iterator[tuple[str, list[tuple[int, float]]]]:
+        for pace in paces:
+            points = [(t, float(fleet.gpus_per_node)) for t, _ in held(pace, times)]
+            for node in pace.nodes:
+                yield f'{cfg.job_label}="{pace.job_id}",node="{node}"', points
+        yield sentinel
+
+    samples += family(out, rules.recorded_name(nodes, cfg.step_metric), job_rows())
+    return samples
+
+
+async def one_read(
+    url: str, start: datetime, end: datetime, recorded: bool
+) -> tuple[float, int, dict[str, int]]:
+    metrics = PrometheusMetrics(url, recorded=recorded)
     history = PrometheusFleetHistory(metrics, RegressionsConfig())
     try:
         t0 = time.perf_counter()
@@ -242,25 +301,32 @@ def main() -> None:
             wait_port(port, 120, proc, "prometheus")
             time.sleep(5)  # the blocks are opened after the port
             url = f"http://127.0.0.1:{port}"
-            times = []
+            report: dict[str, object] = {
+                "nodes": args.nodes,
+                "days": args.days,
+                "jobs": len(paces),
+                "samples_backfilled": samples,
+                "target_s": 10,
+            }
+            # Alternating, so that the machine's other load falls on both alike.
+            times: dict[str, list[float]] = {"recorded": [], "raw": []}
+            seen: dict[str, tuple[int, dict[str, int]]] = {}
             for run in range(args.runs):
-                took, queries, used = asyncio.run(one_read(url, start, end))
-                times.append(took)
-                say(f"run {run + 1}: {took:.2f} s, {queries} queries, steps {used}")
+                for mode in times:
+                    took, queries, used = asyncio.run(one_read(url, start, end, mode == "recorded"))
+                    times[mode].append(took)
+                    seen[mode] = (queries, used)
+                    say(f"run {run + 1} {mode}: {took:.2f} s, {queries} queries, steps {used}")
         finally:
             stop(proc)
-    report = {
-        "nodes": args.nodes,
-        "days": args.days,
-        "jobs": len(paces),
-        "samples_backfilled": samples,
-        "read_s": [round(t, 2) for t in times],
-        "read_s_median": round(statistics.median(times), 2),
-        "read_s_max": round(max(times), 2),
-        "queries": queries,
-        "steps_s": used,
-        "target_s": 10,
-    }
+    for mode, took in times.items():
+        report[mode] = {
+            "read_s": [round(t, 2) for t in took],
+            "median_s": round(statistics.median(took), 2),
+            "max_s": round(max(took), 2),
+            "queries": seen[mode][0],
+            "steps_s": seen[mode][1],
+        }
     print(json.dumps(report, indent=2))
 
 
