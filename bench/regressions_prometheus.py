@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import statistics
@@ -40,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -243,6 +245,30 @@ async def one_read(
     return took, metrics.queries, dict(history.last_steps)
 
 
+def blocks_loaded(url: str) -> int:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("prometheus_tsdb_blocks_loaded "):
+                return int(float(line.split()[1]))
+    return -1
+
+
+def settle(url: str, most: int = 12, timeout_s: float = 900) -> None:
+    """Wait for Prometheus to compact the backfill's 2 h blocks (promtool writes no larger)
+    into the few large ones a week-old server holds: compaction would share the cores with
+    the reads, and 84 blocks cost every query 84 index lookups."""
+    deadline = time.monotonic() + timeout_s
+    count = -1
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError, ValueError):
+            count = blocks_loaded(url)
+            if 0 < count <= most:
+                break
+        time.sleep(5)
+    time.sleep(10)  # past the last compaction's clean-up
+    say(f"{blocks_loaded(url)} blocks loaded")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=4096)
@@ -299,8 +325,8 @@ def main() -> None:
         )
         try:
             wait_port(port, 120, proc, "prometheus")
-            time.sleep(5)  # the blocks are opened after the port
             url = f"http://127.0.0.1:{port}"
+            settle(url)
             report: dict[str, object] = {
                 "nodes": args.nodes,
                 "days": args.days,

@@ -9,12 +9,14 @@ made of, so the sim's history and its exposition agree to the sample.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from bot.backends.sim.fleet import DRIFT_KINDS, SimFleet
 from bot.backends.sim.rollouts import BUILT_IN_SLOTS
+from bot.backends.sim.snapshot import FleetSnapshot, Scope
 from bot.regressions.models import JobPace, PaceSample, VersionSpan
 
 MAX_SAMPLES = 1_000
@@ -89,16 +91,22 @@ class SimFleetHistory:
         return spans
 
     async def job_paces(self, *, start: datetime, end: datetime) -> list[JobPace]:
+        # Seconds of simulation over days of a big fleet: off the event loop, so that the bot
+        # keeps answering meanwhile.
+        return await asyncio.to_thread(self.paces, start.timestamp(), end.timestamp())
+
+    def paces(self, start_s: float, end_s: float) -> list[JobPace]:
+        """Every training job's slowest rank at each step of the window (computed)."""
         fleet = self.fleet
-        start_s, end_s = start.timestamp(), end.timestamp()
         step = pace_step_s(end_s - start_s)
         first = math.ceil(start_s / step) * step  # aligned, as a range query's steps are
+        # Snapshots of its own (not the fleet's cache, which the bot's other reads share).
+        scope = Scope(fleet, None)
         samples: dict[int, list[PaceSample]] = {}
         t = first
         while t <= end_s:
-            snap = fleet.snapshot(_at(t))
             pace: dict[int, float] = {}
-            for j, _, _, _, seconds in snap.step_times():
+            for j, _, _, _, seconds in FleetSnapshot(fleet, t, scope).step_times():
                 if seconds > pace.get(j, 0.0):
                     pace[j] = seconds
             self.reads += 1
