@@ -21,7 +21,7 @@ import contextlib
 import secrets
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 import aiohttp
@@ -99,6 +99,7 @@ if TYPE_CHECKING:
     from bot.backends.sim.fleet import SimFleet
 
 SLACK_HTTP_TIMEOUT_S = 10
+SIM_NEW_KERNEL = "5.15.0-113-generic"
 # The backfill makes thousands of calls: it waits out many more 429s than a listener would.
 BACKFILL_RATE_LIMIT_RETRIES = 20
 
@@ -230,6 +231,16 @@ def make_triage(settings: Settings) -> Triage:
     from bot.backends.sim.fleet import SimFleet
 
     fleet = SimFleet(settings.sim_nodes or 512, seed=settings.seed)
+    # The fleet has a week behind it, as a real one would: a kernel that rolled out over a day
+    # five days ago made synchronous steps 2 % slower (what /regressions finds). It is done
+    # everywhere, so no node drifts now, and /job-slow's 48 h never sees it move.
+    fleet.add_rollout(
+        "kernel",
+        SIM_NEW_KERNEL,
+        start=fleet.now - timedelta(days=5),
+        duration=timedelta(hours=24),
+        effect=0.02,
+    )
     # The simulated fleet's own jobs, unless a real Slurm is named.
     return sim_triage(fleet, health, stragglers, scheduler=scheduler, sim_scheduler=True, live=True)
 

@@ -75,6 +75,11 @@ def test_the_history_is_prometheus_with_its_url_and_the_sim_fleets_without(
     sim = make_regressions_history(sim_settings, sim_triage)
     assert isinstance(sim, SimFleetHistory)
     assert sim.fleet.n_nodes == 64
+    # The bot's simulated fleet has a week behind it: a kernel rolled out everywhere.
+    (rollout,) = sim.fleet.rollouts
+    assert rollout.component == "kernel" and rollout.effect == 0.02
+    assert all(t <= sim.fleet.now.timestamp() for t in rollout.switch_s)
+    assert {sim.fleet.node(n).kernel_version for n in sim.fleet.nodes} == {rollout.new}
 
 
 def test_the_step_keeps_every_query_within_the_budget_whatever_the_fleet() -> None:
