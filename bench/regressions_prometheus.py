@@ -274,10 +274,14 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=4096)
     ap.add_argument("--days", type=float, default=7.0)
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--keep", type=Path, help="keep the data folder here")
+    ap.add_argument("--keep", type=Path, help="backfill into this folder and keep it")
+    ap.add_argument("--data", type=Path, help="read a folder --keep made (give its --now)")
+    ap.add_argument("--now", type=int, help="the fleet's now, epoch seconds (default: this hour)")
     args = ap.parse_args()
 
-    now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    wall = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    now = wall if args.now is None else datetime.fromtimestamp(args.now, UTC)
+    say(f"now {int(now.timestamp())}")
     start, end = now - timedelta(days=args.days), now
     start_s, end_s = int(start.timestamp()), int(end.timestamp())
     fleet = SimFleet(args.nodes, seed=1, now=now, fault_rate=0.0)
@@ -288,7 +292,7 @@ def main() -> None:
     sim = SimFleetHistory(fleet)
     t0 = time.perf_counter()
     spans = asyncio.run(sim.versions(COMPONENTS, start=start, end=end))
-    paces = asyncio.run(sim.job_paces(start=start, end=end))
+    paces = [] if args.data else asyncio.run(sim.job_paces(start=start, end=end))
     say(f"simulated history: {len(spans)} spans, {len(paces)} jobs "
         f"({time.perf_counter() - t0:.0f} s)")  # fmt: skip
     span_s = end_s - start_s
@@ -302,19 +306,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="meowbot-regressions-") as tmp_name:
         tmp = Path(tmp_name)
         text = tmp / "history.om"
-        t0 = time.perf_counter()
-        samples = write_history(text, fleet, spans, paces, start_s, end_s, steps)
-        say(f"wrote {samples / 1e6:.1f}M samples, {text.stat().st_size / 1e9:.1f} GB "
-            f"({time.perf_counter() - t0:.0f} s); steps {steps}")  # fmt: skip
-        data = args.keep or tmp / "data"
-        t0 = time.perf_counter()
-        subprocess.run(
-            ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(text), str(data)],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-        text.unlink()
-        say(f"backfilled ({time.perf_counter() - t0:.0f} s)")
+        samples = 0
+        data = args.data or args.keep or tmp / "data"
+        if args.data is None:
+            t0 = time.perf_counter()
+            samples = write_history(text, fleet, spans, paces, start_s, end_s, steps)
+            say(f"wrote {samples / 1e6:.1f}M samples, {text.stat().st_size / 1e9:.1f} GB "
+                f"({time.perf_counter() - t0:.0f} s); steps {steps}")  # fmt: skip
+            t0 = time.perf_counter()
+            subprocess.run(
+                ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(text), str(data)],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
+            text.unlink()
+            say(f"backfilled ({time.perf_counter() - t0:.0f} s)")
         config = tmp / "prometheus.yml"
         config.write_text(json.dumps({"global": {"scrape_interval": "1m"}}))
         port = free_port()

@@ -44,6 +44,8 @@ MIN_STEP_S = 300
 """The finest step read: the recorded pace's rules run every minute, but a rollout's minute
 does not need finer than five to place a job's switch."""
 READ_TIMEOUT_S = 30.0
+EDGE = "meowbot_edge"
+"""On a version row: `first` or `last`, when the series showed first or last in the window."""
 
 
 def bounded_step(span_s: float, series: float, budget: int) -> int:
@@ -76,33 +78,32 @@ def _times(row: dict[str, Any]) -> list[tuple[float, str]]:
 
 
 def spans_of(
-    rows: Sequence[dict[str, Any]],
-    component: str,
-    label: str,
-    step_s: int,
-    node_label: str,
+    rows: Sequence[dict[str, Any]], component: str, label: str, node_label: str
 ) -> list[VersionSpan]:
-    """Each node's runs of one value, from `count by (<hosts>, <label>)` rows: consecutive
-    steps (a step or two apart: one missed scrape is not a change) make one span."""
-    seen: dict[tuple[str, str], set[float]] = {}
+    """Each node's span of each value, from rows of when a series first and last showed in
+    the window (its `EDGE` label says which): a node's rows of one value (a series a GPU, or
+    one that also carries another component's label) give its earliest first and latest
+    last. A value that came back after a rollback is one span over both times."""
+    edges: dict[tuple[str, str], dict[str, float]] = {}
     for row in rows:
         labels = row.get("metric") or {}
         node = node_name(labels, node_label=node_label)
         value = labels.get(label)
-        if not node or not value:
+        edge = labels.get(EDGE)
+        if not node or not value or edge not in ("first", "last"):
             continue
-        seen.setdefault((node, value), set()).update(t for t, _ in _times(row))
-    spans = []
-    for (node, value), times in sorted(seen.items()):
-        ordered = sorted(times)
-        first = prev = ordered[0]
-        for t in ordered[1:]:
-            if t - prev > 2 * step_s:
-                spans.append(VersionSpan(node, component, value, _at(first), _at(prev)))
-                first = t
-            prev = t
-        spans.append(VersionSpan(node, component, value, _at(first), _at(prev)))
-    return spans
+        try:
+            t = float(row["value"][1])
+        except (KeyError, IndexError, TypeError, ValueError):
+            continue
+        seen = edges.setdefault((node, value), {})
+        pick = min if edge == "first" else max
+        seen[edge] = pick(seen.get(edge, t), t)
+    return [
+        VersionSpan(node, component, value, _at(seen["first"]), _at(seen["last"]))
+        for (node, value), seen in sorted(edges.items())
+        if "first" in seen and "last" in seen
+    ]
 
 
 class PrometheusFleetHistory:
@@ -158,8 +159,7 @@ class PrometheusFleetHistory:
         self, what: str, name: str, start: datetime, end: datetime, deadline: Deadline
     ) -> tuple[list[dict[str, Any]], int] | None:
         """The rows of a recorded series over the window, or None where its rule is not
-        loaded (no rows: one cheap count) or did not run over all of it (its sentinel comes
-        in the same answer)."""
+        loaded or did not run over all of it (its sentinel comes in the same answer)."""
         rows_now = await self._series(name, end, deadline)
         if not rows_now:
             return None
@@ -175,8 +175,8 @@ class PrometheusFleetHistory:
     async def _read(
         self, what: str, expr: str, metric: str, start: datetime, end: datetime, deadline: Deadline
     ) -> tuple[list[dict[str, Any]], int]:
-        """`expr` over the window: its recording rule's rows where kept up all along (a row a
-        node or a job), else raw, the step widened for the series `metric` has now."""
+        """`expr` over the window, a point a step: its recording rule's rows where kept up all
+        along (a row a job), else raw, the step widened for the series `metric` has now."""
         if self.metrics.recorded:
             name = rules.recorded_name(expr, metric)
             recorded = await self._recorded(what, name, start, end, deadline)
@@ -184,6 +184,54 @@ class PrometheusFleetHistory:
                 return recorded
         series = await self._series(metric, end, deadline)
         return await self._range(what, expr, series, start, end, deadline)
+
+    async def _recorded_source(
+        self, name: str, start: datetime, end: datetime, deadline: Deadline
+    ) -> tuple[str, float] | None:
+        """A recorded series' rows (its selector) and how many there are at most, where its
+        rule ran over the whole window: one small range query (its sentinel and its count)."""
+        sentinel = f'{name}{{{rules.SENTINEL_LABEL}!=""}}'
+        own = f'{name}{{{rules.SENTINEL_LABEL}=""}}'
+        rows, step = await self._range(
+            "sentinel", f"{sentinel} or count({own})", 1, start, end, deadline
+        )
+        marks = [r for r in rows if rules.SENTINEL_LABEL in (r.get("metric") or {})]
+        first, last = aligned(start, end, step)
+        if not _covers(marks, first, last, step):
+            return None
+        counts = [float(v) for r in rows if r not in marks for _, v in _times(r)]
+        self.metrics.recorded_reads += 1
+        return own, max(counts, default=0.0)
+
+    async def _over_window(
+        self,
+        what: str,
+        expr: str,
+        metric: str,
+        shape: str,
+        start: datetime,
+        end: datetime,
+        deadline: Deadline,
+    ) -> list[dict[str, Any]]:
+        """One row a series of `expr` (recorded where kept up all along, else raw) summing up
+        the window in a single instant answer, `shape` of `{inner}` a subquery over it (the
+        steps Prometheus evaluates are bounded as a range query's; the answer is a row a
+        series, not a point a step, so a week of 4,096 nodes is a few thousand rows)."""
+        source: tuple[str, float] | None = None
+        if self.metrics.recorded:
+            source = await self._recorded_source(
+                rules.recorded_name(expr, metric), start, end, deadline
+            )
+        if source is None:
+            source = expr, await self._series(metric, end, deadline)
+        inner, series = source
+        span_s = max(0.0, (end - start).total_seconds())
+        step = bounded_step(span_s, series, self.config.sample_budget)
+        _, last = aligned(start, end, step)
+        window = max(step, int(last.timestamp() - start.timestamp()))
+        self.last_steps[what] = step
+        promql = shape.format(inner=inner, range=f"{window}s:{step}s")
+        return await self.metrics.query(promql, at=last, deadline=deadline)
 
     async def _metric(
         self,
@@ -194,16 +242,22 @@ class PrometheusFleetHistory:
         deadline: Deadline,
     ) -> list[VersionSpan]:
         """The components one info metric carries (driver and VBIOS are both labels of every
-        DCGM series), in one range query counting its series per node and their labels."""
+        DCGM series): when each node showed each value first and last in the window."""
         infos = self.config.info_metrics()
         node_label = self.metrics.node_label
         # Every configured label of the metric, whatever is asked: the recorded rule's query.
         expr = rules.info_count_query(metric, rules.info_labels(self.config)[metric], node_label)
-        rows, step = await self._read(metric, expr, metric, start, end, deadline)
+        shape = (
+            f"label_replace(min_over_time(timestamp({{inner}})[{{range}}]), "
+            f'"{EDGE}", "first", "", "") or '
+            f"label_replace(max_over_time(timestamp({{inner}})[{{range}}]), "
+            f'"{EDGE}", "last", "", "")'
+        )
+        rows = await self._over_window(metric, expr, metric, shape, start, end, deadline)
         return [
             span
             for component in components
-            for span in spans_of(rows, component, infos[component].label, step, node_label)
+            for span in spans_of(rows, component, infos[component].label, node_label)
         ]
 
     async def versions(
@@ -229,7 +283,8 @@ class PrometheusFleetHistory:
         """Job -> node -> ranks (GPUs) it held there at most, over the window."""
         cfg = self.stragglers
         expr = rules.job_nodes_query(cfg)
-        rows, _ = await self._read("nodes", expr, cfg.step_metric, start, end, deadline)
+        shape = "max_over_time(({inner})[{range}])"
+        rows = await self._over_window("nodes", expr, cfg.step_metric, shape, start, end, deadline)
         out: dict[str, dict[str, int]] = {}
         for row in rows:
             labels = row.get("metric") or {}
@@ -237,7 +292,10 @@ class PrometheusFleetHistory:
             node = labels.get(cfg.node_label) or node_name(labels, node_label=cfg.node_label)
             if not job or not node:
                 continue
-            held = max((int(float(v)) for _, v in _times(row)), default=0)
+            try:
+                held = int(float(row["value"][1]))
+            except (KeyError, IndexError, TypeError, ValueError):
+                continue
             nodes = out.setdefault(job, {})
             nodes[node] = max(nodes.get(node, 0), held)
         return out

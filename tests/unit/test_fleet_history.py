@@ -12,7 +12,13 @@ import pytest
 from bot import metric_names as m
 from bot.app import make_regressions_history, make_triage
 from bot.backends import prometheus_rules as rules
-from bot.backends.prometheus_history import PrometheusFleetHistory, aligned, bounded_step, spans_of
+from bot.backends.prometheus_history import (
+    EDGE,
+    PrometheusFleetHistory,
+    aligned,
+    bounded_step,
+    spans_of,
+)
 from bot.backends.sim.history import SimFleetHistory
 from bot.config import ConfigError, load_settings
 from bot.config_sections import regressions_config
@@ -97,30 +103,31 @@ def test_the_step_keeps_every_query_within_the_budget_whatever_the_fleet() -> No
     assert first.timestamp() % 1260 == 0 and last.timestamp() % 1260 == 0
 
 
-def _row(node: str, release: str, times: list[int]) -> dict[str, object]:
-    return {
-        "metric": {"instance": f"{node}:9100", m.LABEL_RELEASE: release},
-        "values": [[t, "1"] for t in times],
-    }
+def _edge(node: str, release: str, edge: str, t: int) -> dict[str, object]:
+    labels = {"instance": f"{node}:9100", m.LABEL_RELEASE: release, EDGE: edge}
+    return {"metric": labels, "value": [1e9, str(t)]}
 
 
-def test_spans_bridge_a_missed_scrape_and_split_at_a_real_gap() -> None:
-    step = 300
+def test_spans_are_each_nodes_first_and_last_sight_of_each_value() -> None:
     rows = [
-        # One step missing (a scrape lost): still one span.
-        _row("gpu-0001", "old", [0, 300, 900, 1200]),
-        _row("gpu-0001", "new", [1500, 1800]),
-        # Back to the old value much later (a rollback): a second span of it.
-        _row("gpu-0002", "old", [0, 300, 3000, 3300]),
-        {"metric": {"instance": "gpu-0003:9100"}, "values": [[0, "1"]]},  # no value: not a span
+        _edge("gpu-0001", "old", "first", 0),
+        _edge("gpu-0001", "old", "last", 1200),
+        _edge("gpu-0001", "new", "first", 1500),
+        _edge("gpu-0001", "new", "last", 1800),
+        # Two series of one node and value (GPUs, another label): the widest of them.
+        _edge("gpu-0002", "old", "first", 600),
+        _edge("gpu-0002", "old", "first", 300),
+        _edge("gpu-0002", "old", "last", 900),
+        _edge("gpu-0002", "old", "last", 3300),
+        {"metric": {"instance": "gpu-0003:9100", EDGE: "first"}, "value": [0, "0"]},  # no value
+        _edge("gpu-0004", "old", "first", 0),  # a last edge missing: not a span
     ]
-    spans = spans_of(rows, "kernel", m.LABEL_RELEASE, step, "node")
+    spans = spans_of(rows, "kernel", m.LABEL_RELEASE, "node")
     got = [(s.node, s.value, s.start.timestamp(), s.end.timestamp()) for s in spans]
     assert got == [
         ("gpu-0001", "new", 1500, 1800),
         ("gpu-0001", "old", 0, 1200),
-        ("gpu-0002", "old", 0, 300),
-        ("gpu-0002", "old", 3000, 3300),
+        ("gpu-0002", "old", 300, 3300),
     ]
 
 
