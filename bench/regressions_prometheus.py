@@ -19,8 +19,8 @@ Set-up:
    and the recording rules' series as if they had run all week (the pace of every job, each
    node's values of each info metric, each job's nodes; with their sentinels). Samples are
    written at the instants the read's range queries land on (the adapter's bounded step over
-   the window: 21 min for the node series and the recorded rows, 5 min for the recorded pace,
-   2.8 h for the 32k GPU and rank series at 4,096 nodes) and at ``now``, not at every scrape
+   the window: 42 min for the node series and the recorded rows, 5 min for the recorded pace,
+   5.5 h for the 32k GPU and rank series at 4,096 nodes) and at ``now``, not at every scrape
    of a week: Prometheus finds one sample a series a step, as on a live server, but decodes
    fewer chunks than a 1-minute scrape would make it.
 3. Prometheus starts on that folder (no scrapes); the read runs ``--runs`` times each way,
@@ -169,7 +169,7 @@ def write_history(
         samples += family(out, name, recorded())
         f.writelines(out)
         out.clear()
-        samples += write_recorded(out, fleet, by_node, paces, node_grid)
+        samples += write_recorded(out, fleet, by_node, paces, node_grid, pace_grid)
         out.append("# EOF\n")
         f.writelines(out)
     return samples
@@ -181,12 +181,14 @@ def write_recorded(
     by_node: dict[tuple[str, str], list[VersionSpan]],
     paces: list[JobPace],
     times: list[int],
+    sentinel_times: list[int],
 ) -> int:
     """The recording rules of /regressions as they would have run all week: a row a node of
     each info metric, a row a node of each job, each with its sentinel."""
     config = RegressionsConfig()
     cfg = StragglerConfig()
-    sentinel = (f'{rules.SENTINEL_LABEL}="60"', [(t, float(t)) for t in times])
+    # The sentinel as often as the recorded pace's (a real one runs every minute).
+    sentinel = (f'{rules.SENTINEL_LABEL}="60"', [(t, float(t)) for t in sentinel_times])
     samples = 0
     for metric, labels in rules.info_labels(config).items():
         name = rules.recorded_name(rules.info_count_query(metric, labels), metric)

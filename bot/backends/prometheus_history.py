@@ -13,9 +13,9 @@ Each is read from its recorded series where `meowbot prometheus-rules` keeps it 
 over the whole window (one count, then one range query with the sentinel), else raw (one
 count of the series a step would load, then one range query): 2 to 4 queries each, a fixed
 number in all. Each range query's step widens (whole minutes, at least 5) until series x steps
-stays within `RegressionsConfig.sample_budget` (2M samples): over 7 days at 4,096 nodes, raw,
-the kernel is read at 21-minute steps and the 32k GPU series (driver, VBIOS) at 2.8-hour ones;
-recorded (a row a node), every component at 21 minutes. A node's switch is placed to within its
+stays within `RegressionsConfig.sample_budget` (1M samples): over 7 days at 4,096 nodes, raw,
+the kernel is read at 42-minute steps and the 32k GPU series (driver, VBIOS) at 5.5-hour ones;
+recorded (a row a node), every component at 42 minutes. A node's switch is placed to within its
 step (bench/regressions_prometheus.py times the read).
 """
 

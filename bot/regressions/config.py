@@ -53,12 +53,13 @@ BUILT_IN: dict[str, InfoMetric] = {
 class RegressionsConfig(BaseModel):
     components: dict[str, InfoMetric] = Field(default_factory=dict)
     """Components beyond the built-in three (or a built-in one read elsewhere), by name."""
-    sample_budget: int = Field(default=2_000_000, ge=100_000, le=40_000_000)
-    """Samples one range query may load (series x steps): the step widens to stay under it
-    whatever the fleet size or the window. Prometheus loads about 2M samples a second on a
-    busy core, so the default keeps a read of 7 days at 4,096 nodes (four such queries) to a
-    few seconds: node-level series (a kernel) at 21-minute steps, the 32k GPU series that
-    carry driver and VBIOS at 2.8-hour steps."""
+    sample_budget: int = Field(default=1_000_000, ge=100_000, le=40_000_000)
+    """Samples one query may have Prometheus evaluate (series x steps): the step widens to
+    stay under it whatever the fleet size or the window. Counting a node's series by their
+    labels costs Prometheus about 1.5 s a million samples on a busy core, so the default keeps
+    a read of 7 days at 4,096 nodes to a few seconds: node-level series (a kernel, or the
+    recorded per-node rows) at 42-minute steps, the 32k raw GPU series that carry driver and
+    VBIOS at 5.5-hour ones."""
 
     @field_validator("components")
     @classmethod
