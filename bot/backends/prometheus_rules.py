@@ -298,6 +298,10 @@ def rule_groups(
         nodes = job_nodes_query(cfg)
         history.append(Rule(recorded_name(nodes, cfg.step_metric), nodes, cfg.step_metric,
                             "each job's nodes and ranks"))  # fmt: skip
+        # The drift checks' per-node reads are the very same queries (kernel, driver and
+        # VBIOS): recorded once, by the group above; two groups writing one series collide.
+        recorded = {rule.record for group in groups for rule in group.rules}
+        history = [rule for rule in history if rule.record not in recorded]
         groups.append(RuleGroup("meowbot-regressions", min(pace_interval_s, 60), tuple(history)))
     for group in groups:
         if group.interval_s >= 300:

@@ -138,15 +138,22 @@ def test_the_rules_record_exactly_what_the_history_reads() -> None:
     )
     (group,) = [g for g in groups if g.name == "meowbot-regressions"]
     assert group.interval_s == 60 and len(groups) > 1
-    exprs = {r.expr: r.record for r in group.rules}
-    # One rule a metric (driver and VBIOS share the DCGM one), and the job map.
-    assert len(group.rules) == 4
+    exprs = {r.expr: r.record for g in groups for r in g.rules}
+    # One rule a metric (driver and VBIOS share the DCGM one), and the job map; the kernel's
+    # and the GPUs' are the drift checks' own per-node reads, recorded once, by their group.
     labels = (m.LABEL_DRIVER_VERSION, m.LABEL_VBIOS_VERSION)
     gpu = rules.info_count_query(m.DCGM_FI_DEV_GPU_TEMP, labels)
+    kernel = rules.info_count_query(m.NODE_UNAME_INFO, (m.LABEL_RELEASE,))
     assert rules.info_labels(config)[m.DCGM_FI_DEV_GPU_TEMP] == labels
     assert exprs[gpu] == rules.recorded_name(gpu, m.DCGM_FI_DEV_GPU_TEMP)
-    assert rules.info_count_query("img_info", ("image",)) in exprs
-    assert rules.job_nodes_query(StragglerConfig()) in exprs
+    assert kernel in exprs
+    own = {r.expr for r in group.rules}
+    assert own == {
+        rules.info_count_query("img_info", ("image",)),
+        rules.job_nodes_query(StragglerConfig()),
+    }
+    records = [r.record for g in groups for r in g.rules]
+    assert len(records) == len(set(records))  # no series written by two groups
     # Without the section the rules are what they were.
     plain = rules.rule_groups(HealthConfig(), StragglerConfig(), windows=[86400])
     assert "meowbot-regressions" not in {g.name for g in plain}
