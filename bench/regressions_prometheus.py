@@ -229,10 +229,10 @@ def write_recorded(
 
 
 async def one_read(
-    url: str, start: datetime, end: datetime, recorded: bool
+    url: str, start: datetime, end: datetime, recorded: bool, budget: int
 ) -> tuple[float, int, dict[str, int]]:
     metrics = PrometheusMetrics(url, recorded=recorded)
-    history = PrometheusFleetHistory(metrics, RegressionsConfig())
+    history = PrometheusFleetHistory(metrics, RegressionsConfig(sample_budget=budget))
     try:
         t0 = time.perf_counter()
         spans, paces = await asyncio.gather(
@@ -279,6 +279,8 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="backfill into this folder and keep it")
     ap.add_argument("--data", type=Path, help="read a folder --keep made (give its --now)")
     ap.add_argument("--now", type=int, help="the fleet's now, epoch seconds (default: this hour)")
+    ap.add_argument("--budget", type=int, default=RegressionsConfig().sample_budget,
+                    help="samples a query may evaluate (regressions.sample_budget)")  # fmt: skip
     args = ap.parse_args()
 
     wall = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
@@ -298,7 +300,7 @@ def main() -> None:
     say(f"simulated history: {len(spans)} spans, {len(paces)} jobs "
         f"({time.perf_counter() - t0:.0f} s)")  # fmt: skip
     span_s = end_s - start_s
-    budget = RegressionsConfig().sample_budget
+    budget = args.budget
     gpus = args.nodes * fleet.gpus_per_node
     steps = {
         "node": bounded_step(span_s, args.nodes, budget),
@@ -347,7 +349,9 @@ def main() -> None:
             seen: dict[str, tuple[int, dict[str, int]]] = {}
             for run in range(args.runs):
                 for mode in times:
-                    took, queries, used = asyncio.run(one_read(url, start, end, mode == "recorded"))
+                    took, queries, used = asyncio.run(
+                        one_read(url, start, end, mode == "recorded", budget)
+                    )
                     times[mode].append(took)
                     seen[mode] = (queries, used)
                     say(f"run {run + 1} {mode}: {took:.2f} s, {queries} queries, steps {used}")

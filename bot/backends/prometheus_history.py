@@ -44,8 +44,6 @@ MIN_STEP_S = 300
 """The finest step read: the recorded pace's rules run every minute, but a rollout's minute
 does not need finer than five to place a job's switch."""
 READ_TIMEOUT_S = 30.0
-EDGE = "meowbot_edge"
-"""On a version row: `first` or `last`, when the series showed first or last in the window."""
 
 
 def bounded_step(span_s: float, series: float, budget: int) -> int:
@@ -78,32 +76,41 @@ def _times(row: dict[str, Any]) -> list[tuple[float, str]]:
 
 
 def spans_of(
-    rows: Sequence[dict[str, Any]], component: str, label: str, node_label: str
+    rows: Sequence[dict[str, Any]],
+    component: str,
+    label: str,
+    node_label: str,
+    *,
+    step_s: int,
+    end: datetime,
 ) -> list[VersionSpan]:
-    """Each node's span of each value, from rows of when a series first and last showed in
-    the window (its `EDGE` label says which): a node's rows of one value (a series a GPU, or
-    one that also carries another component's label) give its earliest first and latest
-    last. A value that came back after a rollback is one span over both times."""
-    edges: dict[tuple[str, str], dict[str, float]] = {}
+    """Each node's span of each value, from rows of when a series first showed in the window:
+    a node's rows of one value (a series a GPU, or one that also carries another component's
+    label) give its earliest sight; a value lasts until the step before the node's next one
+    first showed, the last until the window's end. A value that came back after a rollback
+    is seen at its first time only (the last sight of each would double the query's cost)."""
+    firsts: dict[tuple[str, str], float] = {}
     for row in rows:
         labels = row.get("metric") or {}
         node = node_name(labels, node_label=node_label)
         value = labels.get(label)
-        edge = labels.get(EDGE)
-        if not node or not value or edge not in ("first", "last"):
+        if not node or not value:
             continue
         try:
             t = float(row["value"][1])
         except (KeyError, IndexError, TypeError, ValueError):
             continue
-        seen = edges.setdefault((node, value), {})
-        pick = min if edge == "first" else max
-        seen[edge] = pick(seen.get(edge, t), t)
-    return [
-        VersionSpan(node, component, value, _at(seen["first"]), _at(seen["last"]))
-        for (node, value), seen in sorted(edges.items())
-        if "first" in seen and "last" in seen
-    ]
+        firsts[(node, value)] = min(firsts.get((node, value), t), t)
+    by_node: dict[str, list[tuple[float, str]]] = {}
+    for (node, value), t in firsts.items():
+        by_node.setdefault(node, []).append((t, value))
+    spans = []
+    for node, seen in sorted(by_node.items()):
+        seen.sort()
+        for k, (t, value) in enumerate(seen):
+            until = _at(max(t, seen[k + 1][0] - step_s)) if k + 1 < len(seen) else end
+            spans.append(VersionSpan(node, component, value, _at(t), until))
+    return spans
 
 
 class PrometheusFleetHistory:
@@ -247,17 +254,17 @@ class PrometheusFleetHistory:
         node_label = self.metrics.node_label
         # Every configured label of the metric, whatever is asked: the recorded rule's query.
         expr = rules.info_count_query(metric, rules.info_labels(self.config)[metric], node_label)
-        shape = (
-            f"label_replace(min_over_time(timestamp({{inner}})[{{range}}]), "
-            f'"{EDGE}", "first", "", "") or '
-            f"label_replace(max_over_time(timestamp({{inner}})[{{range}}]), "
-            f'"{EDGE}", "last", "", "")'
-        )
+        # `* 1`: the value at each step, timestamped with the step (a bare selector's own
+        # timestamps cost Prometheus ten times as much inside a subquery).
+        shape = "min_over_time(timestamp(({inner}) * 1)[{range}])"
         rows = await self._over_window(metric, expr, metric, shape, start, end, deadline)
+        step = self.last_steps[metric]
         return [
             span
             for component in components
-            for span in spans_of(rows, component, infos[component].label, node_label)
+            for span in spans_of(
+                rows, component, infos[component].label, node_label, step_s=step, end=end
+            )
         ]
 
     async def versions(

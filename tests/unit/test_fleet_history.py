@@ -13,7 +13,6 @@ from bot import metric_names as m
 from bot.app import make_regressions_history, make_triage
 from bot.backends import prometheus_rules as rules
 from bot.backends.prometheus_history import (
-    EDGE,
     PrometheusFleetHistory,
     aligned,
     bounded_step,
@@ -103,31 +102,27 @@ def test_the_step_keeps_every_query_within_the_budget_whatever_the_fleet() -> No
     assert first.timestamp() % 2520 == 0 and last.timestamp() % 2520 == 0
 
 
-def _edge(node: str, release: str, edge: str, t: int) -> dict[str, object]:
-    labels = {"instance": f"{node}:9100", m.LABEL_RELEASE: release, EDGE: edge}
+def _first(node: str, release: str, t: int) -> dict[str, object]:
+    labels = {"instance": f"{node}:9100", m.LABEL_RELEASE: release}
     return {"metric": labels, "value": [1e9, str(t)]}
 
 
-def test_spans_are_each_nodes_first_and_last_sight_of_each_value() -> None:
+def test_spans_run_from_each_values_first_sight_to_the_next_ones() -> None:
+    end = datetime.fromtimestamp(3600, UTC)
     rows = [
-        _edge("gpu-0001", "old", "first", 0),
-        _edge("gpu-0001", "old", "last", 1200),
-        _edge("gpu-0001", "new", "first", 1500),
-        _edge("gpu-0001", "new", "last", 1800),
-        # Two series of one node and value (GPUs, another label): the widest of them.
-        _edge("gpu-0002", "old", "first", 600),
-        _edge("gpu-0002", "old", "first", 300),
-        _edge("gpu-0002", "old", "last", 900),
-        _edge("gpu-0002", "old", "last", 3300),
-        {"metric": {"instance": "gpu-0003:9100", EDGE: "first"}, "value": [0, "0"]},  # no value
-        _edge("gpu-0004", "old", "first", 0),  # a last edge missing: not a span
+        _first("gpu-0001", "old", 0),
+        _first("gpu-0001", "new", 1500),
+        # Two series of one node and value (GPUs, another label): the earliest of them.
+        _first("gpu-0002", "old", 600),
+        _first("gpu-0002", "old", 300),
+        {"metric": {"instance": "gpu-0003:9100"}, "value": [0, "0"]},  # no value: no span
     ]
-    spans = spans_of(rows, "kernel", m.LABEL_RELEASE, "node")
+    spans = spans_of(rows, "kernel", m.LABEL_RELEASE, "node", step_s=300, end=end)
     got = [(s.node, s.value, s.start.timestamp(), s.end.timestamp()) for s in spans]
     assert got == [
-        ("gpu-0001", "new", 1500, 1800),
         ("gpu-0001", "old", 0, 1200),
-        ("gpu-0002", "old", 300, 3300),
+        ("gpu-0001", "new", 1500, 3600),
+        ("gpu-0002", "old", 300, 3600),
     ]
 
 
