@@ -2,21 +2,23 @@
 
 What one read asks, whatever the fleet size or the window (each is `prometheus_rules`' own
 query, so that a recording rule of it can stand in):
-- per info metric, `count by (<host labels>, <labels>) (<metric>)`: which value each node
-  showed at each step (the `regressions:` config section names the metric and label of each
-  component; components on one metric, as driver and VBIOS on the DCGM series, share it);
-- every job's slowest rank, `max by (<job>) (<step metric>)`: /job-slow's recorded pace;
-- the job-to-node map, `count by (<job>, <node>) (<step metric>)`: its values are the ranks a
-  node holds, so a job's GPUs come with it.
+- per info metric, `count by (<host labels>, <labels>) (<metric>)`, summed up over the window
+  in one instant subquery: when each node first showed each value (the `regressions:` config
+  section names the metric and label of each component; components on one metric, as driver
+  and VBIOS on the DCGM series, share it): a row a node and value, not a point a step;
+- the job-to-node map, `count by (<job>, <node>) (<step metric>)`, likewise: the most ranks
+  (GPUs) each job held on each node;
+- every job's slowest rank, `max by (<job>) (<step metric>)` (/job-slow's recorded pace), a
+  range query: a point a step, a row a job.
 
 Each is read from its recorded series where `meowbot prometheus-rules` keeps it and has kept it
-over the whole window (one count, then one range query with the sentinel), else raw (one
-count of the series a step would load, then one range query): 2 to 4 queries each, a fixed
-number in all. Each range query's step widens (whole minutes, at least 5) until series x steps
-stays within `RegressionsConfig.sample_budget` (1M samples): over 7 days at 4,096 nodes, raw,
-the kernel is read at 42-minute steps and the 32k GPU series (driver, VBIOS) at 5.5-hour ones;
-recorded (a row a node), every component at 42 minutes. A node's switch is placed to within its
-step (bench/regressions_prometheus.py times the read).
+over the whole window (the sentinel checked first), else raw after one count of the series a
+step would load: 2 to 4 queries each, a fixed number in all. The step widens (whole minutes, at
+least 5) until series x steps stays within `RegressionsConfig.sample_budget` (1M samples):
+over 7 days at 4,096 nodes, raw, the kernel is read at 42-minute steps and the 32k GPU series
+(driver, VBIOS) at 5.5-hour ones; recorded (a row a node; the drift checks' per-node reads are
+the same queries), every component at 42 minutes. A node's switch is placed to within its step
+(bench/regressions_prometheus.py times the read).
 """
 
 from __future__ import annotations
