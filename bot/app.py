@@ -21,7 +21,7 @@ import contextlib
 import secrets
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 import aiohttp
@@ -44,6 +44,7 @@ from bot.backends.job_notice_store import MemoryJobNotices, RedisJobNotices
 from bot.backends.openai_compat import CheckpointServers
 from bot.backends.playground_store import MemoryPlaygroundStore, RedisPlaygroundStore
 from bot.backends.prometheus import PrometheusInventory, PrometheusMetrics
+from bot.backends.prometheus_history import PrometheusFleetHistory
 from bot.backends.resume_store import MemoryResumes, RedisResumes
 from bot.backends.retries import BackgroundRetries
 from bot.backends.slack_directory import SlackDigestPoster, SlackDirectory
@@ -58,6 +59,7 @@ from bot.config_sections import (
     highlights_config,
     job_notices_config,
     playground_config,
+    regressions_config,
     straggler_config,
     topology_config,
     user_mapping,
@@ -71,6 +73,7 @@ from bot.inflight import InFlight, acks_counted
 from bot.offload import Offload, favour_the_loop
 from bot.playground.service import Playground
 from bot.ports import ResumeMemory, Scheduler, StateStore
+from bot.regressions.ports import FleetHistory
 from bot.regressions.weekly import WeeklyRegressions
 from bot.render.alerts import BlockKitAlertMessages
 from bot.render.highlights import render_digest
@@ -100,6 +103,7 @@ if TYPE_CHECKING:
     from bot.backends.sim.fleet import SimFleet
 
 SLACK_HTTP_TIMEOUT_S = 10
+SIM_NEW_KERNEL = "5.15.0-113-generic"
 # The backfill makes thousands of calls: it waits out many more 429s than a listener would.
 BACKFILL_RATE_LIMIT_RETRIES = 20
 
@@ -233,8 +237,35 @@ def make_triage(settings: Settings) -> Triage:
     from bot.backends.sim.fleet import SimFleet
 
     fleet = SimFleet(settings.sim_nodes or 512, seed=settings.seed)
+    # The fleet has a week behind it, as a real one would: a kernel that rolled out over a day
+    # five days ago made synchronous steps 2 % slower (what /regressions finds). It is done
+    # everywhere, so no node drifts now, and /job-slow's 48 h never sees it move.
+    fleet.add_rollout(
+        "kernel",
+        SIM_NEW_KERNEL,
+        start=fleet.now - timedelta(days=5),
+        duration=timedelta(hours=24),
+        effect=0.02,
+    )
     # The simulated fleet's own jobs, unless a real Slurm is named.
     return sim_triage(fleet, health, stragglers, scheduler=scheduler, sim_scheduler=True, live=True)
+
+
+def make_regressions_history(settings: Settings, triage: Triage) -> FleetHistory | None:
+    """What /regressions reads: the Prometheus the triage reads (its info metrics and the
+    recorded pace), or the simulated fleet's own history when the fleet is simulated."""
+    from bot.backends.sim.metrics import SimMetrics
+
+    if isinstance(triage.metrics, PrometheusMetrics):
+        return PrometheusFleetHistory(
+            triage.metrics, regressions_config(settings), triage.stragglers
+        )
+    if isinstance(triage.metrics, SimMetrics):
+        from bot.backends.sim.history import SimFleetHistory
+
+        regressions_config(settings)  # checked all the same: a wrong value stops start-up
+        return SimFleetHistory(triage.metrics.fleet)
+    return None
 
 
 # Channel alerts, the playground, highlights ------------------------------------------------------
@@ -357,6 +388,11 @@ def make_deps(settings: Settings, store: StateStore, client: AsyncWebClient) -> 
     )
     deps.alerting = make_alerting(settings, store, client, triage)
     deps.playground = make_playground(settings, store)
+    deps.regressions_history = make_regressions_history(settings, triage)
+    if deps.regressions_history is not None:
+        deps.regressions_components = tuple(
+            dict.fromkeys((*deps.regressions_components, *deps.regressions_history.components()))
+        )
     highlights = make_highlights(settings, store, client)
     if highlights is not None:
         deps.highlights, deps.digest = highlights.hl, highlights.digest
@@ -441,4 +477,10 @@ def prometheus_rule_groups(
     windows = windows_for(
         health, sweep_window_s=alerts_config(settings).sweep_window_s, extra=extra_windows
     )
-    return rule_groups(health, straggler_config(settings), windows=windows, **intervals)
+    return rule_groups(
+        health,
+        straggler_config(settings),
+        windows=windows,
+        regressions=regressions_config(settings),
+        **intervals,
+    )

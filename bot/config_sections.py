@@ -13,6 +13,7 @@ from bot.alerts.config import AlertsConfig
 from bot.config import ConfigError, Settings
 from bot.highlights.config import HighlightsConfig
 from bot.playground.config import PlaygroundConfig, parse_dirs, parse_endpoints
+from bot.regressions.config import RegressionsConfig
 from bot.triage.checks import HealthConfig
 from bot.triage.owners import JobNoticesConfig
 from bot.triage.stragglers import StragglerConfig
@@ -47,6 +48,11 @@ def health_config(settings: Settings) -> HealthConfig:
 
 def straggler_config(settings: Settings) -> StragglerConfig:
     return _section(settings, "job_slow", StragglerConfig)
+
+
+def regressions_config(settings: Settings) -> RegressionsConfig:
+    """`regressions:`: the info metric and label of each component /regressions reads."""
+    return _section(settings, "regressions", RegressionsConfig)
 
 
 def alerts_config(settings: Settings) -> AlertsConfig:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from bot.highlights.runtime import DigestRunner
     from bot.highlights.service import Highlights
     from bot.playground.service import Playground
+    from bot.regressions.ports import FleetHistory
     from bot.regressions.weekly import WeeklyRegressions
 
 

@@ -37,6 +37,7 @@ import yaml
 
 from bot import metric_names as m
 from bot.models import Severity
+from bot.regressions.config import RegressionsConfig
 from bot.triage.checks import CHECKS, HealthConfig, enabled_checks, requests_for
 from bot.triage.stragglers import StragglerConfig, proxy_requests
 from bot.triage.table import VERSION_LABELS, MetricRequest, Reading
@@ -90,6 +91,28 @@ def pace_queries(cfg: StragglerConfig) -> tuple[str, str]:
     one job (the adapter reads a job's rows of these, recorded, instead of 32k ranks a step)."""
     metric, job = cfg.step_metric, cfg.job_label
     return f"max by ({job}) ({metric})", f"quantile by ({job}) (0.5, {metric})"
+
+
+def info_labels(config: RegressionsConfig) -> dict[str, tuple[str, ...]]:
+    """Info metric -> the labels of the components it carries (driver and VBIOS: both DCGM
+    labels), every configured one: the query of a metric does not depend on what is asked."""
+    out: dict[str, dict[str, None]] = {}
+    for info in config.info_metrics().values():
+        out.setdefault(info.metric, {})[info.label] = None
+    return {metric: tuple(labels) for metric, labels in out.items()}
+
+
+def info_count_query(metric: str, labels: Sequence[str], node_label: str = "node") -> str:
+    """Each node's series of `metric` counted per value of `labels`: which values each node
+    shows (the history /regressions reads over days; recorded, one small row a node)."""
+    by = ", ".join(dict.fromkeys([*m.HOST_LABELS, m.LABEL_INSTANCE, node_label, *labels]))
+    return f"count by ({by}) ({metric})"
+
+
+def job_nodes_query(cfg: StragglerConfig) -> str:
+    """Every job's nodes and the ranks on each: the job-to-node map of /regressions."""
+    by = ", ".join(dict.fromkeys([cfg.job_label, cfg.node_label, m.LABEL_INSTANCE]))
+    return f"count by ({by}) ({cfg.step_metric})"
 
 
 def recorded_name(expr: str, metric: str) -> str:
@@ -205,6 +228,7 @@ def rule_groups(
     window_interval_s: int = 120,
     day_interval_s: int = 240,
     pace_interval_s: int = 60,
+    regressions: RegressionsConfig | None = None,
 ) -> list[RuleGroup]:
     """The recording rules for the enabled checks of `health`.
 
@@ -216,6 +240,8 @@ def rule_groups(
     count, for a quarter of the cost of every minute; shorter windows every two minutes.
     With `stragglers`, /job-slow's counters and its pace (every job's slowest and median
     rank, each minute: the 48 h chart and the baseline read those, not 32k ranks a step).
+    With `regressions`, what /regressions reads over days: each node's values of every
+    component's info metric, and each job's nodes (a row a node, not a row a GPU or rank).
     An interval and the group's evaluation time must stay under Prometheus' 5-minute lookback,
     or the recorded rows and sentinels go stale between evaluations and the adapter reads raw.
     """
@@ -260,6 +286,23 @@ def rule_groups(
             )
         ]
         groups.append(RuleGroup("meowbot-job-slow-pace", min(pace_interval_s, 60), tuple(pace)))
+    if regressions is not None:
+        # /regressions reads days of these: each node's values of every info metric and each
+        # job's nodes, recorded (a row a node), where read raw they are a row a GPU or a rank.
+        history = [
+            Rule(recorded_name(q, metric), q, metric, f"nodes' {', '.join(labels)} over time")
+            for metric, labels in info_labels(regressions).items()
+            for q in [info_count_query(metric, labels, node_label)]
+        ]
+        cfg = stragglers or StragglerConfig()
+        nodes = job_nodes_query(cfg)
+        history.append(Rule(recorded_name(nodes, cfg.step_metric), nodes, cfg.step_metric,
+                            "each job's nodes and ranks"))  # fmt: skip
+        # The drift checks' per-node reads are the very same queries (kernel, driver and
+        # VBIOS): recorded once, by the group above; two groups writing one series collide.
+        recorded = {rule.record for group in groups for rule in group.rules}
+        history = [rule for rule in history if rule.record not in recorded]
+        groups.append(RuleGroup("meowbot-regressions", min(pace_interval_s, 60), tuple(history)))
     for group in groups:
         if group.interval_s >= 300:
             raise ValueError(

@@ -12,6 +12,10 @@ from bot.regressions.models import JobPace, VersionSpan
 class FleetHistory(Protocol):
     name: str
 
+    def components(self) -> tuple[str, ...]:
+        """What it can read the history of: the built-in components and the configured ones."""
+        ...
+
     async def versions(
         self, components: Sequence[str], *, start: datetime, end: datetime
     ) -> list[VersionSpan]:

@@ -47,6 +47,7 @@ from bot.backends.sim.inventory import (
     Hardware,
     Topology,
 )
+from bot.backends.sim.rollouts import BUILT_IN_SLOTS, SimRollout, rollout_times
 from bot.backends.sim.snapshot import NOISE_BITS, FleetSnapshot, Placed, Scope
 from bot.backends.sim.workload import JobSpec, build_run, generate_jobs, make_spec
 from bot.models import JOB_LEVEL_KINDS, FaultKind, Gpu, Job, JobState, Nic, Node, TrainingRun
@@ -57,6 +58,8 @@ ORIGIN_AGE_S = 30 * 86400
 """Counters start this long before ``now`` (the fleet's last maintenance): boot times sit there."""
 
 HostLabel = Literal["Hostname", "hostname", "mixed"]
+DRIFT_KINDS = (FaultKind.DRIVER_DRIFT, FaultKind.KERNEL_DRIFT, FaultKind.FIRMWARE_DRIFT)
+"""The fault that moves one node off the fleet's value, per slot of (driver, kernel, firmware)."""
 
 NODE_KINDS: tuple[FaultKind, ...] = tuple(k for k in FaultKind if k not in JOB_LEVEL_KINDS)
 # What random faults are drawn from: the kinds whose check entry allows it (a DCGM
@@ -173,6 +176,7 @@ class SimFleet:
                 self.node_jobs[n].append(j)
         self._job_index = {spec.job.job_id: j for j, spec in enumerate(self.job_specs)}
         self.placed: list[Placed] = []
+        self.rollouts: list[SimRollout] = []
         rng = random.Random(f"meowbot-sim-noise:{seed}")
         self.noise: list[float] = [rng.uniform(-1.0, 1.0) for _ in range(1 << NOISE_BITS)]
         self.noise2: list[float] = self.noise + self.noise
@@ -244,7 +248,7 @@ class SimFleet:
         gpu_numa = [hw.gpu_numa(g) for g in range(hw.gpus_per_node)]
         nic_numa = [hw.nic_numa(k) for k in range(hw.nics_per_node)]
         missing: set[int] = set()
-        versions = list(self.default_versions)
+        versions = list(self.rolled_versions(n, t))
         slots = {FaultKind.DRIVER_DRIFT: 0, FaultKind.KERNEL_DRIFT: 1, FaultKind.FIRMWARE_DRIFT: 2}
         for placed in sorted(self.placed, key=lambda p: p.fault.since_s):
             fault = placed.fault
@@ -287,6 +291,82 @@ class SimFleet:
             firmware_version=versions[2],
             expected_gpus=hw.gpus_per_node,
         )
+
+    def rolled_versions(self, node_index: int, t_s: float) -> tuple[str, str, str]:
+        """(driver, kernel, firmware) of the node at ``t_s`` as the rollouts left it (a drift
+        fault, a deviation of one node, is applied on top by the callers)."""
+        versions = list(self.default_versions)
+        for rollout in self.rollouts:
+            slot = BUILT_IN_SLOTS.get(rollout.component)
+            if slot is not None and rollout.switched(node_index, t_s):
+                versions[slot] = rollout.new
+        return versions[0], versions[1], versions[2]
+
+    def version_at(self, node_index: int, component: str, t_s: float) -> str | None:
+        """The node's value of ``component`` at ``t_s``, as its exporters show it: rollouts,
+        then drift faults for the built-in components; None for a component it never had."""
+        slot = BUILT_IN_SLOTS.get(component)
+        if slot is None:
+            value = None
+            for rollout in self.rollouts:
+                if rollout.component == component:
+                    value = rollout.value(node_index, t_s)
+            return value
+        value = self.rolled_versions(node_index, t_s)[slot]
+        kind = DRIFT_KINDS[slot]
+        for placed in sorted(self.placed, key=lambda p: p.fault.since_s):
+            fault = placed.fault
+            if placed.node == node_index and fault.kind is kind and fault.active(t_s):
+                value = fault.text("version")
+        return value
+
+    def add_rollout(
+        self,
+        component: str,
+        new: str,
+        *,
+        start: datetime,
+        duration: timedelta,
+        effect: float = 0.0,
+        old: str | None = None,
+        coverage: float = 1.0,
+        like: SimRollout | None = None,
+    ) -> SimRollout:
+        """Roll ``component`` out to ``new`` node by node from ``start`` over ``duration``
+        (nodes in an order drawn from the seed; only the first ``coverage`` share of them).
+
+        ``effect`` is the true effect on the step time of a synchronous job from the moment
+        any of its nodes runs ``new`` (0.01: 1 % slower). ``like`` makes the rollout reach
+        every node at the same minute as another (a new image shipped with a new kernel: a
+        confounded pair); its start, duration and coverage are then that rollout's. A built-in
+        component (driver, kernel, firmware) starts from the fleet's value and shows in the
+        exported metrics; any other (an image) needs ``old`` and is known to the fleet's
+        history only (``SimFleetHistory``), as a configured info metric would be.
+        """
+        if not component or not new:
+            raise ValueError("a rollout needs a component and a new value")
+        if effect <= -1:
+            raise ValueError("effect must be above -1 (a step cannot take no time)")
+        slot = BUILT_IN_SLOTS.get(component)
+        if old is None:
+            if slot is None:
+                raise ValueError(f"{component} is not built in: give its old value")
+            old = self.default_versions[slot]
+        start = _aware(start, "start")
+        if like is not None:
+            times = like.switch_s
+            start_s, duration_s = like.start_s, like.duration_s
+        else:
+            start_s = float(_floor_minute(start.timestamp()))
+            duration_s = duration.total_seconds()
+            seed = f"meowbot-sim-rollout:{self.seed}:{len(self.rollouts)}:{component}:{new}"
+            times = rollout_times(
+                self.n_nodes, start_s=start_s, duration_s=duration_s, coverage=coverage, seed=seed
+            )
+        rollout = SimRollout(component, old, new, start_s, duration_s, effect, times)
+        self.rollouts.append(rollout)
+        self._changed()
+        return rollout
 
     def host_label_of(self, node_index: int) -> str:
         """The DCGM host label this node's exporter writes."""

@@ -306,6 +306,13 @@ class FleetSnapshot:
                 FaultKind.KERNEL_DRIFT: 1,
                 FaultKind.FIRMWARE_DRIFT: 2,
             }
+            fleet = self.fleet
+            if fleet.rollouts:
+                # A rolled-out node differs from the fleet's defaults like a drifted one.
+                for pos, n in enumerate(self.scope.nodes):
+                    rolled = fleet.rolled_versions(n, self.t_s)
+                    if rolled != default:
+                        out[pos] = rolled
             for placed in self.scope.faults:
                 i = slot.get(placed.fault.kind)
                 if i is None or not placed.fault.active(self.t_s):
@@ -724,6 +731,21 @@ class FleetSnapshot:
                 out[placed.node] = out.get(placed.node, 1.0) * (1.0 + slow)
         return out
 
+    def _rollout_factors(self, nodes: tuple[int, ...]) -> tuple[float, dict[int, float]]:
+        """A synchronous job's step-time factor from the rollouts any of its nodes went
+        through by now, and each upgraded node's own factor."""
+        job = 1.0
+        per_node: dict[int, float] = {}
+        t = self.t_s
+        for rollout in self.fleet.rollouts:
+            if not rollout.effect or rollout.first_switch_s(nodes) > t:
+                continue
+            job *= 1.0 + rollout.effect
+            for n in nodes:
+                if rollout.switched(n, t):
+                    per_node[n] = per_node.get(n, 1.0) * (1.0 + rollout.effect)
+        return job, per_node
+
     def step_times(self, job_index: int | None = None) -> list[tuple[int, int, int, int, float]]:
         """Per rank of running jobs that export step times (one job if given):
         (job index, node index, rank, pipeline stage, iteration seconds)."""
@@ -778,6 +800,7 @@ class FleetSnapshot:
             # A pause of the job itself (GC, data loading) lengthens every rank's compute.
             compute_base = spec.base_step_s * (1.0 - COMM_SHARE) * job_factor
             comm = spec.base_step_s * COMM_SHARE
+            rolled, node_rolled = self._rollout_factors(spec.nodes)
             # Every rank of the job, whatever the snapshot's scope: the slowest sets the pace.
             computes: list[float] = []
             for position, n in enumerate(spec.nodes):
@@ -789,7 +812,9 @@ class FleetSnapshot:
                     node_base * (1.0 + STEP_JITTER * table[(a + local) & NOISE_MASK])
                     for local in range(g)
                 )
-            iteration = max(computes) + comm
+            # A rollout's effect on the whole step, from its first node on (the true effect the
+            # regression finder must recover, exact whatever the jitter of the slowest rank).
+            iteration = (max(computes) + comm) * rolled
             pos_of = self.scope.pos_of
             for position, n in enumerate(spec.nodes):
                 if n not in pos_of:
@@ -797,12 +822,13 @@ class FleetSnapshot:
                 stage = spec.stage_of(position)
                 for local in range(g):
                     rank = position * g + local
-                    compute = computes[rank]
+                    # The upgraded nodes are the ones that compute longer (per-node signals).
+                    compute = computes[rank] * node_rolled.get(n, 1.0)
                     if spec.synchronous:
                         w = table[(n * g + rank + timer) & NOISE_MASK]
                         it = iteration * (1.0 + REPORT_JITTER * w)
                     else:
-                        it = compute + comm
+                        it = compute + comm * node_rolled.get(n, 1.0)
                     it = int(it * 10000.0) / 10000.0
                     compute = int(compute * 10000.0) / 10000.0
                     wait = int(max(0.0, it - compute) * 10000.0) / 10000.0

@@ -1,0 +1,372 @@
+"""/regressions' read from a real Prometheus: 4,096 nodes over 7 days. Not a timed test; by hand.
+
+    .venv/bin/python bench/regressions_prometheus.py [--nodes 4096] [--days 7] [--runs 5]
+        [--keep DIR]
+
+Target: the whole answer in < 10 s, with a number of PromQL queries that does not grow with
+the node count; this measures the read (`PrometheusFleetHistory.versions` of driver, kernel
+and firmware, and `job_paces`, concurrently, as /regressions reads them), the part that
+touches days of data. The statistics run on what it returns (bench/regressions.py).
+
+Set-up:
+1. ``now`` is the wall clock floored to the hour; ``SimFleet(n, seed=1)`` with no faults and a
+   kernel rolling out over 24 h from 4 days ago (2 % slower steps, not that it matters here).
+2. Prometheus is backfilled (``promtool tsdb create-blocks-from openmetrics``) with what the
+   read loads, written straight from the simulator's history (``SimFleetHistory``): every
+   node's ``node_uname_info`` (its kernel of the time), every GPU's ``DCGM_FI_DEV_GPU_TEMP``
+   with its driver and VBIOS labels (32k series at 4,096 nodes), every rank's
+   ``training_step_time_seconds`` (its job's pace; job_id and node labels: the job-node map),
+   and the recording rules' series as if they had run all week (the pace of every job, each
+   node's values of each info metric, each job's nodes; with their sentinels). Samples are
+   written at the instants the read's range queries land on (the adapter's bounded step over
+   the window: 42 min for the node series and the recorded rows, 5 min for the recorded pace,
+   5.5 h for the 32k GPU and rank series at 4,096 nodes) and at ``now``, not at every scrape
+   of a week: Prometheus finds one sample a series a step, as on a live server, but decodes
+   fewer chunks than a 1-minute scrape would make it.
+3. Prometheus starts on that folder (no scrapes); the read runs ``--runs`` times each way,
+   alternating, each with a fresh client: with the rules (``recorded``) and without
+   (``raw``: a Prometheus that has not run meowbot's rules for the whole window); the report
+   gives each run's seconds, the queries and the steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import math
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bot import metric_names as m  # noqa: E402
+from bot.backends import prometheus_rules as rules  # noqa: E402
+from bot.backends.prometheus import PrometheusMetrics  # noqa: E402
+from bot.backends.prometheus_history import (  # noqa: E402
+    PrometheusFleetHistory,
+    bounded_step,
+)
+from bot.backends.sim import SimFleet  # noqa: E402
+from bot.backends.sim.history import SimFleetHistory  # noqa: E402
+from bot.regressions.config import RegressionsConfig  # noqa: E402
+from bot.regressions.models import JobPace, VersionSpan  # noqa: E402
+from bot.triage.stragglers import StragglerConfig  # noqa: E402
+from scripts.testsvc.common import free_port, stop, wait_port  # noqa: E402
+from scripts.testsvc.prometheus import prometheus_command  # noqa: E402
+
+COMPONENTS = ("driver", "kernel", "firmware")
+NEW_KERNEL = "5.15.0-113-generic"
+
+
+def say(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def grid(start_s: int, end_s: int, step: int) -> list[int]:
+    """The instants a range query of `step` lands on inside the window, and the end."""
+    first = math.ceil(start_s / step) * step
+    return [*range(first, end_s + 1, step), *([end_s] if end_s % step else [])]
+
+
+def held(pace: JobPace, times: list[int]) -> Iterator[tuple[int, float]]:
+    """The job's pace at each instant: its latest sample (the sim's pace is sampled coarser)."""
+    points = [(int(s.at.timestamp()), s.seconds) for s in pace.samples]
+    k = 0
+    for t in times:
+        while k + 1 < len(points) and points[k + 1][0] <= t:
+            k += 1
+        if points and points[0][0] <= t <= points[-1][0] + 3600:
+            yield t, points[k][1]
+
+
+def family(out: list[str], name: str, rows: Iterator[tuple[str, list[tuple[int, float]]]]) -> int:
+    out.append(f"# TYPE {name} gauge\n")
+    lines = 0
+    for labels, points in rows:
+        out.append("".join(f"{name}{{{labels}}} {v} {t}\n" for t, v in points))
+        lines += len(points)
+    return lines
+
+
+def write_history(
+    path: Path,
+    fleet: SimFleet,
+    spans: list[VersionSpan],
+    paces: list[JobPace],
+    start_s: int,
+    end_s: int,
+    steps: dict[str, int],
+) -> int:
+    """OpenMetrics of what the read loads; returns the sample count."""
+    cfg = StragglerConfig()
+    samples = 0
+    node_grid = grid(start_s, end_s, steps["node"])
+    pace_grid = grid(start_s, end_s, steps["pace"])
+    wide_grid = grid(start_s, end_s, steps["wide"])
+    by_node: dict[tuple[str, str], list[VersionSpan]] = {}
+    for s in spans:
+        by_node.setdefault((s.node, s.component), []).append(s)
+    with path.open("w") as f:
+        out: list[str] = []
+
+        def uname() -> Iterator[tuple[str, list[tuple[int, float]]]]:
+            for node in fleet.nodes:
+                for s in by_node[(node, "kernel")]:
+                    lo, hi = s.start.timestamp(), s.end.timestamp()
+                    pts = [(t, 1.0) for t in node_grid if lo <= t <= hi]
+                    yield f'instance="{node}:9100",job="node",release="{s.value}"', pts
+
+        samples += family(out, m.NODE_UNAME_INFO, uname())
+        f.writelines(out)
+        out.clear()
+
+        def gpus() -> Iterator[tuple[str, list[tuple[int, float]]]]:
+            for node in fleet.nodes:
+                (driver,) = by_node[(node, "driver")]
+                (vbios,) = by_node[(node, "firmware")]
+                for g in range(fleet.gpus_per_node):
+                    labels = (
+                        f'gpu="{g}",{m.LABEL_HOSTNAME}="{node}",'
+                        f'{m.LABEL_DRIVER_VERSION}="{driver.value}",'
+                        f'{m.LABEL_VBIOS_VERSION}="{vbios.value}"'
+                    )
+                    yield labels, [(t, 40.0) for t in wide_grid]
+
+        samples += family(out, m.DCGM_FI_DEV_GPU_TEMP, gpus())
+        f.writelines(out)
+        out.clear()
+
+        def ranks() -> Iterator[tuple[str, list[tuple[int, float]]]]:
+            for pace in paces:
+                points = list(held(pace, wide_grid))
+                for position, node in enumerate(pace.nodes):
+                    for g in range(fleet.gpus_per_node):
+                        rank = position * fleet.gpus_per_node + g
+                        labels = f'{cfg.job_label}="{pace.job_id}",node="{node}",rank="{rank}"'
+                        yield labels, points
+
+        samples += family(out, cfg.step_metric, ranks())
+        f.writelines(out)
+        out.clear()
+
+        name = rules.recorded_name(rules.pace_queries(cfg)[0], cfg.step_metric)
+
+        def recorded() -> Iterator[tuple[str, list[tuple[int, float]]]]:
+            for pace in paces:
+                yield f'{cfg.job_label}="{pace.job_id}"', list(held(pace, pace_grid))
+            yield f'{rules.SENTINEL_LABEL}="60"', [(t, float(t)) for t in pace_grid]
+
+        samples += family(out, name, recorded())
+        f.writelines(out)
+        out.clear()
+        samples += write_recorded(out, fleet, by_node, paces, node_grid, pace_grid)
+        out.append("# EOF\n")
+        f.writelines(out)
+    return samples
+
+
+def write_recorded(
+    out: list[str],
+    fleet: SimFleet,
+    by_node: dict[tuple[str, str], list[VersionSpan]],
+    paces: list[JobPace],
+    times: list[int],
+    sentinel_times: list[int],
+) -> int:
+    """The recording rules of /regressions as they would have run all week: a row a node of
+    each info metric, a row a node of each job, each with its sentinel."""
+    config = RegressionsConfig()
+    cfg = StragglerConfig()
+    # The sentinel as often as the recorded pace's (a real one runs every minute).
+    sentinel = (f'{rules.SENTINEL_LABEL}="60"', [(t, float(t)) for t in sentinel_times])
+    samples = 0
+    for metric, labels in rules.info_labels(config).items():
+        name = rules.recorded_name(rules.info_count_query(metric, labels), metric)
+
+        def rows(
+            metric: str = metric, labels: tuple[str, ...] = labels
+        ) -> Iterator[tuple[str, list[tuple[int, float]]]]:
+            components = [c for c, i in config.info_metrics().items() if i.metric == metric]
+            gpu = metric == m.DCGM_FI_DEV_GPU_TEMP
+            for node in fleet.nodes:
+                # Built-in components only change the kernel here: one span for the others.
+                spans = [by_node[(node, c)] for c in components]
+                changing = max(spans, key=len)
+                for span in changing:
+                    values = [
+                        (label, next(s.value for s in part if s.start <= span.start <= s.end))
+                        for label, part in zip(labels, spans, strict=True)
+                    ]
+                    host = f'{m.LABEL_HOSTNAME}="{node}"' if gpu else f'instance="{node}:9100"'
+                    text = ",".join([host, *(f'{k}="{v}"' for k, v in values)])
+                    lo, hi = span.start.timestamp(), span.end.timestamp()
+                    value = float(fleet.gpus_per_node if gpu else 1)
+                    yield text, [(t, value) for t in times if lo <= t <= hi]
+            yield sentinel
+
+        samples += family(out, name, rows())
+    nodes = rules.job_nodes_query(cfg)
+
+    def job_rows() -> Iterator[tuple[str, list[tuple[int, float]]]]:
+        for pace in paces:
+            points = [(t, float(fleet.gpus_per_node)) for t, _ in held(pace, times)]
+            for node in pace.nodes:
+                yield f'{cfg.job_label}="{pace.job_id}",node="{node}"', points
+        yield sentinel
+
+    samples += family(out, rules.recorded_name(nodes, cfg.step_metric), job_rows())
+    return samples
+
+
+async def one_read(
+    url: str, start: datetime, end: datetime, recorded: bool, budget: int
+) -> tuple[float, int, dict[str, int]]:
+    metrics = PrometheusMetrics(url, recorded=recorded)
+    history = PrometheusFleetHistory(metrics, RegressionsConfig(sample_budget=budget))
+    try:
+        t0 = time.perf_counter()
+        spans, paces = await asyncio.gather(
+            history.versions(COMPONENTS, start=start, end=end),
+            history.job_paces(start=start, end=end),
+        )
+        took = time.perf_counter() - t0
+    finally:
+        await metrics.close()
+    if not spans or not paces:
+        raise SystemExit("the read came back empty: the backfill and the read disagree")
+    return took, metrics.queries, dict(history.last_steps)
+
+
+def blocks_loaded(url: str) -> int:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("prometheus_tsdb_blocks_loaded "):
+                return int(float(line.split()[1]))
+    return -1
+
+
+def settle(url: str, most: int = 12, timeout_s: float = 900) -> None:
+    """Wait for Prometheus to compact the backfill's 2 h blocks (promtool writes no larger)
+    into the few large ones a week-old server holds: compaction would share the cores with
+    the reads, and 84 blocks cost every query 84 index lookups."""
+    deadline = time.monotonic() + timeout_s
+    count = -1
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError, ValueError):
+            count = blocks_loaded(url)
+            if 0 < count <= most:
+                break
+        time.sleep(5)
+    time.sleep(10)  # past the last compaction's clean-up
+    say(f"{blocks_loaded(url)} blocks loaded")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=4096)
+    ap.add_argument("--days", type=float, default=7.0)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--keep", type=Path, help="backfill into this folder and keep it")
+    ap.add_argument("--data", type=Path, help="read a folder --keep made (give its --now)")
+    ap.add_argument("--now", type=int, help="the fleet's now, epoch seconds (default: this hour)")
+    ap.add_argument("--budget", type=int, default=RegressionsConfig().sample_budget,
+                    help="samples a query may evaluate (regressions.sample_budget)")  # fmt: skip
+    args = ap.parse_args()
+
+    wall = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    now = wall if args.now is None else datetime.fromtimestamp(args.now, UTC)
+    say(f"now {int(now.timestamp())}")
+    start, end = now - timedelta(days=args.days), now
+    start_s, end_s = int(start.timestamp()), int(end.timestamp())
+    fleet = SimFleet(args.nodes, seed=1, now=now, fault_rate=0.0)
+    fleet.add_rollout(
+        "kernel", NEW_KERNEL, start=now - timedelta(days=4), duration=timedelta(hours=24),
+        effect=0.02,
+    )  # fmt: skip
+    sim = SimFleetHistory(fleet)
+    t0 = time.perf_counter()
+    spans = asyncio.run(sim.versions(COMPONENTS, start=start, end=end))
+    paces = [] if args.data else asyncio.run(sim.job_paces(start=start, end=end))
+    say(f"simulated history: {len(spans)} spans, {len(paces)} jobs "
+        f"({time.perf_counter() - t0:.0f} s)")  # fmt: skip
+    span_s = end_s - start_s
+    budget = args.budget
+    gpus = args.nodes * fleet.gpus_per_node
+    steps = {
+        "node": bounded_step(span_s, args.nodes, budget),
+        "wide": bounded_step(span_s, gpus, budget),
+        "pace": bounded_step(span_s, len(paces) + 1, budget),
+    }
+    with tempfile.TemporaryDirectory(prefix="meowbot-regressions-") as tmp_name:
+        tmp = Path(tmp_name)
+        text = tmp / "history.om"
+        samples = 0
+        data = args.data or args.keep or tmp / "data"
+        if args.data is None:
+            t0 = time.perf_counter()
+            samples = write_history(text, fleet, spans, paces, start_s, end_s, steps)
+            say(f"wrote {samples / 1e6:.1f}M samples, {text.stat().st_size / 1e9:.1f} GB "
+                f"({time.perf_counter() - t0:.0f} s); steps {steps}")  # fmt: skip
+            t0 = time.perf_counter()
+            subprocess.run(
+                ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(text), str(data)],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
+            text.unlink()
+            say(f"backfilled ({time.perf_counter() - t0:.0f} s)")
+        config = tmp / "prometheus.yml"
+        config.write_text(json.dumps({"global": {"scrape_interval": "1m"}}))
+        port = free_port()
+        proc = subprocess.Popen(
+            prometheus_command(config, data, port),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            wait_port(port, 120, proc, "prometheus")
+            url = f"http://127.0.0.1:{port}"
+            settle(url)
+            report: dict[str, object] = {
+                "nodes": args.nodes,
+                "days": args.days,
+                "jobs": len(paces),
+                "samples_backfilled": samples,
+                "target_s": 10,
+            }
+            # Alternating, so that the machine's other load falls on both alike.
+            times: dict[str, list[float]] = {"recorded": [], "raw": []}
+            seen: dict[str, tuple[int, dict[str, int]]] = {}
+            for run in range(args.runs):
+                for mode in times:
+                    took, queries, used = asyncio.run(
+                        one_read(url, start, end, mode == "recorded", budget)
+                    )
+                    times[mode].append(took)
+                    seen[mode] = (queries, used)
+                    say(f"run {run + 1} {mode}: {took:.2f} s, {queries} queries, steps {used}")
+        finally:
+            stop(proc)
+    for mode, took in times.items():
+        report[mode] = {
+            "read_s": [round(t, 2) for t in took],
+            "median_s": round(statistics.median(took), 2),
+            "max_s": round(max(took), 2),
+            "queries": seen[mode][0],
+            "steps_s": seen[mode][1],
+        }
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
