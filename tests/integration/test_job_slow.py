@@ -346,7 +346,9 @@ async def test_a_healthy_slurm_job_with_ordinary_jitter_has_no_culprit(
     d = report.diagnosis
     values = sorted(d.per_node.values())
     assert len(values) == len(scenario.SLURM_HEALTHY.nodes)
-    assert values[-1] / values[0] - 1 > 0.001  # real jitter between the nodes, not one number
+    # Real jitter between the nodes, not one number. How much depends on the instant's noise
+    # draws (0.05 % at one instant of a clean-clone run), so only its presence is asserted.
+    assert values[-1] > values[0]
     assert d.stragglers == [] and d.job_cause is None and not d.not_the_nodes
     assert d.missing == []
 
