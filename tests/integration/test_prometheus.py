@@ -436,9 +436,12 @@ async def test_recorded_series_give_the_raw_reads_findings(
         raw, raw_queries = await _read(prom_url, nodes, recorded=False, window_s=window_s)
         # The two reads are made at different instants: a scrape that timed out between them on
         # a loaded machine marks the target's series stale for one read only, which is not what
-        # this test judges. Read both again then; a real difference stays.
-        if recorded.absent == raw.absent and _steady_rows(recorded, whole.fleet) == _steady_rows(
-            raw, whole.fleet
+        # this test judges; nor is a fault that came or went between the two instants (the
+        # critical gauges are read raw by both). Read both again then; a real difference stays.
+        if (
+            recorded.absent == raw.absent
+            and _steady_rows(recorded, whole.fleet) == _steady_rows(raw, whole.fleet)
+            and _findings(recorded) == _findings(raw)
         ):
             break
         await asyncio.sleep(2)  # the test Prometheus scrapes every second
