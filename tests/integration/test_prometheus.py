@@ -453,8 +453,20 @@ async def test_recorded_series_give_the_raw_reads_findings(
     assert _findings(recorded) == _findings(raw)
     assert recorded.fleet_versions == raw.fleet_versions
     if nodes is None and window_s == scenario.WINDOW_S:
-        expected = {(f.kind, f.node, f.gpu) for f in whole.run.faults}
-        assert {(f.kind, f.node, f.gpu) for f in run_checks(recorded, CONFIG).faults} == expected
+        # `whole` was read minutes earlier: a flapping port is down one minute in each period,
+        # so its link-down finding (which the flap explains, and the service folds into it)
+        # rightly comes and goes between the two reads.
+        flapping = {f.node for f in whole.fleet.injected if f.kind is FaultKind.IB_FLAPPING}
+
+        def steady(faults: list[Fault]) -> set[tuple[FaultKind, str, int | None]]:
+            return {
+                (f.kind, f.node, f.gpu)
+                for f in faults
+                if not (f.kind is FaultKind.IB_LINK_DOWN and f.node in flapping)
+            }
+
+        assert flapping
+        assert steady(run_checks(recorded, CONFIG).faults) == steady(whole.run.faults)
 
 
 async def test_a_window_no_rule_records_is_read_raw(prom_url: str) -> None:
