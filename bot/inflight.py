@@ -12,6 +12,8 @@ from typing import Any
 
 from aiohttp import web
 
+from bot import give_way
+
 log = logging.getLogger(__name__)
 
 ACKS_FIRST_MAX_S = 0.5
@@ -62,9 +64,11 @@ class InFlight:
     def ack_pending(self) -> Iterator[None]:
         self._acking += 1
         self._acked.clear()
+        give_way.hold()  # workers stand aside until the acks are out (bot/give_way.py)
         try:
             yield
         finally:
+            give_way.release()
             self._acking -= 1
             if self._acking == 0:
                 self._acked.set()

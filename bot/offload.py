@@ -25,6 +25,8 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
+from bot import give_way
+
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -60,7 +62,9 @@ class Offload:
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="meowbot-cpu")
+            self._pool = ThreadPoolExecutor(
+                self.workers, thread_name_prefix="meowbot-cpu", initializer=give_way.on_worker
+            )
         return self._pool
 
     async def run(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:

@@ -26,6 +26,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from bot import metric_names as m
+from bot.give_way import give_way
 from bot.models import Action, Evidence, Fault, FaultKind, Severity
 from bot.triage.repeat_config import RepeatConfig
 from bot.triage.table import VERSION_LABELS, Column, MetricRequest, Reading, Table
@@ -1031,6 +1032,7 @@ def run_checks(table: Table, cfg: HealthConfig, checks: Sequence[Check] | None =
     chosen = list(checks if checks is not None else enabled_checks(cfg))
     ran: set[int] = set()
     for check in chosen:
+        give_way()  # between checks, the acks of a burst go first (bot/give_way.py)
         # Entries that share a reading (the clock-event kinds) run it once, where the first
         # of them stands, and each keeps its kind's faults.
         sharing = [check]

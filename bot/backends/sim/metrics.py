@@ -16,6 +16,7 @@ from bot import metric_names as m
 from bot.backends.sim.exposition import FAMILY_BY_NAME
 from bot.backends.sim.fleet import SimFleet
 from bot.backends.sim.snapshot import RANK_METRICS, FleetSnapshot
+from bot.give_way import give_way
 from bot.models import Node
 from bot.offload import Offload
 from bot.triage.stragglers import PacePoint, RankTime, StragglerConfig
@@ -77,6 +78,7 @@ class SimMetrics:
         columns: dict[str, Column] = {}
         absent: set[str] = set()
         for request in requests:
+            give_way()  # between metrics, the acks of a burst go first (bot/give_way.py)
             self.queries += 1
             family = FAMILY_BY_NAME.get(request.name)
             if family is not None and family.entity in ("xid", "health", "clock"):

@@ -1,0 +1,63 @@
+"""CPU work on a worker thread stands aside while acks are on their way.
+
+A worker thread and the event loop share one interpreter lock: while a worker evaluates a
+50,000-node table, the loop gets the lock one switch interval in two (or three, with two
+workers), so a burst of 200 acks takes two or three times as long as in a bare Bolt app. The
+loop says when acks are on their way (`hold`, from bot/inflight.py as a request from Slack comes
+in, `release` once its answer is handed to aiohttp); long pure loops call `give_way()` between
+their steps (each check of a table, each metric of a simulated read), which, on a worker thread
+and only there, waits until no ack is on its way. The loop then runs alone until the acks are
+out. A step is at most tens of milliseconds at 50,000 nodes, so that is how long an ack can wait
+for a worker; the wait itself is bounded, so a stream of requests never stops the work.
+
+Process-wide, like the switch interval: several bots in one process (tests run replicas) share
+the interpreter lock, so each one's acks rightly hold back every worker.
+"""
+
+from __future__ import annotations
+
+import threading
+
+MAX_WAIT_S = 0.25
+"""The longest a worker stands aside at one step: under a steady stream of requests some ack is
+always on its way, and the work after them must still finish well inside Slack's patience."""
+
+_clear = threading.Event()
+_clear.set()
+_count = 0
+_lock = threading.Lock()
+_local = threading.local()
+
+
+def hold() -> None:
+    """An ack is on its way (called on the loop)."""
+    global _count
+    with _lock:
+        _count += 1
+        _clear.clear()
+
+
+def release() -> None:
+    """That ack went out (called on the loop)."""
+    global _count
+    with _lock:
+        _count = max(0, _count - 1)
+        if _count == 0:
+            _clear.set()
+
+
+def holding() -> int:
+    """Acks on their way now, across every bot in the process."""
+    return _count
+
+
+def on_worker() -> None:
+    """Marks the calling thread as a worker that gives way (a thread pool's initializer)."""
+    _local.gives_way = True
+
+
+def give_way() -> None:
+    """On a worker thread: returns once no ack is on its way, or after MAX_WAIT_S. Elsewhere
+    (the loop itself, a test, the shell) it returns at once: the loop must never wait here."""
+    if getattr(_local, "gives_way", False) and not _clear.is_set():
+        _clear.wait(MAX_WAIT_S)
