@@ -1,7 +1,9 @@
 """Ack latency while the bot works: not a timed test, run by hand (`make bench`).
 
-Four servers, each in a process of its own (Slack is not in the bot's process either; this
-process only sends, and runs the Slack emulator that receives the answers):
+Four servers, each in a process of its own, and the Slack emulator that receives the bots'
+answers in a fifth (Slack is not in the bot's process, nor in the sender's: answers arriving
+during a burst would otherwise hold back the sender reading the acks, and meowbot, the only one
+that answers, would be timed slower than it is). This process only sends and times:
 
 - `aiohttp`: a bare aiohttp handler answering 200, the floor;
 - `bolt`: a bare Bolt AsyncApp whose command listener only acks, Bolt's own ceiling;
@@ -17,18 +19,24 @@ bot's round the next waits until every answer has reached the emulator (response
 the chart upload that ends each /job-slow), so that its after-ack work does not slow the next
 server's round. Prints p50/p99 of each, the ratios meowbot/Bolt and Bolt/aiohttp, and how many
 answers arrived of those due. Needs REDIS_URL (`make bench` starts redis-server).
+
+`MEOWBOT_ACK_PROFILE=DIR` profiles each bot's event loop thread (cProfile) and writes
+`DIR/<server>.prof` when the bench ends: where the loop's time goes during the bursts.
 """
 
 from __future__ import annotations
 
 import asyncio
+import cProfile
 import os
 import random
 import re
+import signal
 import socket
 import sys
 import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,6 +65,8 @@ SECRET = "bench-secret"
 TARGET_RATIO = 1.5  # meowbot's ack p99 against bare Bolt's
 ANSWER_TIMEOUT_S = 300.0
 SWEEP_PATH = "/bench/sweep"
+EMULATOR_PATH = "/bench/commands"
+PROFILE_VAR = "MEOWBOT_ACK_PROFILE"
 
 
 def pct(values: list[float], q: float) -> float:
@@ -96,8 +106,47 @@ async def serve_bolt(port: int) -> None:
     await listen(app.web_app(path=SLACK_EVENTS_PATH), port)
 
 
+async def serve_emulator(port: int) -> None:
+    """The Slack emulator, with two routes for the sender: the signed bodies of slash commands
+    (their response_url on this emulator) and how many answers arrived so far."""
+    emu = SlackEmulator()
+    await emu.start()
+
+    async def bodies(request: web.Request) -> web.Response:
+        commands = await request.json()
+        return web.json_response(
+            [urllib.parse.urlencode(emu.slash_command_payload(n, t)) for n, t in commands]
+        )
+
+    async def delivered(_: web.Request) -> web.Response:
+        return web.json_response({"answers": answers(emu), "api_url": emu.api_url})
+
+    app = web.Application()
+    app.router.add_post(EMULATOR_PATH, bodies)
+    app.router.add_get(EMULATOR_PATH, delivered)
+    await listen(app, port)
+
+
+def profiled(kind: str) -> Callable[[], None]:
+    """Profiles the loop's thread if MEOWBOT_ACK_PROFILE names a folder; returns what writes it."""
+    folder = os.environ.get(PROFILE_VAR)
+    if not folder:
+        return lambda: None
+    profile = cProfile.Profile()
+    profile.enable()
+
+    def write() -> None:
+        profile.disable()
+        profile.dump_stats(str(Path(folder) / f"{kind}.prof"))
+
+    return write
+
+
 async def serve_bot(port: int, *, sweep: bool) -> None:
     bot = await create_bot(load_settings())  # tokens, URLs and the fleet from the environment
+    # The bench ends the server with SIGTERM: the profile is written then.
+    write_profile = profiled("meowbot+sweep" if sweep else "meowbot")
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, _exit_after, write_profile)
     alerting = bot.deps.alerting
     assert alerting is not None, "the sweep needs REDIS_URL"
     sweeps: list[float] = []  # seconds each sweep took
@@ -200,7 +249,7 @@ async def fire(http: aiohttp.ClientSession, url: str, bodies: list[str]) -> list
         headers = {
             "Content-Type": "application/x-www-form-urlencoded",
             "X-Slack-Request-Timestamp": ts,
-            "X-Slack-Signature": verifier.generate_signature(timestamp=ts, body=body),
+            "X-Slack-Signature": str(verifier.generate_signature(timestamp=ts, body=body)),
         }
         started = time.perf_counter()
         async with http.post(url, data=body, headers=headers) as resp:
@@ -221,13 +270,17 @@ def due(commands: list[tuple[str, str]]) -> int:
     return len(commands)  # one response_url post, or one chart for /job-slow
 
 
+async def delivered(http: aiohttp.ClientSession, emu: Server) -> int:
+    async with http.get(emu.url + EMULATOR_PATH) as resp:
+        return int((await resp.json())["answers"])
+
+
 async def round_of(
-    http: aiohttp.ClientSession, emu: SlackEmulator, server: Server, commands: list[tuple[str, str]]
+    http: aiohttp.ClientSession, emu: Server, server: Server, commands: list[tuple[str, str]]
 ) -> list[float]:
-    bodies = [
-        urllib.parse.urlencode(emu.slash_command_payload(name, text)) for name, text in commands
-    ]
-    before = answers(emu)
+    async with http.post(emu.url + EMULATOR_PATH, json=commands) as resp:
+        bodies = list(await resp.json())
+    before = await delivered(http, emu)
     if server.kind == "sweep":
         async with http.post(server.url + SWEEP_PATH) as resp:
             await resp.read()
@@ -238,10 +291,10 @@ async def round_of(
     if server.kind in ("bot", "sweep"):
         expected = before + due(commands)
         deadline = time.monotonic() + ANSWER_TIMEOUT_S
-        while answers(emu) < expected and time.monotonic() < deadline:
+        while (got := await delivered(http, emu)) < expected and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
         server.due += due(commands)
-        server.delivered += min(answers(emu), expected) - before
+        server.delivered += min(got, expected) - before
     if server.kind == "sweep":
         while True:  # the sweep ends before the next server's round
             async with http.get(server.url + SWEEP_PATH) as resp:
@@ -251,6 +304,13 @@ async def round_of(
                 break
             await asyncio.sleep(0.2)
     return latencies
+
+
+def _exit_after(write: Callable[[], None]) -> None:
+    try:
+        write()
+    finally:
+        os._exit(0)
 
 
 def free_port() -> int:
@@ -263,12 +323,14 @@ async def main() -> None:
     redis_url = os.environ.get("REDIS_URL")
     if not redis_url:
         sys.exit("bench/ack.py needs REDIS_URL: run it with `make bench`")
-    emu = SlackEmulator()
-    await emu.start()
+    emu = Server("slack", "emulator", {})
+    await start(emu)
+    async with aiohttp.ClientSession() as http, http.get(emu.url + EMULATOR_PATH) as resp:
+        api_url = str((await resp.json())["api_url"])
     base = {
-        "SLACK_BOT_TOKEN": emu.bot_token,
+        "SLACK_BOT_TOKEN": SlackEmulator().bot_token,
         "SLACK_SIGNING_SECRET": SECRET,
-        "SLACK_API_URL": emu.api_url,
+        "SLACK_API_URL": api_url,
         "REDIS_URL": redis_url,
         "MEOWBOT_LOG_LEVEL": "warning",
         "PROMETHEUS_URL": "",
@@ -305,11 +367,10 @@ async def main() -> None:
                     server.latencies += got
                     server.round_p99.append(pct(got, 0.99) * 1000)
     finally:
-        for server in servers:
+        for server in [*servers, emu]:
             if server.proc is not None and server.proc.returncode is None:
                 server.proc.terminate()
                 await server.proc.wait()
-        await emu.stop()
     report(servers, work, sweep_work)
 
 
@@ -365,6 +426,8 @@ if __name__ == "__main__":
             asyncio.run(serve_aiohttp(port))
         elif kind == "bolt":
             asyncio.run(serve_bolt(port))
+        elif kind == "emulator":
+            asyncio.run(serve_emulator(port))
         else:
             asyncio.run(serve_bot(port, sweep=kind == "sweep"))
     else:

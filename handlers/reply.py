@@ -12,13 +12,16 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from aiohttp import ClientSession
 from slack_bolt.context.respond.async_respond import AsyncRespond
+from slack_bolt.context.respond.internals import _build_message
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.models.attachments import Attachment
 from slack_sdk.models.blocks import Block
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
 from slack_sdk.webhook.webhook_response import WebhookResponse
 
 from bot.render.blocks import SlackMessage
@@ -183,9 +186,52 @@ def _channel_of(body: dict[str, Any]) -> str | None:
     return str(found) if found else None
 
 
+class PooledRespond(AsyncRespond):
+    """Bolt's `respond` over the bot's own HTTP session. Bolt's opens a session, and so a
+    connection, for every answer: about 2 ms of the event loop each (bench/ack.py's profile of
+    a burst), time the acks behind it waited for."""
+
+    def __init__(self, response_url: str, session: ClientSession) -> None:
+        super().__init__(response_url=response_url)
+        self.session = session
+
+    async def __call__(
+        self,
+        text: str | dict[str, Any] = "",
+        blocks: Sequence[dict[str, Any] | Block] | None = None,
+        attachments: Sequence[dict[str, Any] | Attachment] | None = None,
+        response_type: str | None = None,
+        replace_original: bool | None = None,
+        delete_original: bool | None = None,
+        unfurl_links: bool | None = None,
+        unfurl_media: bool | None = None,
+        thread_ts: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> WebhookResponse:
+        message = (
+            _build_message(**text)
+            if isinstance(text, dict)
+            else _build_message(
+                text=text,
+                blocks=blocks,
+                attachments=attachments,
+                response_type=response_type,
+                replace_original=replace_original,
+                delete_original=delete_original,
+                unfurl_links=unfurl_links,
+                unfurl_media=unfurl_media,
+                thread_ts=thread_ts,
+                metadata=metadata,
+            )
+        )
+        webhook = AsyncWebhookClient(url=str(self.response_url), session=self.session)
+        return await webhook.send_dict(message)
+
+
 def respond_elsewhere() -> Middleware:
     """Gives every listener of a press or a form without a response_url a `respond` that works
-    (`RespondElsewhere`), so no listener needs to know which surface it was pressed on."""
+    (`RespondElsewhere`), so no listener needs to know which surface it was pressed on; with a
+    response_url, one over the bot's HTTP session (`PooledRespond`)."""
 
     async def elsewhere(req: AsyncBoltRequest, next: Next) -> BoltResponse | None:
         ctx = req.context
@@ -195,6 +241,8 @@ def respond_elsewhere() -> Middleware:
             and req.body.get("type") in ("block_actions", "view_submission")
         ):
             ctx["respond"] = RespondElsewhere(ctx.client, ctx.user_id, _channel_of(req.body))
+        elif ctx.response_url is not None and ctx.client.session is not None:
+            ctx["respond"] = PooledRespond(ctx.response_url, ctx.client.session)
         await next()
         return None
 

@@ -13,6 +13,7 @@ Shared by every replica; the in-process stand-in serves the terminal shell.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -65,6 +66,10 @@ def _load(node: str, raw: str) -> list[Occurrence]:
     return out
 
 
+def _load_all(nodes: Sequence[str], values: Sequence[str | None]) -> list[Occurrence]:
+    return [o for n, raw in zip(nodes, values, strict=True) if raw for o in _load(n, raw)]
+
+
 class RedisFaultHistory:
     def __init__(
         self,
@@ -93,7 +98,9 @@ class RedisFaultHistory:
             values = await self.redis.mget([self._key(n) for n in nodes])
         except aioredis.RedisError as exc:
             raise BackendError("Redis", f"could not read the fault history ({exc})") from exc
-        return [o for n, raw in zip(nodes, values, strict=True) if raw for o in _load(n, raw)]
+        # Decoded on a thread: a fleet's history is thousands of entries, tens of milliseconds
+        # of the event loop's time for every /hw-faults.
+        return await asyncio.to_thread(_load_all, nodes, values)
 
     async def save(self, by_node: Mapping[str, Sequence[Occurrence]], now: datetime) -> None:
         if not by_node:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -176,6 +177,7 @@ class SimFleet:
                 self.node_jobs[n].append(j)
         self._job_index = {spec.job.job_id: j for j, spec in enumerate(self.job_specs)}
         self.placed: list[Placed] = []
+        self._placed_on: dict[int, list[Placed]] | None = None
         self.rollouts: list[SimRollout] = []
         rng = random.Random(f"meowbot-sim-noise:{seed}")
         self.noise: list[float] = [rng.uniform(-1.0, 1.0) for _ in range(1 << NOISE_BITS)]
@@ -250,9 +252,9 @@ class SimFleet:
         missing: set[int] = set()
         versions = list(self.rolled_versions(n, t))
         slots = {FaultKind.DRIVER_DRIFT: 0, FaultKind.KERNEL_DRIFT: 1, FaultKind.FIRMWARE_DRIFT: 2}
-        for placed in sorted(self.placed, key=lambda p: p.fault.since_s):
+        for placed in self.placed_on(n):
             fault = placed.fault
-            if placed.node != n or not fault.active(t):
+            if not fault.active(t):
                 continue
             if fault.kind is FaultKind.GPU_MISSING:
                 missing.add(placed.gpu)
@@ -314,9 +316,9 @@ class SimFleet:
             return value
         value = self.rolled_versions(node_index, t_s)[slot]
         kind = DRIFT_KINDS[slot]
-        for placed in sorted(self.placed, key=lambda p: p.fault.since_s):
+        for placed in self.placed_on(node_index):
             fault = placed.fault
-            if placed.node == node_index and fault.kind is kind and fault.active(t_s):
+            if fault.kind is kind and fault.active(t_s):
                 value = fault.text("version")
         return value
 
@@ -664,8 +666,19 @@ class SimFleet:
         yield "# EOF\n"
 
     # --- injection ---------------------------------------------------------------------------
+    def placed_on(self, node_index: int) -> Sequence[Placed]:
+        """The faults placed on one node, oldest first: an index kept until the next change,
+        since a node's inventory (asked on the loop for each command) scanned every fault."""
+        if self._placed_on is None:
+            by_node: dict[int, list[Placed]] = defaultdict(list)
+            for placed in sorted(self.placed, key=lambda p: p.fault.since_s):
+                by_node[placed.node].append(placed)
+            self._placed_on = dict(by_node)
+        return self._placed_on.get(node_index, ())
+
     def _changed(self) -> None:
         self._full_scope = None
+        self._placed_on = None
         self._snapshots.clear()
         self._runs = None
 
