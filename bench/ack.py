@@ -53,6 +53,7 @@ from bot.app import create_bot
 from bot.backends.alert_store import RedisAlertStore
 from bot.backends.sim.fleet import SimFleet
 from bot.config import load_settings
+from bot.offload import keep_the_start
 from bot.server import LISTEN_BACKLOG, SLACK_EVENTS_PATH
 from bot.shell.emulator import SlackEmulator
 
@@ -144,6 +145,7 @@ def profiled(kind: str) -> Callable[[], None]:
 
 async def serve_bot(port: int, *, sweep: bool) -> None:
     bot = await create_bot(load_settings())  # tokens, URLs and the fleet from the environment
+    keep_the_start()  # as `meowbot run` does (bot/app.py: serve)
     # The bench ends the server with SIGTERM: the profile is written then.
     write_profile = profiled("meowbot+sweep" if sweep else "meowbot")
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, _exit_after, write_profile)

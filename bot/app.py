@@ -70,7 +70,7 @@ from bot.highlights.runtime import DigestRunner
 from bot.highlights.schedule import DigestSchedule
 from bot.highlights.service import Highlights
 from bot.inflight import InFlight, acks_counted
-from bot.offload import Offload, favour_the_loop
+from bot.offload import Offload, favour_the_loop, keep_the_start
 from bot.playground.service import Playground
 from bot.ports import ResumeMemory, Scheduler, StateStore
 from bot.regressions.ports import FleetHistory
@@ -439,6 +439,7 @@ async def create_bot(settings: Settings, *, store: StateStore | None = None) -> 
 async def serve(settings: Settings) -> None:
     """Runs the bot in HTTP or Socket Mode until SIGTERM or SIGINT, then shuts down gracefully."""
     bot = await create_bot(settings)
+    keep_the_start()
     await bot.run()
 
 

@@ -485,7 +485,7 @@ def _assert_absent(fleet: SimFleet, fault: InjectedFault, at: datetime) -> None:
     if fault.node is None:
         return
     snap = fleet.snapshot(at, nodes=[fault.node])
-    assert snap.values(m.DCGM_FI_DEV_XID_ERRORS) == [0.0] * 8
+    assert list(snap.values(m.DCGM_FI_DEV_XID_ERRORS) or ()) == [0.0] * 8
     assert snap.xid_counts() == {}
     for name in (
         m.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL,
@@ -495,14 +495,14 @@ def _assert_absent(fleet: SimFleet, fault: InjectedFault, at: datetime) -> None:
         m.DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL,
         m.DCGM_FI_DEV_PCIE_REPLAY_COUNTER,
     ):
-        assert snap.values(name) == [0.0] * 8, name
+        assert list(snap.values(name) or ()) == [0.0] * 8, name
     assert all(snap.gpu_present())
     reasons = snap.values(m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS) or []
     assert all(int(v) & ~m.CLOCK_EVENT_GPU_IDLE == 0 for v in reasons)
     assert max(snap.values(m.DCGM_FI_DEV_GPU_TEMP) or [0]) < 80
     assert set(snap.values(m.NODE_INFINIBAND_STATE_ID) or []) == {float(m.IB_STATE_ACTIVE)}
     assert snap.versions(0) == fleet.default_versions
-    assert snap.values(m.NODE_BOOT_TIME_SECONDS) != [fault.since.timestamp()]
+    assert list(snap.values(m.NODE_BOOT_TIME_SECONDS) or ()) != [fault.since.timestamp()]
     # DCGM's watches pass, but for the power watch of GPUs that touch their cap (DCGM #285).
     assert {w for _, w in _health(fleet, at, fault.node)} <= {"POWER"}
 

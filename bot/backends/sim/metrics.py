@@ -8,6 +8,7 @@ from the bus is NaN, as a missing series would be), so 400,000 GPUs cost a list 
 from __future__ import annotations
 
 import statistics
+from array import array
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -229,7 +230,7 @@ so a 10-minute window holds about this many distinct values, as Prometheus' samp
 def _median_over(
     fleet: SimFleet,
     metric: str,
-    now: list[float],
+    now: Sequence[float],
     at: datetime,
     window_s: float,
     scope: Sequence[str] | None,
@@ -275,7 +276,7 @@ def _sparse_column(
     )
 
 
-def _column(snap: FleetSnapshot, name: str, values: list[float]) -> Column:
+def _column(snap: FleetSnapshot, name: str, values: Sequence[float]) -> Column:
     """A column straight off the snapshot's arrays: labels only for rows a check looks at."""
     mult = (
         snap.gpus_per_node
@@ -303,7 +304,8 @@ def _column(snap: FleetSnapshot, name: str, values: list[float]) -> Column:
 
     return Column(
         name=name,
-        values=values,
+        # Doubles the collector does not walk (see FleetSnapshot.values).
+        values=values if isinstance(values, array) else array("d", values),
         node=node,
         labels=labels,
         node_rows=range(0, len(values), mult),
