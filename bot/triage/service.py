@@ -31,7 +31,16 @@ from bot.triage.checks import (
 )
 from bot.triage.kinds import words
 from bot.triage.ports import FaultHistory, Metrics
-from bot.triage.repeats import Offender, bounded, escalate, fold, offenders, sightings
+from bot.triage.repeat_config import RepeatConfig
+from bot.triage.repeats import (
+    Occurrence,
+    Offender,
+    bounded,
+    escalate,
+    fold,
+    offenders,
+    sightings,
+)
 from bot.triage.resumes import apply_resume_memory
 from bot.triage.stragglers import StragglerConfig
 from bot.triage.targets import BadInput, expand_nodes, parse_duration, parse_kinds
@@ -132,6 +141,29 @@ async def _run(triage: Triage, nodes: Sequence[str] | None, window_s: float) -> 
     return await apply_resume_memory(triage.metrics, triage.resumes, run, window_s)
 
 
+def _judge_history(
+    stored: Sequence[Occurrence],
+    seen: Sequence[Occurrence],
+    at: datetime,
+    cfg: RepeatConfig,
+    record: bool,
+) -> tuple[dict[str, list[Occurrence]], list[Offender]]:
+    """The history with what was seen now folded in: what to save of the nodes seen now (when
+    recording), and the offenders."""
+    merged = fold([*stored, *seen], cfg.gap_s)
+    by_node: dict[str, list[Occurrence]] = {}
+    if record and seen:
+        touched = {o.node for o in seen}
+        grouped: dict[str, list[Occurrence]] = defaultdict(list)
+        for o in merged:
+            if o.node in touched:
+                grouped[o.node].append(o)
+        by_node = {
+            n: bounded(grouped[n], at, cfg.keep_days, cfg.max_per_node) for n in sorted(touched)
+        }
+    return by_node, offenders(merged, at, cfg)
+
+
 async def _with_history(
     triage: Triage,
     nodes: Sequence[str] | None,
@@ -157,18 +189,13 @@ async def _with_history(
         # Without its history a fault is judged on the present, as before there was one.
         log.warning("fault history unreadable: %s", exc)
         return faults, []
-    merged = fold([*stored, *seen], cfg.gap_s)
-    if record and seen:
-        touched = sorted({o.node for o in seen})
-        by_node = {
-            n: bounded([o for o in merged if o.node == n], at, cfg.keep_days, cfg.max_per_node)
-            for n in touched
-        }
+    # A fleet's history is thousands of occurrences: folded and judged off the event loop.
+    by_node, found = await triage.cpu.run(_judge_history, stored, seen, at, cfg, record)
+    if by_node:
         try:
             await triage.history.save(by_node, at)
         except BackendError as exc:
             log.warning("fault history not saved: %s", exc)
-    found = offenders(merged, at, cfg)
     if nodes is not None:
         asked = set(nodes)
         found = [o for o in found if o.node in asked]
