@@ -20,6 +20,11 @@ ACKS_FIRST_MAX_S = 0.5
 """How long work after an ack waits for the other acks at most: a steady stream of requests
 never leaves none on their way, and the work must still get done."""
 
+ACKS_SETTLE_S = 0.002
+"""How long work after an ack waits, once no ack is on its way, for requests that arrived
+meanwhile: one look of the loop at its sockets. Without it, the work of a burst's first
+commands started in each gap between two requests and held back the acks of the rest."""
+
 Handover = Callable[[], Awaitable[Any]]
 """Tells whoever waits on a piece of work that it was stopped before it finished."""
 
@@ -79,10 +84,20 @@ class InFlight:
         Bolt sends a listener's ack only when it next looks (every 10 ms) and the listener
         runs on after `ack()` meanwhile: in a burst of 200 commands, the start of each one's
         work (parsing, the first reads) ran before the others' acks, and held them back."""
-        if self._acking == 0:
-            return
-        with suppress(TimeoutError):
-            await asyncio.wait_for(self._acked.wait(), max_s)
+        deadline = asyncio.get_running_loop().time() + max_s
+        while True:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                return
+            if self._acking:
+                with suppress(TimeoutError):
+                    await asyncio.wait_for(self._acked.wait(), left)
+                continue
+            # None on its way now, but a burst arrives over tens of milliseconds: the loop looks
+            # at its sockets once more first, so requests already at the door count too.
+            await asyncio.sleep(ACKS_SETTLE_S)
+            if self._acking == 0:
+                return
 
     async def wait_idle(self, timeout_s: float) -> bool:
         """True when all tracked work ended within timeout_s."""
