@@ -84,6 +84,8 @@ class InFlight:
         Bolt sends a listener's ack only when it next looks (every 10 ms) and the listener
         runs on after `ack()` meanwhile: in a burst of 200 commands, the start of each one's
         work (parsing, the first reads) ran before the others' acks, and held them back."""
+        if self._acking == 0:
+            return  # work that answers no request (a sweep) between two bursts goes on at once
         deadline = asyncio.get_running_loop().time() + max_s
         while True:
             left = deadline - asyncio.get_running_loop().time()

@@ -8,7 +8,7 @@ topology changed since), otherwise by its group key.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -52,11 +52,15 @@ async def ingest(
     *,
     fence: Fence | None = None,
     describe: Callable[[str], Mapping[str, str]] | None = None,
+    pause: Callable[[], Awaitable[None]] | None = None,
 ) -> Ingested:
     """`describe`: what the inventory knows of a node (`Alert.facts`); an alert's own labels
-    win over it."""
+    win over it. `pause` is awaited before each alert: a sweep's thousands of alerts give way
+    to the acks of commands arriving meanwhile (bot/inflight.py: acks_out)."""
     done = Ingested()
     for alert in alerts:
+        if pause is not None:
+            await pause()
         if describe is not None and alert.node:
             alert = alert.model_copy(update={"facts": {**describe(alert.node), **alert.facts}})
         gid = await store.group_of(alert.fingerprint) or group_key(alert, topology, cfg).id

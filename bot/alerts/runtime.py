@@ -170,6 +170,7 @@ class Alerting:
             now,
             fence=fence,
             describe=describe,
+            pause=self.triage.cpu.before,
         )
         self.wake.set()
         return done
