@@ -56,6 +56,8 @@ def main() -> int:
     ap.add_argument("--nodes", type=int, default=4096)
     ap.add_argument("--effects", default="0,0.5,1,2,5", help="true effects in percent")
     ap.add_argument("--noise", type=float, default=FleetSpec.noise)
+    ap.add_argument("--wander", type=float, default=FleetSpec.wander)
+    ap.add_argument("--wander-hours", type=float, default=FleetSpec.wander_hours)
     ap.add_argument("--drift", type=float, default=FleetSpec.drift)
     ap.add_argument("--diurnal", type=float, default=FleetSpec.diurnal)
     ap.add_argument("--spread", type=float, default=FleetSpec.effect_spread)
@@ -77,7 +79,8 @@ def main() -> int:
     effects = [float(e) for e in args.effects.split(",")]
     print(
         f"{args.nodes} nodes, 7 days, kernel rollout over 24 h, {args.seeds} seeds an effect; "
-        f"noise {args.noise:.1%}, own wander {args.drift:.1%}/day, daily cycle {args.diurnal:.1%}, "
+        f"noise {args.noise:.1%}, own wander {args.wander:.1%} over {args.wander_hours:g} h "
+        f"and {args.drift:.1%}/day, daily cycle {args.diurnal:.1%}, "
         f"effect spread across jobs {args.spread:.0%}"
     )
     print(
@@ -90,6 +93,8 @@ def main() -> int:
             nodes=args.nodes,
             effect=effect / 100,
             noise=args.noise,
+            wander=args.wander,
+            wander_hours=args.wander_hours,
             drift=args.drift,
             diurnal=args.diurnal,
             effect_spread=args.spread,

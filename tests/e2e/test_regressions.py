@@ -17,7 +17,7 @@ from bot.app import create_bot
 from bot.errors import BackendError
 from bot.highlights.schedule import DigestSchedule
 from bot.regressions.ask import BUILT_IN
-from bot.regressions.models import JobPace, PaceSample, VersionSpan
+from bot.regressions.models import JobPace, NodeCompute, PaceSample, VersionSpan
 from bot.regressions.weekly import WeeklyRegressions
 from bot.shell.emulator import SlackEmulator, validate_blocks
 from handlers.regressions import weekly_poster
@@ -28,7 +28,8 @@ CHANNEL = "C0GENERAL"
 
 class GeneratedHistory:
     """64 nodes moving from one kernel to the next over a day, three days ago; 8 jobs of 8
-    nodes each, 2 % slower once their first node moved."""
+    nodes each, 2 % slower once their first node moved; their nodes' compute time 2 % longer
+    on the moved nodes only."""
 
     name = "generated"
 
@@ -37,6 +38,7 @@ class GeneratedHistory:
         began = now - timedelta(days=3)
         self.spans: list[VersionSpan] = []
         self.paces: list[JobPace] = []
+        self.computes: list[NodeCompute] = []
         switched: dict[str, datetime] = {}
         for i in range(64):
             node = f"gpu-{i:04d}"
@@ -54,6 +56,11 @@ class GeneratedHistory:
                 samples.append(PaceSample(at, 2.0 * slower * rng.gauss(1, 0.005)))
                 at += timedelta(minutes=15)
             self.paces.append(JobPace(str(5_000_000 + j), nodes, tuple(samples)))
+            for n in nodes:
+                points = tuple(
+                    PaceSample(s.at, 1.5 * (1.02 if s.at >= switched[n] else 1.0)) for s in samples
+                )
+                self.computes.append(NodeCompute(str(5_000_000 + j), n, points))
         self.reads = 0
 
     async def versions(
@@ -66,6 +73,10 @@ class GeneratedHistory:
     async def job_paces(self, *, start: datetime, end: datetime) -> list[JobPace]:
         self.reads += 1
         return self.paces
+
+    async def node_compute(self, *, start: datetime, end: datetime) -> list[NodeCompute]:
+        self.reads += 1
+        return self.computes
 
 
 def shown(emulator: SlackEmulator) -> list[dict[str, Any]]:
@@ -113,9 +124,15 @@ async def test_looking_at_then_the_answer_and_the_thread(
     answer = updates[-1].args
     assert "Kernel rollouts and training pace, the last 7 days" in json.dumps(answer["blocks"])
     assert "64 nodes" in json.dumps(answer["blocks"])
+    # Beside the pace, the per-node evidence of the 8 jobs that ran on both kernels at once.
+    assert (
+        "per-node compute time, same job same steps: new-cohort nodes 2.0 % slower"
+        in json.dumps(answer["blocks"])
+    )
+    assert "8 jobs, in line with the pace" in json.dumps(answer["blocks"])
     assert validate_blocks(answer["blocks"]) == []
     assert detail.args["thread_ts"] == first.result["ts"]
-    assert history.reads == 2
+    assert history.reads == 3
 
 
 async def test_the_weekly_post_goes_out_once_across_replicas(
