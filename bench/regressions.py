@@ -138,7 +138,9 @@ def main() -> int:
             ok &= claimed / n <= FALSE_ALARM_TARGET
         if effect == DETECT_AT:
             ok &= claimed / n >= DETECT_TARGET
-        ok &= within >= ERROR_SHARE and wrong == 0
+        # At 0 every claim is a false alarm, held to its own target above; elsewhere a claim
+        # in the wrong direction is never right.
+        ok &= within >= ERROR_SHARE and (effect == 0 or wrong == 0)
     print(
         f"targets: {DETECT_AT:g} % claimed in >= {DETECT_TARGET:.0%} of seeds, "
         f"claims at 0 in <= {FALSE_ALARM_TARGET:.0%}, estimate within {ERROR_POINTS} points "
