@@ -248,10 +248,17 @@ def render_answer(report: RegressionReport, window: timedelta) -> SlackMessage:
     if general:
         msg.context(*(escape(n) for n in general[:5]))
     if report.findings:
+        by_node = (
+            "Per-node compute time compares, within each job that ran on both at once, its "
+            "nodes on the new value with its nodes on the old at the same steps: nothing that "
+            "moves the whole job moves it. "
+            if any(f.same_work for f in report.findings)
+            else ""
+        )
         msg.context(
             "A change is claimed only when its 95 % interval (bootstrap over jobs) clears "
             "the spread the same jobs show at moments no rollout touched them. "
-            "Detail and chart in the thread."
+            f"{by_node}Detail and chart in the thread."
         )
     return msg.build()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -58,7 +59,10 @@ class GeneratedHistory:
             self.paces.append(JobPace(str(5_000_000 + j), nodes, tuple(samples)))
             for n in nodes:
                 points = tuple(
-                    PaceSample(s.at, 1.5 * (1.02 if s.at >= switched[n] else 1.0)) for s in samples
+                    PaceSample(
+                        s.at, 1.5 * (1.02 if s.at >= switched[n] else 1.0) * rng.gauss(1, 0.004)
+                    )
+                    for s in samples
                 )
                 self.computes.append(NodeCompute(str(5_000_000 + j), n, points))
         self.reads = 0
@@ -125,11 +129,15 @@ async def test_looking_at_then_the_answer_and_the_thread(
     assert "Kernel rollouts and training pace, the last 7 days" in json.dumps(answer["blocks"])
     assert "64 nodes" in json.dumps(answer["blocks"])
     # Beside the pace, the per-node evidence of the 8 jobs that ran on both kernels at once.
-    assert (
-        "per-node compute time, same job same steps: new-cohort nodes 2.0 % slower"
-        in json.dumps(answer["blocks"])
+    said = json.dumps(answer["blocks"])
+    by_node = re.search(
+        r"per-node compute time, same job same steps: new-cohort nodes ([0-9.]+) % slower "
+        r"\(95 % ([0-9.]+)-([0-9.]+) %\), 8 jobs, in line with the pace",
+        said,
     )
-    assert "8 jobs, in line with the pace" in json.dumps(answer["blocks"])
+    assert by_node is not None, said
+    low, effect, high = (float(by_node[k]) for k in (2, 1, 3))
+    assert low < effect < high and abs(effect - 2.0) < 0.1
     assert validate_blocks(answer["blocks"]) == []
     assert detail.args["thread_ts"] == first.result["ts"]
     assert history.reads == 3
