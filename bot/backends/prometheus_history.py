@@ -11,8 +11,9 @@ query, so that a recording rule of it can stand in):
 - every job's slowest rank, `max by (<job>) (<step metric>)` (/job-slow's recorded pace), a
   range query: a point a step, a row a job;
 - each node's compute time in each job that exports it,
-  `avg by (<job>, <node>, instance) (<compute metric>)`, a range query: a row a job and node
-  (its count first, for the step), read raw (no rule records it).
+  `avg by (<job>, <node>, instance) (<compute metric>)`, a range query: a point a step, a row
+  a job and node (recorded by `meowbot prometheus-rules`, or raw: the ranks averaged in
+  Prometheus, the step widened for the rank series it loads).
 
 Each is read from its recorded series where `meowbot prometheus-rules` keeps it and has kept it
 over the whole window (the sentinel checked first), else raw after one count of the series a
@@ -32,7 +33,6 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from bot import metric_names as m
 from bot.backends import prometheus_rules as rules
 from bot.backends.http import Deadline
 from bot.backends.prometheus import (
@@ -349,13 +349,8 @@ class PrometheusFleetHistory:
     async def node_compute(self, *, start: datetime, end: datetime) -> list[NodeCompute]:
         deadline = Deadline(self.timeout_s)
         cfg = self.stragglers
-        by = ", ".join(dict.fromkeys([cfg.job_label, cfg.node_label, m.LABEL_INSTANCE]))
-        expr = f"avg by ({by}) ({cfg.compute_metric})"
-        # Its rows (a job and node each), not the ranks', size the step: two queries in all.
-        series = await self._series(expr, end, deadline)
-        if not series:
-            return []
-        rows, _ = await self._range("compute", expr, series, start, end, deadline)
+        expr = rules.node_compute_query(cfg)
+        rows, _ = await self._read("compute", expr, cfg.compute_metric, start, end, deadline)
         out = []
         for row in rows:
             labels = row.get("metric") or {}

@@ -102,6 +102,17 @@ def _extra_history(fleet: SimFleet, start: datetime, end: datetime) -> Iterator[
     }
     recorded[f'{rules.SENTINEL_LABEL}="60"'] = [(t, float(t)) for t in grid]
     yield from _om_family(name, recorded)
+    # Each node's compute time in each job, as the regressions group records it.
+    name = rules.recorded_name(rules.node_compute_query(cfg), cfg.compute_metric)
+    computes = asyncio.run(history.node_compute(start=start, end=end))
+    per_node = {
+        f'{cfg.job_label}="{c.job_id}",{cfg.node_label}="{c.node}"': [
+            (int(s.at.timestamp()), s.seconds) for s in c.samples
+        ]
+        for c in computes
+    }
+    per_node[f'{rules.SENTINEL_LABEL}="60"'] = [(t, float(t)) for t in grid]
+    yield from _om_family(name, per_node)
 
 
 def _ready(url: str, proc: subprocess.Popen[bytes], at: datetime) -> None:
@@ -296,19 +307,22 @@ def _by_job_node(rows: list[NodeCompute]) -> dict[tuple[str, str], NodeCompute]:
     return {(c.job_id, c.node): c for c in rows}
 
 
+@pytest.mark.parametrize("recorded", [True, False], ids=["recorded", "raw"])
 async def test_node_compute_is_each_nodes_mean_compute_time_in_each_job(
-    backfilled: Backfilled,
+    backfilled: Backfilled, recorded: bool
 ) -> None:
-    metrics = PrometheusMetrics(backfilled.url, recorded=False)
+    metrics = PrometheusMetrics(backfilled.url, recorded=recorded)
     history = PrometheusFleetHistory(metrics, CONFIG)
     start, end = backfilled.start, backfilled.end
     try:
         got = await history.node_compute(start=start, end=end)
+        # A count and one range query, recorded (a row a job and node) or raw (the ranks
+        # averaged in Prometheus), whatever the fleet size.
+        assert metrics.queries == 2 and metrics.recorded_reads == (1 if recorded else 0)
         spans = await history.versions(["kernel"], start=start, end=end)
         paces = await history.job_paces(start=start, end=end)
     finally:
         await metrics.close()
-    # A count of its rows (a job and node each) and one range query, whatever the fleet size.
     assert history.last_steps["compute"] == STEP_S
     truth_history = SimFleetHistory(backfilled.fleet)
     truth = _by_job_node(await truth_history.node_compute(start=start, end=end))
@@ -331,7 +345,7 @@ async def test_node_compute_is_each_nodes_mean_compute_time_in_each_job(
     assert kernel.same_work.nodes_new >= 2 and kernel.same_work.agrees
 
 
-async def test_node_compute_is_two_queries_at_a_step_its_rows_fit(
+async def test_node_compute_read_raw_widens_its_step_for_the_ranks_it_loads(
     backfilled: Backfilled,
 ) -> None:
     metrics = PrometheusMetrics(backfilled.url, recorded=False)
@@ -340,11 +354,16 @@ async def test_node_compute_is_two_queries_at_a_step_its_rows_fit(
         got = await history.node_compute(start=backfilled.start, end=backfilled.end)
     finally:
         await metrics.close()
-    # A count of the rows and one range query, however many nodes and ranks there are: a row
-    # a job and node (the ranks averaged in Prometheus), the step from their count.
     assert metrics.queries == 2
+    # Raw, Prometheus averages every rank's series a step: those, not the rows it returns,
+    # are what the budget bounds.
+    fleet = backfilled.fleet
+    ranks = sum(
+        1
+        for j, *_ in fleet.snapshot(backfilled.end).rank_times()
+        if fleet.job_specs[j].exports_compute_time
+    )
     step = history.last_steps["compute"]
-    assert step == bounded_step(HOURS * 3600, len(got), 100_000)
-    assert len(got) * (HOURS * 3600 // step + 1) <= 100_000 + len(got)
-    ranks = sum(len(s.nodes) for s in backfilled.fleet.job_specs if s.exports_compute_time) * 8
-    assert len(got) * 8 <= ranks and len(got) >= 8
+    assert ranks > len(got) >= 8
+    assert step == bounded_step(HOURS * 3600, ranks, 100_000)
+    assert all(len(c.samples) <= HOURS * 3600 // step + 1 for c in got)
