@@ -15,8 +15,8 @@ Their ratio at one instant is free of everything that moves the whole job, so:
 - across jobs, the trimmed mean of the jobs' effects (as the pace's, bot/regressions/stats.py),
   with a bootstrap interval over jobs (the jobs are the independent units; a job's instants
   are not), widened for few jobs as Student's t would be (most rollouts leave only a handful
-  of jobs on both versions at once). No margin is added: nothing that moves a whole job moves this ratio, so the jobs'
-  spread is all there is.
+  of jobs on both versions at once). No margin is added: nothing that moves a whole job
+  moves this ratio, so the jobs' spread is all there is.
 
 What it cannot see: a job whose nodes all switched together, or before it started, has no
 instant with both cohorts; nodes doing different work in one job (pipeline stages) differ by
