@@ -1,7 +1,8 @@
 """How well /regressions finds a kernel rollout's effect: the statistics, on generated fleets.
 
     .venv/bin/python bench/regressions.py [--seeds 100] [--nodes 4096] [--effects 0,0.5,1,2,5]
-    .venv/bin/python bench/regressions.py --noise 0.03 --drift 0.006 --diurnal 0.006   # harder
+    .venv/bin/python bench/regressions.py --noise 0.03 --drift 0.006 --diurnal 0.006 \
+        --wander 0.01                                                         # harder
     .venv/bin/python bench/regressions.py --image-effect 0.02 --effects 0,1   # confounded
     .venv/bin/python bench/regressions.py --fleet-step 0.02 --effects 0,1     # what it cannot do
 
@@ -9,13 +10,15 @@ Each seed draws a fleet (tests/regressions_gen.py): `--nodes` nodes cut into blo
 nodes running synchronous jobs of 12 h to 3 days back to back over 7 days, a kernel rollout
 over 24 h starting between day 2 and day 4 (every node switches at its own moment), and a true
 effect on a job's step time from the moment its first node runs the new kernel (spread 10 % of
-itself across jobs, `--spread`). The pace carries each job's own wander, a fleet-wide daily
-cycle, sampling noise, checkpoint spikes and warm-up. The whole pure finder runs (`analyse`)
-and its kernel finding is scored against the truth:
+itself across jobs, `--spread`). The pace carries each job's own level and its own wander
+over hours (an AR(1) of 0.5 % over 4 h by default, each job 0.5-1.5 times it: `--wander`,
+`--wander-hours`) and over days (`--drift`), the fleet's daily cycle (each job 0.5-1.5 times
+it, within an hour of its phase: `--diurnal`), sampling noise, checkpoint spikes and warm-up.
+The whole pure finder runs (`analyse`) and its kernel finding is scored against the truth:
 
 - detection rate: seeds where a true effect was claimed as a regression (target at 1 %: >= 95 %);
 - false alarms: seeds where anything was claimed with no true effect (target <= 5 %), and
-  claims in the wrong direction at any effect;
+  claims in the wrong direction at any true effect (none allowed);
 - estimate error: |estimate - truth| in points (target: within 0.3 in >= 95 % of seeds);
 - interval coverage: seeds whose 95 % interval holds the truth.
 
@@ -56,6 +59,8 @@ def main() -> int:
     ap.add_argument("--nodes", type=int, default=4096)
     ap.add_argument("--effects", default="0,0.5,1,2,5", help="true effects in percent")
     ap.add_argument("--noise", type=float, default=FleetSpec.noise)
+    ap.add_argument("--wander", type=float, default=FleetSpec.wander)
+    ap.add_argument("--wander-hours", type=float, default=FleetSpec.wander_hours)
     ap.add_argument("--drift", type=float, default=FleetSpec.drift)
     ap.add_argument("--diurnal", type=float, default=FleetSpec.diurnal)
     ap.add_argument("--spread", type=float, default=FleetSpec.effect_spread)
@@ -77,7 +82,8 @@ def main() -> int:
     effects = [float(e) for e in args.effects.split(",")]
     print(
         f"{args.nodes} nodes, 7 days, kernel rollout over 24 h, {args.seeds} seeds an effect; "
-        f"noise {args.noise:.1%}, own wander {args.drift:.1%}/day, daily cycle {args.diurnal:.1%}, "
+        f"noise {args.noise:.1%}, own wander {args.wander:.1%} over {args.wander_hours:g} h "
+        f"and {args.drift:.1%}/day, daily cycle {args.diurnal:.1%}, "
         f"effect spread across jobs {args.spread:.0%}"
     )
     print(
@@ -90,6 +96,8 @@ def main() -> int:
             nodes=args.nodes,
             effect=effect / 100,
             noise=args.noise,
+            wander=args.wander,
+            wander_hours=args.wander_hours,
             drift=args.drift,
             diurnal=args.diurnal,
             effect_spread=args.spread,
@@ -133,7 +141,9 @@ def main() -> int:
             ok &= claimed / n <= FALSE_ALARM_TARGET
         if effect == DETECT_AT:
             ok &= claimed / n >= DETECT_TARGET
-        ok &= within >= ERROR_SHARE and wrong == 0
+        # At 0 every claim is a false alarm, held to its own target above; elsewhere a claim
+        # in the wrong direction is never right.
+        ok &= within >= ERROR_SHARE and (effect == 0 or wrong == 0)
     print(
         f"targets: {DETECT_AT:g} % claimed in >= {DETECT_TARGET:.0%} of seeds, "
         f"claims at 0 in <= {FALSE_ALARM_TARGET:.0%}, estimate within {ERROR_POINTS} points "

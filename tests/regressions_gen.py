@@ -7,12 +7,16 @@ drawn uniformly over the rollout; optionally an image moves on the same nodes at
 moments (a confound no statistics can undo). A job's pace (its slowest rank's step time) is:
 
     base x (1 + effect_j once ANY of its nodes runs NEW)   synchronous: the first node counts
-         x (1 + its own slow wander)                       a random walk, `drift` a day
-         x (1 + a fleet-wide daily cycle)                  shared storage, `diurnal`
+         x (1 + its own wander over hours)                 AR(1), `wander` (0.5-1.5 x, per job)
+                                                           over `wander_hours`: what its data does
+         x (1 + its own slow drift)                        a random walk, `drift` a day
+         x (1 + the fleet's daily cycle)                   shared storage, `diurnal` (0.5-1.5 x
+                                                           per job, its phase within an hour)
          x (1 + sampling noise)                            `noise` at most, drawn per job
          x checkpoint spikes (+20 %, `spikes` of samples) and a slower first 20 minutes.
 
 effect_j is the true effect spread across jobs (`effect_spread`, relative): workloads differ.
+Each job's level (`base`) is its own, 0.5-5 s a step.
 """
 
 from __future__ import annotations
@@ -50,6 +54,10 @@ class FleetSpec:
     filesystem degraded that hour)."""
     step: timedelta = timedelta(minutes=10)
     noise: float = 0.015
+    wander: float = 0.005
+    """The standard deviation of a job's own wander over hours (each job 0.5-1.5 times it)."""
+    wander_hours: float = 4.0
+    """Its correlation time: the AR(1) keeps exp(-1) of itself after this long."""
     drift: float = 0.003
     diurnal: float = 0.003
     spikes: float = 0.01
@@ -77,6 +85,21 @@ class Fleet:
 
 def node_name(i: int) -> str:
     return f"gpu-{i:04d}"
+
+
+def ar1(rng: np.random.Generator, t: np.ndarray, sd: float, hours: float) -> np.ndarray:
+    """An AR(1) of standard deviation `sd` and correlation time `hours` at the instants `t`
+    (seconds): drawn hourly, interpolated between."""
+    if sd <= 0 or len(t) == 0:
+        return np.zeros(len(t))
+    knots = np.arange(t[0] - 3600.0, t[-1] + 7200.0, 3600.0)
+    keep = float(np.exp(-1.0 / hours))
+    shocks = rng.standard_normal(len(knots)) * sd * np.sqrt(1 - keep * keep)
+    x = np.empty(len(knots))
+    x[0] = rng.standard_normal() * sd
+    for k in range(1, len(knots)):
+        x[k] = keep * x[k - 1] + shocks[k]
+    return np.interp(t, knots, x)
 
 
 def generate(spec: FleetSpec, seed: int) -> Fleet:
@@ -113,7 +136,7 @@ def generate(spec: FleetSpec, seed: int) -> Fleet:
     step_s = spec.step.total_seconds()
     grid_t = np.arange(0, window_s + 1, step_s)
     grid = [START + timedelta(seconds=float(s)) for s in grid_t]
-    daily = spec.diurnal * np.sin(2 * np.pi * grid_t / 86400 + rng.uniform(0, 2 * np.pi))
+    phase = rng.uniform(0, 2 * np.pi)
     node_switch = np.where(moved, at_s, np.inf)
     paces: list[JobPace] = []
     first, job_no = 0, 0
@@ -138,7 +161,13 @@ def generate(spec: FleetSpec, seed: int) -> Fleet:
             if spec.image_effect is not None and block.start < spec.image_share * spec.nodes:
                 y = y * (1 + spec.image_effect * (t >= block_switch))
             walk = np.cumsum(rng.standard_normal(len(t))) * spec.drift * np.sqrt(step_s / 86400)
-            y = y * (1 + walk) * (1 + daily[lo:hi])
+            own = ar1(rng, t, spec.wander * float(rng.uniform(0.5, 1.5)), spec.wander_hours)
+            daily = (
+                spec.diurnal
+                * float(rng.uniform(0.5, 1.5))
+                * np.sin(2 * np.pi * t / 86400 + phase + float(rng.uniform(-1, 1)) * np.pi / 12)
+            )
+            y = y * (1 + walk) * (1 + own) * (1 + daily)
             y = y * (1 + spec.fleet_step * (t >= begin_h * 3600))
             y = y * (
                 1 + float(rng.uniform(spec.noise / 3, spec.noise)) * rng.standard_normal(len(t))

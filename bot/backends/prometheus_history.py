@@ -9,7 +9,11 @@ query, so that a recording rule of it can stand in):
 - the job-to-node map, `count by (<job>, <node>) (<step metric>)`, likewise: the most ranks
   (GPUs) each job held on each node;
 - every job's slowest rank, `max by (<job>) (<step metric>)` (/job-slow's recorded pace), a
-  range query: a point a step, a row a job.
+  range query: a point a step, a row a job;
+- each node's compute time in each job that exports it,
+  `avg by (<job>, <node>, instance) (<compute metric>)`, a range query: a point a step, a row
+  a job and node (recorded by `meowbot prometheus-rules`, or raw: the ranks averaged in
+  Prometheus, the step widened for the rank series it loads).
 
 Each is read from its recorded series where `meowbot prometheus-rules` keeps it and has kept it
 over the whole window (the sentinel checked first), else raw after one count of the series a
@@ -38,7 +42,7 @@ from bot.backends.prometheus import (
     _covers,
 )
 from bot.regressions.config import RegressionsConfig
-from bot.regressions.models import JobPace, PaceSample, VersionSpan
+from bot.regressions.models import JobPace, NodeCompute, PaceSample, VersionSpan
 from bot.triage.stragglers import StragglerConfig
 from bot.triage.table import node_name
 
@@ -130,7 +134,7 @@ class PrometheusFleetHistory:
         self.config = config or RegressionsConfig()
         self.stragglers = stragglers or StragglerConfig()
         self.timeout_s = timeout_s
-        for name in (self.stragglers.step_metric,):
+        for name in (self.stragglers.step_metric, self.stragglers.compute_metric):
             if not METRIC_NAME_RE.fullmatch(name):
                 raise ValueError(f"{name!r} is not a metric name")
         self.last_steps: dict[str, int] = {}
@@ -140,6 +144,7 @@ class PrometheusFleetHistory:
         return tuple(self.config.info_metrics())
 
     async def _series(self, metric: str, at: datetime, deadline: Deadline) -> float:
+        """How many series `metric` (a selector or an aggregation) has at `at`."""
         rows = await self.metrics.query(f"count({metric})", at=at, deadline=deadline)
         try:
             return float(rows[0]["value"][1]) if rows else 0.0
@@ -340,3 +345,24 @@ class PrometheusFleetHistory:
                 )
             )
         return sorted(out, key=lambda p: p.job_id)
+
+    async def node_compute(self, *, start: datetime, end: datetime) -> list[NodeCompute]:
+        deadline = Deadline(self.timeout_s)
+        cfg = self.stragglers
+        expr = rules.node_compute_query(cfg)
+        rows, _ = await self._read("compute", expr, cfg.compute_metric, start, end, deadline)
+        out = []
+        for row in rows:
+            labels = row.get("metric") or {}
+            job = labels.get(cfg.job_label)
+            node = labels.get(cfg.node_label) or node_name(labels, node_label=cfg.node_label)
+            if not job or not node:
+                continue
+            samples = []
+            for t, v in _times(row):
+                seconds = float(v)
+                if seconds == seconds and seconds > 0:
+                    samples.append(PaceSample(_at(t), seconds))
+            if samples:
+                out.append(NodeCompute(job_id=job, node=node, samples=tuple(samples)))
+        return sorted(out, key=lambda c: (c.job_id, c.node))

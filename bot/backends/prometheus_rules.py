@@ -115,6 +115,13 @@ def job_nodes_query(cfg: StragglerConfig) -> str:
     return f"count by ({by}) ({cfg.step_metric})"
 
 
+def node_compute_query(cfg: StragglerConfig) -> str:
+    """Each node's mean compute time in each job that exports it: /regressions' per-node
+    evidence (a row a job and node, not a row a rank)."""
+    by = ", ".join(dict.fromkeys([cfg.job_label, cfg.node_label, m.LABEL_INSTANCE]))
+    return f"avg by ({by}) ({cfg.compute_metric})"
+
+
 def recorded_name(expr: str, metric: str) -> str:
     """The recorded series of exactly `expr`: the metric it reads, and a hash of the query."""
     digest = hashlib.sha256(expr.encode()).hexdigest()[:12]
@@ -241,7 +248,8 @@ def rule_groups(
     With `stragglers`, /job-slow's counters and its pace (every job's slowest and median
     rank, each minute: the 48 h chart and the baseline read those, not 32k ranks a step).
     With `regressions`, what /regressions reads over days: each node's values of every
-    component's info metric, and each job's nodes (a row a node, not a row a GPU or rank).
+    component's info metric, each job's nodes (a row a node, not a row a GPU or rank), and each
+    node's compute time in each job (a row a job and node, not a row a rank).
     An interval and the group's evaluation time must stay under Prometheus' 5-minute lookback,
     or the recorded rows and sentinels go stale between evaluations and the adapter reads raw.
     """
@@ -298,6 +306,10 @@ def rule_groups(
         nodes = job_nodes_query(cfg)
         history.append(Rule(recorded_name(nodes, cfg.step_metric), nodes, cfg.step_metric,
                             "each job's nodes and ranks"))  # fmt: skip
+        compute = node_compute_query(cfg)
+        what = "each node's compute time in each job"
+        history.append(Rule(recorded_name(compute, cfg.compute_metric), compute,
+                            cfg.compute_metric, what))  # fmt: skip
         # The drift checks' per-node reads are the very same queries (kernel, driver and
         # VBIOS): recorded once, by the group above; two groups writing one series collide.
         recorded = {rule.record for group in groups for rule in group.rules}

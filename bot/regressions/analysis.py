@@ -26,11 +26,13 @@ from bot.regressions.models import (
     Finding,
     JobPace,
     NodeChange,
+    NodeCompute,
     RegressionReport,
     Rollout,
     Verdict,
     VersionSpan,
 )
+from bot.regressions.same_work import SameWorkConfig, job_splits, same_work
 from bot.regressions.stats import StatsConfig, estimate
 from bot.words import count
 
@@ -41,6 +43,7 @@ ORDER = {Verdict.REGRESSION: 0, Verdict.IMPROVEMENT: 1, Verdict.NO_EFFECT: 2, Ve
 class FinderConfig:
     effects: EffectConfig = field(default_factory=EffectConfig)
     stats: StatsConfig = field(default_factory=StatsConfig)
+    same_work: SameWorkConfig = field(default_factory=SameWorkConfig)
 
 
 def _finding(
@@ -50,6 +53,8 @@ def _finding(
     end: datetime,
     cfg: FinderConfig,
     notes: list[str],
+    spans: Sequence[VersionSpan] = (),
+    computes: Sequence[NodeCompute] = (),
 ) -> Finding:
     clean = [c for c in crossed if c.clean]
     evidence = clean if len(clean) >= cfg.stats.min_jobs else crossed
@@ -65,7 +70,14 @@ def _finding(
             f"{rollout.component} {rollout.new}: too few jobs ran far enough from their switch "
             "to measure the margin; the interval's own width stands in for it."
         )
+    by_node = same_work(
+        job_splits(computes, spans, rollout, cfg.same_work) if computes else [],
+        est.low * 100,
+        est.high * 100,
+        cfg.stats,
+    )
     return Finding(
+        same_work=by_node,
         rollout=rollout,
         verdict=est.verdict,
         effect_pct=est.effect * 100,
@@ -99,9 +111,12 @@ def analyse(
     start: datetime,
     end: datetime,
     cfg: FinderConfig | None = None,
+    computes: Sequence[NodeCompute] = (),
 ) -> RegressionReport:
     """Findings for every rollout of `components` in the window, worst first. `spans` may hold
-    further components: they are read only to tell what else changed on the jobs' nodes."""
+    further components: they are read only to tell what else changed on the jobs' nodes.
+    `computes` (per-node compute time, where jobs export it) give each finding its per-node
+    evidence (bot/regressions/same_work.py)."""
     cfg = cfg or FinderConfig()
     changes = node_changes(spans)
     by_node: defaultdict[str, list[NodeChange]] = defaultdict(list)
@@ -124,7 +139,10 @@ def analyse(
             notes.append(f"No {c} history of any node in the window.")
         elif c not in moved:
             notes.append(f"No node changed its {c} in the window.")
-    findings = [_finding(r, crossed, jobs, end, cfg, notes) for r, crossed in by_rollout.items()]
+    findings = [
+        _finding(r, crossed, jobs, end, cfg, notes, spans, computes)
+        for r, crossed in by_rollout.items()
+    ]
     findings.sort(key=_rank)
     if not paces:
         notes.append("No job pace in the window.")
@@ -139,6 +157,16 @@ def analyse(
                 f"{count(len(crossed), 'crossing job')} steps within "
                 f"{cfg.effects.line_up.total_seconds() / 60:.0f} minutes of its first node's "
                 "switch."
+            )
+        sw = f.same_work
+        if sw is not None and not sw.agrees and f.verdict is not Verdict.TOO_FEW:
+            notes.append(
+                f"{f.rollout.component} {f.rollout.new}: the two lines of evidence disagree: "
+                f"the pace says {f.effect_pct:+.1f} % ({f.low_pct:+.1f} to {f.high_pct:+.1f}), "
+                f"the per-node compute time of {count(sw.jobs, 'job')} on both cohorts at once "
+                f"{sw.effect_pct:+.1f} % ({sw.low_pct:+.1f} to {sw.high_pct:+.1f}). Something "
+                "else moved the jobs' pace at their switch, or the new value slows what the "
+                "compute time does not time."
             )
         if f.confounded_with and f.verdict is not Verdict.TOO_FEW:
             notes.append(

@@ -53,6 +53,18 @@ class JobPace:
 
 
 @dataclass(frozen=True)
+class NodeCompute:
+    """One node's compute time in one job over time: the mean over its ranks of the work before
+    the collective, where the job exports it. Unlike the step time (the same on every rank of
+    a synchronous job), it names the node."""
+
+    job_id: str
+    node: str
+    samples: tuple[PaceSample, ...]
+    """In time order."""
+
+
+@dataclass(frozen=True)
 class NodeChange:
     """`node` went from `old` to `new` of `component` at `at`."""
 
@@ -104,11 +116,34 @@ class Verdict(StrEnum):
 
 
 @dataclass(frozen=True)
+class SameWork:
+    """The per-node evidence on one rollout: within each job that ran on nodes of both cohorts
+    at once, its new-cohort nodes' compute time over its old-cohort nodes' at the same steps
+    (the same work, the same moment: nothing that moves the whole job moves the ratio), pooled
+    over those jobs (bot/regressions/same_work.py)."""
+
+    verdict: Verdict
+    effect_pct: float
+    """New-cohort nodes' compute time / old-cohort nodes' - 1, in percent, over the jobs (their
+    trimmed mean, as the pace's)."""
+    low_pct: float
+    high_pct: float
+    """Its 95 % interval (bootstrap over jobs)."""
+    jobs: int
+    nodes_new: int
+    nodes_old: int
+    agrees: bool
+    """Its interval meets the pace's (`Finding.low_pct`-`high_pct`): the two lines of evidence
+    are consistent; False when they are not."""
+
+
+@dataclass(frozen=True)
 class Finding:
     rollout: Rollout
     verdict: Verdict
     effect_pct: float
-    """Step time after / before - 1, in percent (positive: slower), the jobs' median effect."""
+    """Step time after / before - 1, in percent (positive: slower), over the crossing jobs
+    (their trimmed mean, bot/regressions/stats.py)."""
     low_pct: float
     high_pct: float
     """Its 95 % interval (bootstrap over jobs, and at least `margin_pct` either side of the
@@ -132,6 +167,9 @@ class Finding:
     aligned: tuple[AlignedPace, ...] = ()
     """The crossing jobs' paces aligned on their switch (`bot/regressions/aligned.py: align`),
     for the chart; empty when the finder did not keep them."""
+    same_work: SameWork | None = None
+    """The per-node compute time of the new cohort against the old within the same jobs; None
+    where no job that exports it ran on both cohorts at once."""
 
 
 @dataclass(frozen=True)

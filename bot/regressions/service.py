@@ -1,11 +1,12 @@
 """/regressions' service: read the fleet's history through the port, then find the effects.
 
-The reads are two or three bounded queries whatever the fleet size (bot/regressions/ports.py);
+The reads are a few bounded queries whatever the fleet size (bot/regressions/ports.py);
 the statistics are the pure, synchronous `analyse` (bot/regressions/analysis.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 
@@ -43,9 +44,14 @@ async def find_regressions(
     await say(f"Reading every node's {', '.join(read)} history...")
     spans = await history.versions(read, start=start, end=end)
     nodes = len({s.node for s in spans})
-    await say(f"Read the software of {count(nodes, 'node')}; reading every job's pace...")
-    paces = await history.job_paces(start=start, end=end)
+    await say(
+        f"Read the software of {count(nodes, 'node')}; reading every job's pace and its "
+        "nodes' compute time..."
+    )
+    paces, computes = await asyncio.gather(
+        history.job_paces(start=start, end=end), history.node_compute(start=start, end=end)
+    )
     await say(f"Comparing {count(len(paces), 'job')} before and after each rollout...")
     if compute is None:
-        return analyse(spans, paces, components, start, end, cfg)
-    return await compute(analyse, spans, paces, components, start, end, cfg)
+        return analyse(spans, paces, components, start, end, cfg, computes)
+    return await compute(analyse, spans, paces, components, start, end, cfg, computes)

@@ -126,6 +126,37 @@ def caveats(f: Finding) -> list[str]:
     return out
 
 
+def same_work_line(f: Finding) -> str:
+    """`per-node compute time, same job same steps: new-cohort nodes 2.0 % slower (95 %
+    1.6-2.4 %), 14 jobs`, and whether it agrees with the pace; empty without that evidence."""
+    sw = f.same_work
+    if sw is None:
+        return ""
+    n = 2 if abs(sw.effect_pct) < 0.1 or abs(sw.high_pct - sw.low_pct) < 0.2 else 1
+    if round(sw.effect_pct, n) == 0:
+        moved = "new-cohort nodes compute at the old ones' pace"
+    else:
+        moved = (
+            f"new-cohort nodes {_pct(sw.effect_pct, n)} % "
+            f"{'slower' if sw.effect_pct > 0 else 'faster'}"
+        )
+    if sw.low_pct > 0 or sw.high_pct < 0:
+        low, high = sorted((abs(sw.low_pct), abs(sw.high_pct)))
+        span = f"95 % {low:.{n}f}-{high:.{n}f} %"
+    else:
+        span = f"95 % {sw.low_pct:+.{n}f} to {sw.high_pct:+.{n}f} %"
+    line = f"per-node compute time, same job same steps: {moved} ({span}), {count(sw.jobs, 'job')}"
+    if sw.verdict is Verdict.TOO_FEW:
+        line += ", too few to weigh"
+    elif f.verdict is not Verdict.TOO_FEW:
+        line += (
+            ", in line with the pace"
+            if sw.agrees
+            else ": :warning: *disagrees with the pace*, read both with care"
+        )
+    return line
+
+
 def sentence(f: Finding) -> str:
     """One finding as the channel reads it (mrkdwn)."""
     head = f"{ICONS[f.verdict]} {versions(f.rollout)}"
@@ -139,6 +170,8 @@ def sentence(f: Finding) -> str:
         line = f"{head}: no effect this data can show ({change(f)}, {interval(f)}), {evidence(f)}"
     else:
         line = f"{head}: {change(f)} ({interval(f)}), {evidence(f)}{cost(f)}"
+    if by_node := same_work_line(f):
+        line += "\n      " + by_node
     notes = caveats(f)
     return line + ("\n      " + "; ".join(notes) if notes else "")
 
@@ -215,10 +248,17 @@ def render_answer(report: RegressionReport, window: timedelta) -> SlackMessage:
     if general:
         msg.context(*(escape(n) for n in general[:5]))
     if report.findings:
+        by_node = (
+            "Per-node compute time compares, within each job that ran on both at once, its "
+            "nodes on the new value with its nodes on the old at the same steps: nothing that "
+            "moves the whole job moves it. "
+            if any(f.same_work for f in report.findings)
+            else ""
+        )
         msg.context(
             "A change is claimed only when its 95 % interval (bootstrap over jobs) clears "
             "the spread the same jobs show at moments no rollout touched them. "
-            "Detail and chart in the thread."
+            f"{by_node}Detail and chart in the thread."
         )
     return msg.build()
 
@@ -266,6 +306,14 @@ def _detail_lines(f: Finding) -> list[str]:
         lines.append(
             f"{count(f.jobs, 'job')} crossed it; {number(f.clean_jobs)} of them changed "
             "nothing else around their switch"
+        )
+    sw = f.same_work
+    if sw is not None:
+        lines.append(
+            f"Per-node compute time, same job same steps: {sw.effect_pct:+.2f} % (95 % interval "
+            f"{sw.low_pct:+.2f} to {sw.high_pct:+.2f} %), the new cohort's "
+            f"{count(sw.nodes_new, 'node')} against the old cohort's {number(sw.nodes_old)} "
+            f"in {count(sw.jobs, 'job')} that ran on both at once"
         )
     if f.confounded_with:
         lines.append("Changed at the same time: " + ", ".join(escape(c) for c in f.confounded_with))

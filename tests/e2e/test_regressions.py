@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -17,7 +18,7 @@ from bot.app import create_bot
 from bot.errors import BackendError
 from bot.highlights.schedule import DigestSchedule
 from bot.regressions.ask import BUILT_IN
-from bot.regressions.models import JobPace, PaceSample, VersionSpan
+from bot.regressions.models import JobPace, NodeCompute, PaceSample, VersionSpan
 from bot.regressions.weekly import WeeklyRegressions
 from bot.shell.emulator import SlackEmulator, validate_blocks
 from handlers.regressions import weekly_poster
@@ -28,7 +29,8 @@ CHANNEL = "C0GENERAL"
 
 class GeneratedHistory:
     """64 nodes moving from one kernel to the next over a day, three days ago; 8 jobs of 8
-    nodes each, 2 % slower once their first node moved."""
+    nodes each, 2 % slower once their first node moved; their nodes' compute time 2 % longer
+    on the moved nodes only."""
 
     name = "generated"
 
@@ -37,6 +39,7 @@ class GeneratedHistory:
         began = now - timedelta(days=3)
         self.spans: list[VersionSpan] = []
         self.paces: list[JobPace] = []
+        self.computes: list[NodeCompute] = []
         switched: dict[str, datetime] = {}
         for i in range(64):
             node = f"gpu-{i:04d}"
@@ -54,6 +57,14 @@ class GeneratedHistory:
                 samples.append(PaceSample(at, 2.0 * slower * rng.gauss(1, 0.005)))
                 at += timedelta(minutes=15)
             self.paces.append(JobPace(str(5_000_000 + j), nodes, tuple(samples)))
+            for n in nodes:
+                points = tuple(
+                    PaceSample(
+                        s.at, 1.5 * (1.02 if s.at >= switched[n] else 1.0) * rng.gauss(1, 0.004)
+                    )
+                    for s in samples
+                )
+                self.computes.append(NodeCompute(str(5_000_000 + j), n, points))
         self.reads = 0
 
     async def versions(
@@ -66,6 +77,10 @@ class GeneratedHistory:
     async def job_paces(self, *, start: datetime, end: datetime) -> list[JobPace]:
         self.reads += 1
         return self.paces
+
+    async def node_compute(self, *, start: datetime, end: datetime) -> list[NodeCompute]:
+        self.reads += 1
+        return self.computes
 
 
 def shown(emulator: SlackEmulator) -> list[dict[str, Any]]:
@@ -113,9 +128,19 @@ async def test_looking_at_then_the_answer_and_the_thread(
     answer = updates[-1].args
     assert "Kernel rollouts and training pace, the last 7 days" in json.dumps(answer["blocks"])
     assert "64 nodes" in json.dumps(answer["blocks"])
+    # Beside the pace, the per-node evidence of the 8 jobs that ran on both kernels at once.
+    said = json.dumps(answer["blocks"])
+    by_node = re.search(
+        r"per-node compute time, same job same steps: new-cohort nodes ([0-9.]+) % slower "
+        r"\(95 % ([0-9.]+)-([0-9.]+) %\), 8 jobs, in line with the pace",
+        said,
+    )
+    assert by_node is not None, said
+    low, effect, high = (float(by_node[k]) for k in (2, 1, 3))
+    assert low < effect < high and abs(effect - 2.0) <= 0.15
     assert validate_blocks(answer["blocks"]) == []
     assert detail.args["thread_ts"] == first.result["ts"]
-    assert history.reads == 2
+    assert history.reads == 3
 
 
 async def test_the_weekly_post_goes_out_once_across_replicas(

@@ -2,9 +2,10 @@
 
 This test starts its own Prometheus (the binary the test environment installs) on a data folder
 backfilled with promtool from the simulated fleet's own exposition: `node_uname_info`, the DCGM
-temperature series (driver and VBIOS labels) and every rank's step time every 5 minutes over
-72 h, while a kernel rolls out node by node (2 % slower steps), a container image rolls out with
-it to the minute (a configured info metric), and a driver reaches half the fleet. What
+temperature series (driver and VBIOS labels), every rank's step time and (in the jobs that
+export it) compute time every 5 minutes over 72 h, while a kernel rolls out node by node (2 %
+slower steps, on the upgraded nodes' compute time), a container image rolls out with it to the
+minute (a configured info metric), and a driver reaches half the fleet. What
 `PrometheusFleetHistory` reads must be what the simulator knows it exported
 (`SimFleetHistory`), at the step's resolution, in a fixed number of queries.
 """
@@ -29,8 +30,9 @@ from bot.backends.prometheus import PrometheusMetrics
 from bot.backends.prometheus_history import PrometheusFleetHistory, bounded_step
 from bot.backends.sim import SimFleet
 from bot.backends.sim.history import SimFleetHistory
+from bot.regressions.analysis import analyse
 from bot.regressions.config import InfoMetric, RegressionsConfig
-from bot.regressions.models import JobPace, VersionSpan
+from bot.regressions.models import JobPace, NodeCompute, VersionSpan
 from bot.triage.stragglers import StragglerConfig
 from scripts.testsvc.common import free_port
 from scripts.testsvc.prometheus import prometheus_command
@@ -100,6 +102,17 @@ def _extra_history(fleet: SimFleet, start: datetime, end: datetime) -> Iterator[
     }
     recorded[f'{rules.SENTINEL_LABEL}="60"'] = [(t, float(t)) for t in grid]
     yield from _om_family(name, recorded)
+    # Each node's compute time in each job, as the regressions group records it.
+    name = rules.recorded_name(rules.node_compute_query(cfg), cfg.compute_metric)
+    computes = asyncio.run(history.node_compute(start=start, end=end))
+    per_node = {
+        f'{cfg.job_label}="{c.job_id}",{cfg.node_label}="{c.node}"': [
+            (int(s.at.timestamp()), s.seconds) for s in c.samples
+        ]
+        for c in computes
+    }
+    per_node[f'{rules.SENTINEL_LABEL}="60"'] = [(t, float(t)) for t in grid]
+    yield from _om_family(name, per_node)
 
 
 def _ready(url: str, proc: subprocess.Popen[bytes], at: datetime) -> None:
@@ -147,7 +160,12 @@ def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backfilled]
         for chunk in fleet.openmetrics_history(
             hours=HOURS,
             step_s=STEP_S,
-            metrics=[m.NODE_UNAME_INFO, m.DCGM_FI_DEV_GPU_TEMP, m.TRAINING_STEP_TIME_SECONDS],
+            metrics=[
+                m.NODE_UNAME_INFO,
+                m.DCGM_FI_DEV_GPU_TEMP,
+                m.TRAINING_STEP_TIME_SECONDS,
+                m.TRAINING_COMPUTE_TIME_SECONDS,
+            ],
         ):
             if chunk != "# EOF\n":
                 out.write(chunk)
@@ -283,3 +301,69 @@ async def test_the_step_widens_to_stay_within_the_sample_budget(backfilled: Back
     # Its first scrape (every 5 minutes here) after the switch, at the next wide step.
     want = {k: _on_grid(_on_grid(t, STEP_S), step) for k, t in _switches(truth, "driver").items()}
     assert _switches(got, "driver") == want and len(want) == 16
+
+
+def _by_job_node(rows: list[NodeCompute]) -> dict[tuple[str, str], NodeCompute]:
+    return {(c.job_id, c.node): c for c in rows}
+
+
+@pytest.mark.parametrize("recorded", [True, False], ids=["recorded", "raw"])
+async def test_node_compute_is_each_nodes_mean_compute_time_in_each_job(
+    backfilled: Backfilled, recorded: bool
+) -> None:
+    metrics = PrometheusMetrics(backfilled.url, recorded=recorded)
+    history = PrometheusFleetHistory(metrics, CONFIG)
+    start, end = backfilled.start, backfilled.end
+    try:
+        got = await history.node_compute(start=start, end=end)
+        # A count and one range query, recorded (a row a job and node) or raw (the ranks
+        # averaged in Prometheus), whatever the fleet size.
+        assert metrics.queries == 2 and metrics.recorded_reads == (1 if recorded else 0)
+        spans = await history.versions(["kernel"], start=start, end=end)
+        paces = await history.job_paces(start=start, end=end)
+    finally:
+        await metrics.close()
+    assert history.last_steps["compute"] == STEP_S
+    truth_history = SimFleetHistory(backfilled.fleet)
+    truth = _by_job_node(await truth_history.node_compute(start=start, end=end))
+    mine = _by_job_node(got)
+    assert mine.keys() == truth.keys() and len({j for j, _ in mine}) >= 3
+    for key, want in truth.items():
+        at = {s.at: s.seconds for s in mine[key].samples}
+        theirs = {s.at: s.seconds for s in want.samples}
+        common = at.keys() & theirs.keys()
+        assert len(common) >= len(theirs) - 1
+        # Each rank's exported value is rounded to the exposition's digits.
+        assert all(at[t] == pytest.approx(theirs[t], rel=1e-3) for t in common)
+    # The whole finder on what Prometheus returned: the per-node evidence shows the kernel's
+    # 2 % on the upgraded nodes of the jobs that ran on both kernels at once.
+    report = analyse(spans, paces, ["kernel"], start, end, computes=got)
+    [kernel] = report.findings
+    # (Two jobs of 32 nodes span both kernels for hours: too few for an interval to mean much.)
+    assert kernel.same_work is not None and kernel.same_work.jobs >= 1
+    assert kernel.same_work.effect_pct == pytest.approx(2.0, abs=0.2)
+    assert kernel.same_work.nodes_new >= 2 and kernel.same_work.agrees
+
+
+async def test_node_compute_read_raw_widens_its_step_for_the_ranks_it_loads(
+    backfilled: Backfilled,
+) -> None:
+    metrics = PrometheusMetrics(backfilled.url, recorded=False)
+    history = PrometheusFleetHistory(metrics, RegressionsConfig(sample_budget=100_000))
+    try:
+        got = await history.node_compute(start=backfilled.start, end=backfilled.end)
+    finally:
+        await metrics.close()
+    assert metrics.queries == 2
+    # Raw, Prometheus averages every rank's series a step: those, not the rows it returns,
+    # are what the budget bounds.
+    fleet = backfilled.fleet
+    ranks = sum(
+        1
+        for j, *_ in fleet.snapshot(backfilled.end).rank_times()
+        if fleet.job_specs[j].exports_compute_time
+    )
+    step = history.last_steps["compute"]
+    assert ranks > len(got) >= 8
+    assert step == bounded_step(HOURS * 3600, ranks, 100_000)
+    assert all(len(c.samples) <= HOURS * 3600 // step + 1 for c in got)

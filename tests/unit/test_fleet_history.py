@@ -136,7 +136,8 @@ def test_the_rules_record_exactly_what_the_history_reads() -> None:
     (group,) = [g for g in groups if g.name == "meowbot-regressions"]
     assert group.interval_s == 60 and len(groups) > 1
     exprs = {r.expr: r.record for g in groups for r in g.rules}
-    # One rule a metric (driver and VBIOS share the DCGM one), and the job map; the kernel's
+    # One rule a metric (driver and VBIOS share the DCGM one), the job map and the nodes'
+    # compute times; the kernel's
     # and the GPUs' are the drift checks' own per-node reads, recorded once, by their group.
     labels = (m.LABEL_DRIVER_VERSION, m.LABEL_VBIOS_VERSION)
     gpu = rules.info_count_query(m.DCGM_FI_DEV_GPU_TEMP, labels)
@@ -148,6 +149,7 @@ def test_the_rules_record_exactly_what_the_history_reads() -> None:
     assert own == {
         rules.info_count_query("img_info", ("image",)),
         rules.job_nodes_query(StragglerConfig()),
+        rules.node_compute_query(StragglerConfig()),
     }
     records = [r.record for g in groups for r in g.rules]
     assert len(records) == len(set(records))  # no series written by two groups

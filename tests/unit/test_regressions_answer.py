@@ -8,7 +8,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 from bot.regressions.aligned import align
-from bot.regressions.models import RegressionReport, Verdict
+from bot.regressions.models import RegressionReport, SameWork, Verdict
 from bot.render.regressions import render_answer, render_detail, render_progress
 from bot.shell.emulator import validate_blocks
 from tests.unit.regression_samples import END, START, finding, monday_report, paces, quiet_report
@@ -161,3 +161,40 @@ def test_a_tiny_claimed_effect_is_not_printed_as_zero() -> None:
     text = text_of(render_answer(report, WEEK).blocks)
     assert "steps 0.01 % faster (95 % interval 0.01-0.02 %)" in text
     assert "0.0-0.0" not in text and "the same pace" not in text
+
+
+def test_the_per_node_evidence_is_said_under_the_pace_and_a_disagreement_stands_out() -> None:
+    report = monday_report()
+    worst = report.findings[0]
+    assert worst.verdict is Verdict.REGRESSION and worst.same_work is None
+    # Without per-node compute times, the sentence is the pace's alone.
+    assert "per-node compute time" not in text_of(render_answer(report, WEEK).blocks)
+    agree = SameWork(Verdict.REGRESSION, 2.0, 1.6, 2.4, 14, 180, 176, agrees=True)
+    with_nodes = replace(report, findings=(replace(worst, same_work=agree), *report.findings[1:]))
+    text = text_of(render_answer(with_nodes, WEEK).blocks)
+    assert (
+        "per-node compute time, same job same steps: new-cohort nodes 2.0 % slower "
+        "(95 % 1.6-2.4 %), 14 jobs, in line with the pace"
+    ) in text
+    assert "Per-node compute time compares" in text
+    detail = text_of(render_detail(with_nodes).blocks)
+    assert "the new cohort's 180 nodes against the old cohort's 176 in 14 jobs" in detail
+    # Compute times that did not move while the pace did: said, not hidden.
+    differ = SameWork(Verdict.NO_EFFECT, 0.05, -0.2, 0.3, 9, 90, 90, agrees=False)
+    text = text_of(
+        render_answer(
+            replace(report, findings=(replace(worst, same_work=differ), *report.findings[1:])),
+            WEEK,
+        ).blocks
+    )
+    assert "new-cohort nodes 0.05 % slower (95 % -0.20 to +0.30 %), 9 jobs" in text
+    assert "*disagrees with the pace*" in text
+    few = SameWork(Verdict.TOO_FEW, 1.9, 1.2, 2.6, 3, 30, 30, agrees=True)
+    text = text_of(
+        render_answer(
+            replace(report, findings=(replace(worst, same_work=few), *report.findings[1:])),
+            WEEK,
+        ).blocks
+    )
+    assert "3 jobs, too few to weigh" in text
+    assert validate_blocks(render_answer(with_nodes, WEEK).blocks) == []

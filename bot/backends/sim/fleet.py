@@ -50,6 +50,7 @@ from bot.backends.sim.inventory import (
 )
 from bot.backends.sim.rollouts import BUILT_IN_SLOTS, SimRollout, rollout_times
 from bot.backends.sim.snapshot import NOISE_BITS, FleetSnapshot, Placed, Scope
+from bot.backends.sim.wander import PaceWander
 from bot.backends.sim.workload import JobSpec, build_run, generate_jobs, make_spec
 from bot.models import JOB_LEVEL_KINDS, FaultKind, Gpu, Job, JobState, Nic, Node, TrainingRun
 from bot.triage.checks import CHECK_OF
@@ -179,6 +180,8 @@ class SimFleet:
         self.placed: list[Placed] = []
         self._placed_on: dict[int, list[Placed]] | None = None
         self.rollouts: list[SimRollout] = []
+        self.wander = PaceWander(seed)
+        """Every job's own pace over hours: its slow wander, the daily cycle, checkpoints."""
         rng = random.Random(f"meowbot-sim-noise:{seed}")
         self.noise: list[float] = [rng.uniform(-1.0, 1.0) for _ in range(1 << NOISE_BITS)]
         self.noise2: list[float] = self.noise + self.noise

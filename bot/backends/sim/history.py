@@ -4,7 +4,10 @@ Versions come from the fleet's own timeline (its rollouts and drift faults: the 
 exported `node_uname_info{release}` and DCGM labels carry at each minute), as spans between the
 minutes they changed at. Job paces are the recorded pace Prometheus would keep: each running
 training job's slowest rank at each sample, from the same snapshots the step-time series are
-made of, so the sim's history and its exposition agree to the sample.
+made of, so the sim's history and its exposition agree to the sample. Per-node compute times
+(the jobs that export them) are the mean of each node's ranks' exported compute time at the
+same samples, read in the same pass: a rollout's effect shows on its upgraded nodes only, and
+the job's own wander (bot/backends/sim/wander.py) on all of them.
 """
 
 from __future__ import annotations
@@ -12,12 +15,13 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from bot.backends.sim.fleet import DRIFT_KINDS, SimFleet
 from bot.backends.sim.rollouts import BUILT_IN_SLOTS
 from bot.backends.sim.snapshot import FleetSnapshot, Scope
-from bot.regressions.models import JobPace, PaceSample, VersionSpan
+from bot.regressions.models import JobPace, NodeCompute, PaceSample, VersionSpan
 
 MAX_SAMPLES = 1_000
 """Pace samples a job at most over the window (a sample every 10 minutes over 7 days): the
@@ -41,6 +45,7 @@ class SimFleetHistory:
     def __init__(self, fleet: SimFleet) -> None:
         self.fleet = fleet
         self.reads = 0  # snapshots made by job_paces, for the tests
+        self._pending: dict[tuple[float, float], asyncio.Future[_Read]] = {}
 
     def components(self) -> tuple[str, ...]:
         """What the fleet can say the history of: the built-in three and any rolled out."""
@@ -93,25 +98,52 @@ class SimFleetHistory:
     async def job_paces(self, *, start: datetime, end: datetime) -> list[JobPace]:
         # Seconds of simulation over days of a big fleet: off the event loop, so that the bot
         # keeps answering meanwhile.
-        return await asyncio.to_thread(self.paces, start.timestamp(), end.timestamp())
+        return (await self._read_window(start, end)).paces
+
+    async def node_compute(self, *, start: datetime, end: datetime) -> list[NodeCompute]:
+        return (await self._read_window(start, end)).computes
+
+    async def _read_window(self, start: datetime, end: datetime) -> _Read:
+        """One pass over the window for both reads when they are asked together (the service
+        does): the second joins the first's while it runs. Nothing is kept after it, so a
+        fleet changed since is read as it is now."""
+        window = (start.timestamp(), end.timestamp())
+        running = self._pending.get(window)
+        if running is None:
+            running = asyncio.ensure_future(asyncio.to_thread(self.read, *window))
+            self._pending[window] = running
+            running.add_done_callback(lambda _: self._pending.pop(window, None))
+        return await asyncio.shield(running)
 
     def paces(self, start_s: float, end_s: float) -> list[JobPace]:
         """Every training job's slowest rank at each step of the window (computed)."""
+        return self.read(start_s, end_s).paces
+
+    def read(self, start_s: float, end_s: float) -> _Read:
+        """Every training job's slowest rank, and each node's mean compute time in the jobs
+        that export it, at each step of the window (computed)."""
         fleet = self.fleet
         step = pace_step_s(end_s - start_s)
         first = math.ceil(start_s / step) * step  # aligned, as a range query's steps are
         # Snapshots of its own (not the fleet's cache, which the bot's other reads share).
         scope = Scope(fleet, None)
         samples: dict[int, list[PaceSample]] = {}
+        node_samples: dict[tuple[int, int], list[PaceSample]] = {}
         t = first
         while t <= end_s:
+            at = _at(t)
             pace: dict[int, float] = {}
-            for j, _, _, _, seconds in FleetSnapshot(fleet, t, scope).step_times():
+            computes: dict[tuple[int, int], list[float]] = {}
+            for j, n, _, _, seconds, compute, _ in FleetSnapshot(fleet, t, scope).rank_times():
                 if seconds > pace.get(j, 0.0):
                     pace[j] = seconds
+                if fleet.job_specs[j].exports_compute_time:
+                    computes.setdefault((j, n), []).append(compute)
             self.reads += 1
             for j, seconds in pace.items():
-                samples.setdefault(j, []).append(PaceSample(_at(t), seconds))
+                samples.setdefault(j, []).append(PaceSample(at, seconds))
+            for key, values in computes.items():
+                node_samples.setdefault(key, []).append(PaceSample(at, sum(values) / len(values)))
             t += step
         out = []
         for j, points in sorted(samples.items()):
@@ -124,4 +156,15 @@ class SimFleetHistory:
                     gpus=len(spec.nodes) * fleet.gpus_per_node,
                 )
             )
-        return out
+        names = fleet.topology.names
+        per_node = [
+            NodeCompute(fleet.job_specs[j].job.job_id, names[n], tuple(points))
+            for (j, n), points in sorted(node_samples.items())
+        ]
+        return _Read(out, per_node)
+
+
+@dataclass(frozen=True)
+class _Read:
+    paces: list[JobPace]
+    computes: list[NodeCompute]

@@ -802,8 +802,11 @@ class FleetSnapshot:
                 elif fault.kind is FaultKind.JOB_SLOWDOWN:
                     job_factor *= 1.0 + slow
             # A pause of the job itself (GC, data loading) lengthens every rank's compute.
-            compute_base = spec.base_step_s * (1.0 - COMM_SHARE) * job_factor
-            comm = spec.base_step_s * COMM_SHARE
+            # Its pace's own wander (data, the shared filesystem's day, checkpoints) moves
+            # every rank alike: the whole step.
+            wander = f.wander.factor(spec, self.t_s)
+            compute_base = spec.base_step_s * (1.0 - COMM_SHARE) * job_factor * wander
+            comm = spec.base_step_s * COMM_SHARE * wander
             rolled, node_rolled = self._rollout_factors(spec.nodes)
             # Every rank of the job, whatever the snapshot's scope: the slowest sets the pace.
             computes: list[float] = []
