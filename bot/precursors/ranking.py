@@ -44,6 +44,8 @@ MIN_PRECEDED = 3
 MIN_GAP = 0.3
 """A claim needs the share preceded to beat the ordinary rate by this much: a difference a
 person could act on, not only one a test can find."""
+MAX_GAP_S = 900.0
+"""A node silent for longer than this before its event has no lead window read."""
 NO_DIFFERENCE_GAP = 0.2
 NO_DIFFERENCE_P = 0.2
 """Past this corrected p-value (or below that gap) a candidate showed no difference: noise
@@ -76,8 +78,12 @@ def _fine_index(fine: Iterable[Series]) -> dict[tuple[str, str, str], Series]:
 
 
 def _lead_window(series: Series, at: float, lead_s: float) -> list[tuple[float, float]]:
-    lo = bisect.bisect_left(series.times, at - lead_s)
+    """The `lead` up to the node's last sample before the event: a node that crashed shows
+    nothing until it boots, and a reboot is seen at its boot time."""
     hi = bisect.bisect_left(series.times, at)  # the event's own instant is after it
+    if hi == 0 or at - series.times[hi - 1] > MAX_GAP_S:
+        return []
+    lo = bisect.bisect_right(series.times, series.times[hi - 1] - lead_s)
     return list(zip(series.times[lo:hi], series.values[lo:hi], strict=True))
 
 
