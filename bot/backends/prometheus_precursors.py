@@ -191,7 +191,7 @@ class PrometheusPrecursorHistory:
         rows = await self.metrics.query_range(
             promql, start=start, end=end, step_s=step, deadline=deadline
         )
-        out = []
+        out: list[Event] = []
         for row in rows:
             node = node_name(row.get("metric") or {}, node_label=self.metrics.node_label)
             if not node:
@@ -253,7 +253,7 @@ class PrometheusPrecursorHistory:
         rows = await self.metrics.query(
             extremes_expr(candidate, None, lead_s), at=at, deadline=deadline
         )
-        out = []
+        out: list[Series] = []
         for row in rows:
             labels = row.get("metric") or {}
             node = node_name(labels, node_label=self.metrics.node_label)

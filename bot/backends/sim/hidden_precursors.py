@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 from bot import metric_names as m
+from bot.backends.sim.fleet import SimFleet
 from bot.precursors.models import Event
 
 MINUTE = 60
@@ -335,14 +336,21 @@ def _labels(prof: Profile, node: str) -> str:
     return ",".join(f'{k}="{v}"' for k, v in (*base, *prof.labels))
 
 
-def default_world(names: Sequence[str], seed: int, end: datetime) -> PrecursorWorld:
+def fleet_world(fleet: SimFleet) -> PrecursorWorld:
     """The simulated fleet's own week: nine unexpected reboots, most of them after the
     Ethernet NIC ran past 30 Gbps for a few minutes, and Xids and link downs with nothing
-    before them."""
+    before them; the faults of those kinds the fleet shows now are among the events."""
+    names = fleet.topology.names
+    shown = [
+        Event(p.fault.kind.value, names[p.node], p.fault.since)
+        for p in fleet.placed
+        if p.node >= 0 and p.fault.kind.value in KIND_METRIC
+    ]
     return PrecursorWorld(
         names,
-        seed,
-        end,
+        fleet.seed,
+        fleet.now,
         events_per_kind={"unexpected_reboot": 9, "xid": 6, "ib_link_down": 5},
         hidden=HiddenPrecursor(),
+        extra_events=shown,
     )
