@@ -118,6 +118,8 @@ class PrecursorReport:
     missing: tuple[str, ...] = ()  # candidates with no data at all
     around: tuple[Series, ...] = field(default=())  # the leading candidate around each event
     crossing_now: tuple[tuple[str, float], ...] = ()  # nodes above the warning level now
+    min_events: int = 4  # what a claim needed, for the answer to say
+    alpha: float = 0.01
 
     @property
     def leading(self) -> Ranked | None:

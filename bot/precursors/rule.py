@@ -36,6 +36,8 @@ def number(value: float) -> str:
     """A threshold as people and PromQL both read it: 3 significant figures."""
     if value == 0:
         return "0"
+    if abs(value) >= 100:
+        return f"{value:.0f}"
     text = f"{value:.3g}"
     return text if "e" not in text else f"{value:.6f}".rstrip("0").rstrip(".")
 

@@ -103,6 +103,8 @@ async def find_precursors(
         ranked=(),
         tried=0,
         thin=len(events) < cfg.min_events,
+        min_events=cfg.min_events,
+        alpha=cfg.alpha,
     )
     if not events:
         return empty
@@ -135,6 +137,8 @@ async def find_precursors(
         tried=tried,
         thin=len(events) < cfg.min_events,
         missing=tuple(c.name for c in candidates if c.name not in seen),
+        min_events=cfg.min_events,
+        alpha=cfg.alpha,
     )
     leading = report.leading
     if leading is None:

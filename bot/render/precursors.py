@@ -13,7 +13,7 @@ from datetime import datetime
 
 from bot.mrkdwn import code, code_block, escape
 from bot.precursors.ask import say_window
-from bot.precursors.models import PrecursorReport, Ranked
+from bot.precursors.models import CONCURRENT, PrecursorReport, Ranked
 from bot.precursors.rule import alert_rule, number, warn_level
 from bot.render.blocks import Message, SlackMessage
 from bot.words import count
@@ -69,13 +69,18 @@ def finding(report: PrecursorReport, r: Ranked) -> str:
     """`7 of 8 unexpected reboots followed network transmit (eth0) above 30.2 Gbps, 2-9 min
     before (median 6 min); ordinary windows: 0.3 % of 2,304`."""
     assert r.threshold is not None
-    o = r.ordinary
+    other = [x for x in r.references if x.name != CONCURRENT]
+    windows, crossed = sum(x.windows for x in other), sum(x.crossed for x in other)
+    same = next((x for x in r.references if x.name == CONCURRENT), None)
     word = "above" if r.candidate.direction == "above" else "below"
-    return (
+    text = (
         f"*{r.preceded} of {r.events}* {kind_words(report.kind, r.events)} followed "
         f"*{escape(r.name)} {word} {value(r, r.threshold)}*, {lead_words(r)}; ordinary windows: "
-        f"{pct(r.ordinary.rate)} of {big(o.windows)} ({escape(o.name)})"
+        f"{pct(crossed / windows if windows else 0.0)} of {big(windows)}"
     )
+    if same is not None:
+        text += f", peers at the same moments: {pct(same.rate)} of {big(same.windows)}"
+    return text
 
 
 def honesty(r: Ranked) -> str:
@@ -164,11 +169,11 @@ def render_answer(report: PrecursorReport) -> SlackMessage:
 
 def _now(report: PrecursorReport) -> str:
     if not report.crossing_now:
-        return "no node is past that level now."
+        return "no node is past the warning level now."
     nodes = ", ".join(code(n) for n, _ in report.crossing_now[:MAX_NOW])
     more = len(report.crossing_now) - MAX_NOW
     tail = f" and {count(more, 'more')}" if more > 0 else ""
-    return f"past it now: {nodes}{tail}."
+    return f"past the warning level now: {nodes}{tail}."
 
 
 def _row(report: PrecursorReport, r: Ranked) -> str:
@@ -190,7 +195,7 @@ def render_detail(report: PrecursorReport) -> SlackMessage:
     if leading is not None:
         msg.section("*Warn before it happens*: paste into your Prometheus rule files")
         msg.section(code_block(alert_rule(report.kind, leading)))
-        msg.section(f"*Past the warning level now*: {_now(report)}")
+        msg.section(f"*Now*: {_now(report)}")
     if report.events:
         lines = [f"{when(e.at)} {e.node}" for e in report.events]
         msg.section(f"*The {count(len(lines), 'event')}*")
@@ -204,10 +209,13 @@ def render_detail(report: PrecursorReport) -> SlackMessage:
                 "before it, against windows as long that keep an hour away from any event of "
                 "their node (the same nodes at other times, peers at other times) and the "
                 "peers' windows at the same moments (which rules out a daily cycle or a "
-                "fleet-wide load). The threshold kept maximises the share of events preceded "
-                "minus the highest ordinary rate; p is Fisher's exact test against the least "
-                f"favourable comparison, times the {report.tried} thresholds tried in all. "
-                "A claim needs 4 events or more, 3 preceded, and p below 0.01."
+                "fleet-wide load). Each event's value is tried as the threshold; the gap is the "
+                "share of events preceded minus the highest ordinary rate, p Fisher's exact "
+                "test against the least favourable comparison; the threshold kept has the "
+                f"smallest p, which is then multiplied by the {report.tried} thresholds tried "
+                "in all. "
+                f"A claim needs {report.min_events} events or more, 3 preceded, and p below "
+                f"{report.alpha:g}."
             )
         )
     return msg.build()
