@@ -182,7 +182,7 @@ def test_benign_spikes_raise_the_ordinary_rate_and_are_counted() -> None:
 
     def spiky(node: str, t: float) -> float:
         # A spike of 45 Gbps for 10 minutes every 8 hours on some nodes, no fault after it.
-        if hash(node) % 3 == 0 and (t % (8 * 3600)) < 600:
+        if int(node[-2:]) % 3 == 0 and (t % (8 * 3600)) < 600:
             return 45.0
         return tx(node, t)
 
