@@ -286,7 +286,7 @@ class PrecursorWorld:
                 labels = _labels(prof, node)
                 every = max(1, step_s // MINUTE)
                 yield "".join(
-                    f"{prof.metric}{{{labels}}} {shown[i]:.6g} {int(self.time_of(i))}\n"
+                    f"{prof.metric}{{{labels}}} {shown[i]:.15g} {int(self.time_of(i))}\n"
                     for i in range(0, self.minutes, every)
                 )
         yield from self._event_families(nodes, step_s)
