@@ -14,6 +14,7 @@ the same values. numpy draws a week of minutes in microseconds; nothing is kept 
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 import zlib
@@ -267,11 +268,18 @@ class PrecursorWorld:
 
     # --- exposition, for a Prometheus backfill ---------------------------------------------
     def openmetrics(
-        self, candidates: Sequence[str], nodes: Sequence[str], step_s: int = 60
+        self,
+        candidates: Sequence[str],
+        nodes: Sequence[str],
+        step_s: int = 60,
+        *,
+        event_nodes: Sequence[str] | None = None,
+        event_step_s: int | None = None,
     ) -> Iterator[str]:
-        """The candidates and the events' own metrics as OpenMetrics samples over the world,
-        one family after the other (without the final `# EOF`): what the exporters would
-        have shown, for promtool to backfill."""
+        """The candidates on `nodes` and the events' own metrics on `event_nodes` (the same
+        by default) as OpenMetrics samples over the world, one family after the other
+        (without the final `# EOF`): what the exporters would have shown, for promtool."""
+        every = max(1, step_s // MINUTE)
         for name in candidates:
             prof = PROFILES[name]
             # Typed gauges: PromQL's rate() reads any series, and OpenMetrics would want a
@@ -284,25 +292,26 @@ class PrecursorWorld:
                 # A counter holds the sum of each minute's rate times a minute.
                 shown = np.cumsum(per_s * MINUTE) + 1e6 if prof.counter else per_s
                 labels = _labels(prof, node)
-                every = max(1, step_s // MINUTE)
                 yield "".join(
                     f"{prof.metric}{{{labels}}} {shown[i]:.15g} {int(self.time_of(i))}\n"
                     for i in range(0, self.minutes, every)
                 )
-        yield from self._event_families(nodes, step_s)
+        yield from self._event_families(
+            nodes if event_nodes is None else event_nodes, event_step_s or step_s
+        )
 
     def _event_families(self, nodes: Sequence[str], step_s: int) -> Iterator[str]:
         every = max(1, step_s // MINUTE)
-        grid = range(0, self.minutes, every)
-        origin = self.t0 - 30 * 86400
+        grid = [self.time_of(i) for i in range(0, self.minutes, every)]
+        origin = float(self.t0 - 30 * 86400)
         for kind, metric in KIND_METRIC.items():
-            own = {
-                n: sorted(e.at.timestamp() for e in self.events if e.kind == kind and e.node == n)
-                for n in nodes
-            }
+            own: dict[str, list[float]] = {}
+            for e in self.events:
+                if e.kind == kind:
+                    own.setdefault(e.node, []).append(e.at.timestamp())
             yield f"# TYPE {metric} gauge\n"
             for node in nodes:
-                times = own[node]
+                times = sorted(own.get(node, ()))
                 if metric == m.NODE_BOOT_TIME_SECONDS:
                     labels = f'instance="{node}:{m.NODE_EXPORTER_PORT}",job="{m.SCRAPE_JOB_NODE}"'
                 elif metric == m.DCGM_EXP_XID_ERRORS_TOTAL:
@@ -315,11 +324,10 @@ class PrecursorWorld:
                         'device="mlx5_0",port="1"'
                     )
                 out = []
-                for i in grid:
-                    t = self.time_of(i)
-                    k = sum(1 for x in times if x <= t)
+                for t in grid:
+                    k = bisect.bisect_right(times, t)
                     if metric == m.NODE_BOOT_TIME_SECONDS:
-                        value = max((x for x in times if x <= t), default=origin)
+                        value = times[k - 1] if k else origin
                     elif metric == m.DCGM_EXP_XID_ERRORS_TOTAL and k == 0:
                         continue
                     else:
