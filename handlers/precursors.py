@@ -19,8 +19,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.deps import Deps
 from bot.errors import BackendError
+from bot.models import JOB_LEVEL_KINDS, FaultKind
 from bot.precursors.ask import MAX_WINDOW_S, MIN_WINDOW_S, WhyAsk, parse_why, say_window
-from bot.precursors.models import PrecursorReport
+from bot.precursors.models import Event, PrecursorReport
 from bot.precursors.ports import PrecursorHistory
 from bot.precursors.service import find_precursors
 from bot.render.blocks import error as error_message
@@ -72,6 +73,27 @@ async def _known(deps: Deps, ask: WhyAsk) -> str | None:
     return None
 
 
+def kinds(deps: Deps, history: PrecursorHistory) -> tuple[str, ...]:
+    """What can be asked about: the kinds the history finds over days, and, where the sweep's
+    fault history is kept, every node fault kind it records."""
+    recorded = (
+        ()
+        if deps.triage.history is None
+        else tuple(k.value for k in FaultKind if k not in JOB_LEVEL_KINDS)
+    )
+    return tuple(dict.fromkeys((*history.kinds(), *recorded)))
+
+
+async def _recorded(deps: Deps, ask: WhyAsk) -> list[Event]:
+    """The fault history's occurrences of the kind: when the sweep first saw each."""
+    if deps.triage.history is None:
+        return []
+    occurrences = await deps.triage.history.occurrences(
+        None if ask.nodes is None else list(ask.nodes)
+    )
+    return [Event(o.kind.value, o.node, o.first_seen) for o in occurrences if o.kind == ask.kind]
+
+
 async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -> None:
     """`/hw-faults why ...`: `text` is what follows `why`."""
     history: PrecursorHistory | None = deps.precursors
@@ -79,7 +101,7 @@ async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -
         await asker.private(error_message(NOT_CONFIGURED))
         return
     try:
-        ask = parse_why(text, history.kinds())
+        ask = parse_why(text, kinds(deps, history))
     except BadInput as exc:
         await asker.private(error_message(str(exc)))
         return
@@ -113,6 +135,7 @@ async def run(
         )
     progress = _Progress(client, channel, ts, ask) if ts is not None else None
     try:
+        recorded = await _recorded(deps, ask)
         report = await find_precursors(
             history,
             ask.kind,
@@ -123,6 +146,7 @@ async def run(
             cfg=deps.precursors_config,
             progress=progress,
             compute=deps.triage.cpu.run,
+            recorded=recorded,
         )
     except BackendError as exc:
         failed = error_message(f"I could not read the history: {exc.user_text()}")

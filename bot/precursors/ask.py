@@ -12,6 +12,8 @@ MIN_WINDOW_S = 3600.0
 MAX_WINDOW_S = 14 * 86400.0
 """Two weeks at most: a minute's resolution around events, and ordinary windows, stay
 within what one range query may return (11,000 points a series)."""
+MAX_KINDS_SAID = 3
+"""The kinds an error names: the ones found over days from the metrics come first."""
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
@@ -48,16 +50,14 @@ def parse_why(text: str, kinds: tuple[str, ...]) -> WhyAsk:
     if not words:
         raise BadInput(
             "Name a kind of fault: `/hw-faults why unexpected_reboot`. Kinds: "
-            + ", ".join(f"`{k}`" for k in kinds)
-            + "."
+            + ", ".join(f"`{k}`" for k in kinds[:MAX_KINDS_SAID])
+            + ("..." if len(kinds) > MAX_KINDS_SAID else ".")
         )
     kind = words[0].lower().replace("-", "_")
     if kind not in kinds:
-        raise BadInput(
-            f"I cannot look back at `{words[0][:40]}` faults; I can for "
-            + ", ".join(f"`{k}`" for k in kinds)
-            + "."
-        )
+        shown = ", ".join(f"`{k}`" for k in kinds[:MAX_KINDS_SAID])
+        more = " and the other kinds `/hw-faults help` lists" if len(kinds) > MAX_KINDS_SAID else ""
+        raise BadInput(f"I cannot look back at `{words[0][:40]}` faults; I can for {shown}{more}.")
     nodes: tuple[str, ...] | None = None
     window = DEFAULT_WINDOW_S
     i = 1

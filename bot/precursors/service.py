@@ -30,6 +30,9 @@ AROUND_BEFORE = 3
 """The chart shows three lead windows before each event..."""
 AROUND_AFTER_S = 300.0
 """...and five minutes after it."""
+SAME_EVENT_S = 900.0
+"""A recorded occurrence this close to an event the history found on the same node is that
+event, seen by the sweep (which sees a reboot a scrape or more after its boot time)."""
 
 
 async def _quiet(_: str) -> None:
@@ -44,6 +47,21 @@ def pick_peers(names: Sequence[str], exclude: set[str], limit: int) -> tuple[str
         return tuple(pool)
     stride = len(pool) / limit
     return tuple(pool[int(i * stride)] for i in range(limit))
+
+
+def merge_events(found: Sequence[Event], recorded: Sequence[Event]) -> list[Event]:
+    """The history's events, and the recorded occurrences (the sweep's fault history, which
+    holds every kind the checks find) that are not one of them."""
+    out = list(found)
+    by_node: dict[str, list[float]] = {}
+    for e in found:
+        by_node.setdefault(e.node, []).append(e.at.timestamp())
+    for e in recorded:
+        t = e.at.timestamp()
+        if not any(abs(t - x) <= SAME_EVENT_S for x in by_node.get(e.node, ())):
+            out.append(e)
+            by_node.setdefault(e.node, []).append(t)
+    return sorted(out, key=lambda e: (e.at, e.node))
 
 
 def _leading_around(
@@ -80,15 +98,31 @@ async def find_precursors(
     cfg: PrecursorsConfig | None = None,
     progress: Progress | None = None,
     compute: Compute | None = None,
+    recorded: Sequence[Event] = (),
 ) -> PrecursorReport:
     """What preceded the `kind` events between `start` and `end` (on `nodes`, or anywhere),
-    against ordinary windows of the same nodes and of peers from `fleet` (or `nodes`)."""
+    against ordinary windows of the same nodes and of peers from `fleet` (or `nodes`).
+    `recorded` are occurrences the fault history kept (any kind the checks find): events
+    too, where the history port does not find one of them itself."""
     cfg = cfg or PrecursorsConfig()
     say = progress or _quiet
     candidates = cfg.candidate_list()
     lead = timedelta(seconds=cfg.lead_s)
     await say(f"Looking for {kind} events...")
-    events = await history.events(kind, nodes=nodes, start=start + lead, end=end)
+    found = (
+        await history.events(kind, nodes=nodes, start=start + lead, end=end)
+        if kind in history.kinds()
+        else []
+    )
+    keep = None if nodes is None else set(nodes)
+    events = merge_events(
+        found,
+        [
+            e
+            for e in recorded
+            if e.kind == kind and start + lead <= e.at <= end and (keep is None or e.node in keep)
+        ],
+    )
     events = sorted(events, key=lambda e: e.at)[-cfg.max_events :]
     event_nodes = tuple(sorted({e.node for e in events}))
     peers = pick_peers(nodes if nodes is not None else fleet, set(event_nodes), cfg.peers)

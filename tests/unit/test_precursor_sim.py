@@ -5,14 +5,15 @@ whenever it is made; the answer, its detail and its chart render."""
 from __future__ import annotations
 
 import asyncio
+import random
 from datetime import UTC, datetime, timedelta
 
 from bot.backends.sim.fleet import SimFleet
 from bot.backends.sim.hidden_precursors import HiddenPrecursor, PrecursorWorld, fleet_world
 from bot.backends.sim.precursor_history import SimPrecursorHistory
 from bot.precursors.config import PrecursorsConfig
-from bot.precursors.models import PrecursorReport
-from bot.precursors.service import find_precursors
+from bot.precursors.models import Event, PrecursorReport
+from bot.precursors.service import find_precursors, merge_events
 from bot.render.precursor_chart import _figure, precursor_chart
 from bot.render.precursors import render_answer, render_detail
 
@@ -121,3 +122,40 @@ def test_a_configured_candidate_the_simulator_cannot_show_has_no_data() -> None:
     )
     assert report.missing == ("NVMe write",)
     assert "No data: NVMe write" in _text(report)
+
+
+def test_the_sweeps_recorded_faults_are_events_too_and_one_reboot_counts_once() -> None:
+    # ECC double-bit errors: no metric history finds them over days, the sweep records them.
+    rng = random.Random(3)
+    recorded = [
+        Event("ecc_dbe", NAMES[rng.randrange(256)], NOW - timedelta(hours=rng.uniform(2, 160)))
+        for _ in range(10)
+    ]
+    world = PrecursorWorld(
+        NAMES,
+        8,
+        NOW,
+        events_per_kind={},
+        extra_events=recorded,
+        hidden=HiddenPrecursor(kind="ecc_dbe", candidate="GPU temperature", share=0.9),
+    )
+    history = SimPrecursorHistory(world)
+    assert "ecc_dbe" not in history.kinds()
+    report = asyncio.run(
+        find_precursors(
+            history,
+            "ecc_dbe",
+            nodes=None,
+            fleet=NAMES,
+            start=world.start,
+            end=world.end,
+            recorded=recorded,
+        )
+    )
+    assert len(report.events) == 10
+    assert report.leading is not None and report.leading.name == "GPU temperature"
+    # The sweep sees a reboot a little after its boot time: the same event, counted once.
+    reboot = Event("unexpected_reboot", "gpu-0001", NOW - timedelta(hours=5))
+    later = Event("unexpected_reboot", "gpu-0001", reboot.at + timedelta(minutes=3))
+    other = Event("unexpected_reboot", "gpu-0001", reboot.at + timedelta(hours=2))
+    assert merge_events([reboot], [later, other]) == [reboot, other]
