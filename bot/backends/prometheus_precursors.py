@@ -148,9 +148,11 @@ class PrometheusPrecursorHistory:
         self, nodes: Sequence[str] | None, start: datetime, end: datetime, deadline: Deadline
     ) -> list[Event]:
         # A new boot time shows within the step it happened in; its value is the instant.
+        # The change is looked for over two steps, so that sparse scrapes and left-open
+        # ranges cannot miss it; the same boot time seen at two steps is one event.
         step = 300
         sel = self._select(m.NODE_BOOT_TIME_SECONDS, m.LABEL_INSTANCE, nodes)
-        promql = f"{sel} and changes({sel}[{step}s]) > 0"
+        promql = f"{sel} and changes({sel}[{2 * step}s]) > 0"
         rows = await self.metrics.query_range(
             promql, start=start, end=end, step_s=step, deadline=deadline
         )
