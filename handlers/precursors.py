@@ -62,7 +62,7 @@ class _Progress:
             log.warning("progress edit failed", extra={"error": exc.response.get("error")})
 
 
-async def _known(deps: Deps, ask: WhyAsk) -> str | None:
+def _known(deps: Deps, ask: WhyAsk) -> str | None:
     """A sentence when the asked nodes are not the fleet's, else None."""
     if ask.nodes is None:
         return None
@@ -110,7 +110,7 @@ async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -
     except BackendError as exc:
         await asker.private(error_message(f"I could not list the nodes: {exc.user_text()}"))
         return
-    wrong = await _known(deps, ask)
+    wrong = _known(deps, ask)
     if wrong is not None:
         await asker.private(error_message(wrong))
         return
@@ -190,7 +190,8 @@ def help_lines() -> list[str]:
         "ranks what the nodes showed in the minutes before each fault (network and InfiniBand "
         "throughput and errors, GPU power, temperature and clocks, PCIe replays, CPU and memory "
         "pressure, load) against ordinary minutes, with the threshold, the lead time, the counts "
-        "and an alert rule to paste. Kinds: `unexpected_reboot`, `xid`, `ib_link_down`; "
+        "and an alert rule to paste. Kinds: `unexpected_reboot`, `xid`, `ib_link_down`, and the "
+        "others above from the sweep's fault history; "
         f"`--since` from {say_window(MIN_WINDOW_S)} to {say_window(MAX_WINDOW_S)}, 7 days when "
         "not given.",
     ]

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from bot.models import FaultKind
 from bot.mrkdwn import code, code_block, escape
 from bot.precursors.ask import say_window
 from bot.precursors.models import CONCURRENT, PrecursorReport, Ranked
 from bot.precursors.rule import alert_rule, number, warn_level
 from bot.render.blocks import Message, SlackMessage
+from bot.triage.kinds import words
 from bot.words import count
 from bot.words import number as big
 
@@ -25,12 +27,17 @@ MAX_NOW = 20
 
 def kind_words(kind: str, n: int) -> str:
     """`unexpected reboots`, `Xids`, `InfiniBand link downs`."""
-    words = {
+    said = {
         "unexpected_reboot": ("unexpected reboot", "unexpected reboots"),
         "xid": ("Xid", "Xids"),
         "ib_link_down": ("InfiniBand link down", "InfiniBand link downs"),
-    }.get(kind, (f"{kind} event", f"{kind} events"))
-    return words[0] if n == 1 else words[1]
+    }.get(kind)
+    if said is None:
+        # Any other kind as /hw-faults says it: "double-bit ECC error events".
+        known = {k.value: k for k in FaultKind}
+        name = words(known[kind]) if kind in known else kind
+        said = (f"{name} event", f"{name} events")
+    return said[0] if n == 1 else said[1]
 
 
 def when(at: datetime) -> str:
