@@ -159,20 +159,11 @@ async def find_precursors(
     else:
         ranked, tried = await compute(_rank, events, cfg, fine, coarse)
     seen = {r.candidate.name for r in ranked}
-    report = PrecursorReport(
-        kind=kind,
-        start=start,
-        end=end,
-        lead_s=cfg.lead_s,
-        events=tuple(events),
-        nodes=event_nodes,
-        peers=peers,
+    report = replace(
+        empty,
         ranked=tuple(ranked),
         tried=tried,
-        thin=len(events) < cfg.min_events,
         missing=tuple(c.name for c in candidates if c.name not in seen),
-        min_events=cfg.min_events,
-        alpha=cfg.alpha,
     )
     leading = report.leading
     if leading is None:
