@@ -13,8 +13,11 @@ draws 4-20 events of unexpected reboots over `--days` on `--nodes` nodes, and (w
 the twelve default candidates as the precursor, present before each event with a chance drawn
 from 0.6-1.0, for 2-9 minutes; every candidate also has its daily cycle, noise and benign
 excursions (bot/backends/sim/hidden_precursors.py). The answer is `find_precursors` on the
-simulator's history, exactly as the bot runs it. "Ranked first" is the hidden candidate at the
-top of the ranking and claimed; "false claim" is any claim in a fleet with none hidden.
+simulator's history, exactly as the bot runs it. `--spikes` sets how often each candidate
+makes a benign excursion to the precursor's level on a node (0.15 a day by default; higher
+makes the ordinary windows cross more often, the precursor harder to tell). "Ranked first"
+is the hidden candidate at the top of the ranking and claimed; "false claim" is any claim in
+a fleet with none hidden.
 
 Timing (`--prometheus`): one world (seed 0, 12 events) is backfilled into a Prometheus of its
 own: the twelve candidates every minute on the nodes the answer reads (the events' nodes and
@@ -64,7 +67,7 @@ def say(msg: str) -> None:
 
 
 def world_for(
-    seed: int, names: list[str], now: datetime, days: float, hidden: bool
+    seed: int, names: list[str], now: datetime, days: float, hidden: bool, spikes: float
 ) -> PrecursorWorld:
     rng = random.Random(f"bench-precursors:{seed}")
     events = rng.randint(4, 20)
@@ -81,6 +84,7 @@ def world_for(
         days=days,
         events_per_kind={KIND: events},
         hidden=secret if hidden else None,
+        spikes_per_day=spikes,
     )
 
 
@@ -102,7 +106,7 @@ def score(args: argparse.Namespace) -> dict[str, object]:
     t_start = time.perf_counter()
     for hidden in (True, False):
         for seed in range(args.seeds):
-            world = world_for(seed, names, now, args.days, hidden)
+            world = world_for(seed, names, now, args.days, hidden, args.spikes)
             t0 = time.perf_counter()
             report = asyncio.run(answer(world))
             took = time.perf_counter() - t0
@@ -132,6 +136,7 @@ def score(args: argparse.Namespace) -> dict[str, object]:
         "nodes": args.nodes,
         "days": args.days,
         "seeds": args.seeds,
+        "benign_excursions_per_node_day": args.spikes,
         "ranked_first_with_8_events_or_more": rate(many, "first"),
         "fleets_with_8_events_or_more": len(many),
         "ranked_first_with_4_to_7_events": rate(few, "first"),
@@ -245,6 +250,12 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=100)
     ap.add_argument("--nodes", type=int, default=1024)
     ap.add_argument("--days", type=float, default=7.0)
+    ap.add_argument(
+        "--spikes",
+        type=float,
+        default=0.15,
+        help="benign excursions a node a day, of every candidate (harder when higher)",
+    )
     ap.add_argument("--prometheus", action="store_true", help="time one answer from Prometheus")
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
