@@ -10,7 +10,8 @@ What one answer asks, whatever the fleet size:
   candidate: `max_over_time((<candidate>)[<lead>:1m])` at a step of the lead;
 - each candidate around the events, one range query a candidate at a minute's step over the
   events' nodes, masked to the minutes around each event (`and on() (vector(time()) >= a <=
-  b or ...)`): only those minutes come back, however far apart the events are;
+  b or ...)`): only those minutes come back, however far apart the events are (past a week
+  the query is cut in two, as Prometheus answers 11,000 steps at most);
 - the leading candidate on every node now, one instant query.
 """
 
@@ -36,6 +37,9 @@ SAMPLE_BUDGET = 20_000_000
 """Samples the link-down query may have Prometheus evaluate (series x steps): far below the
 50M it refuses past."""
 KINDS = ("unexpected_reboot", "xid", "ib_link_down")
+MAX_STEPS = 10_900
+"""Steps one range query asks at most: Prometheus refuses past 11,000 points a series, and a
+week at a minute's step with the margins around its events is 10,115."""
 
 
 def _at(t: float) -> datetime:
@@ -73,6 +77,31 @@ def time_mask(spans: Sequence[tuple[float, float]]) -> str:
         else:
             merged.append([a, b])
     return " or ".join(f"(vector(time()) >= {a:.0f} <= {b:.0f})" for a, b in merged)
+
+
+def chunked(
+    spans: Sequence[tuple[str, datetime, datetime]], step_s: int
+) -> list[list[tuple[str, datetime, datetime]]]:
+    """The spans in time order, cut where one range query would pass MAX_STEPS: a week at a
+    minute's step is one query a candidate, two weeks two."""
+    out: list[list[tuple[str, datetime, datetime]]] = []
+    for span in sorted(spans, key=lambda s: s[1]):
+        if out and (span[2] - out[-1][0][1]).total_seconds() / step_s < MAX_STEPS:
+            out[-1].append(span)
+        else:
+            out.append([span])
+    return out
+
+
+def _joined(series: Sequence[Series]) -> list[Series]:
+    """One series a node, candidate and part, from the chunks' pieces."""
+    by: dict[tuple[str, str, str], dict[float, float]] = {}
+    for s in series:
+        by.setdefault((s.node, s.candidate, s.part), {}).update(zip(s.times, s.values, strict=True))
+    return [
+        Series(n, c, p, tuple(sorted(v)), tuple(v[t] for t in sorted(v)))
+        for (n, c, p), v in by.items()
+    ]
 
 
 def _points(row: dict[str, Any]) -> tuple[tuple[float, ...], tuple[float, ...]]:
@@ -234,21 +263,20 @@ class PrometheusPrecursorHistory:
         *,
         step_s: int,
     ) -> list[Series]:
-        if not spans:
-            return []
         deadline = Deadline(self.timeout_s)
-        nodes = sorted({n for n, _, _ in spans})
-        first = math.floor(min(a for _, a, _ in spans).timestamp() / step_s) * step_s
-        last = math.ceil(max(b for _, _, b in spans).timestamp() / step_s) * step_s
-        mask = time_mask([(a.timestamp(), b.timestamp()) for _, a, b in spans])
         out: list[Series] = []
-        for c in candidates:
-            promql = f"({candidate_expr(c, nodes)}) and on() ({mask})"
-            rows = await self.metrics.query_range(
-                promql, start=_at(first), end=_at(last), step_s=step_s, deadline=deadline
-            )
-            out.extend(self._series_of(c, rows))
-        return out
+        for chunk in chunked(spans, step_s):
+            nodes = sorted({n for n, _, _ in chunk})
+            first = math.floor(min(a for _, a, _ in chunk).timestamp() / step_s) * step_s
+            last = math.ceil(max(b for _, _, b in chunk).timestamp() / step_s) * step_s
+            mask = time_mask([(a.timestamp(), b.timestamp()) for _, a, b in chunk])
+            for c in candidates:
+                promql = f"({candidate_expr(c, nodes)}) and on() ({mask})"
+                rows = await self.metrics.query_range(
+                    promql, start=_at(first), end=_at(last), step_s=step_s, deadline=deadline
+                )
+                out.extend(self._series_of(c, rows))
+        return _joined(out)
 
     async def current(self, candidate: Candidate, *, at: datetime, lead_s: float) -> list[Series]:
         deadline = Deadline(self.timeout_s)
