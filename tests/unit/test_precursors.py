@@ -226,3 +226,22 @@ def test_the_ask_reads_a_kind_a_hostlist_and_a_window() -> None:
     for bad in ("", "temperature", "xid --since 90d", "xid a b", "xid gpu-[1-", "xid --since"):
         with pytest.raises(BadInput):
             parse_why(bad, KINDS)
+
+
+def test_the_prometheus_queries_select_the_nodes_and_stay_within_11000_steps() -> None:
+    from bot.backends.prometheus_precursors import chunked, extremes_expr, matcher, time_mask
+
+    assert matcher("instance", ["gpu-0001", "gpu-0002"]) == (
+        r'instance=~"(gpu\\-0001|gpu\\-0002)(:[0-9]+)?"'
+    )
+    assert extremes_expr(CLOCK, ["gpu-0001"], 600) == (
+        r'min_over_time((min by (Hostname) (c{Hostname=~"(gpu\\-0001)"}))[600s:60s])'
+    )
+    assert time_mask([(100, 200), (150, 300), (500, 600)]) == (
+        "(vector(time()) >= 100 <= 300) or (vector(time()) >= 500 <= 600)"
+    )
+    spans = [("a", START + timedelta(days=d), START + timedelta(days=d, minutes=35)) for d in
+             (0, 1, 5, 6.9, 7.4, 13)]  # fmt: skip
+    # A week's events in one query a candidate; two weeks' in two.
+    assert [len(c) for c in chunked(spans[:4], 60)] == [4]
+    assert [len(c) for c in chunked(spans, 60)] == [5, 1]
