@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import random
 import statistics
@@ -40,6 +41,7 @@ import time
 import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -152,6 +154,57 @@ def score(args: argparse.Namespace) -> dict[str, object]:
     }
 
 
+class TimedMetrics(PrometheusMetrics):
+    """Each query's seconds, by what it read, for the report."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url, timeout_s=30)
+        self.took: list[tuple[str, float]] = []
+
+    async def query_range(self, promql: str, **kw: Any) -> list[dict[str, Any]]:
+        t = time.perf_counter()
+        try:
+            return await super().query_range(promql, **kw)
+        finally:
+            self.took.append((what(promql), time.perf_counter() - t))
+
+    async def query(self, promql: str, **kw: Any) -> list[dict[str, Any]]:
+        t = time.perf_counter()
+        try:
+            return await super().query(promql, **kw)
+        finally:
+            self.took.append((what(promql), time.perf_counter() - t))
+
+
+def what(promql: str) -> str:
+    if "and on()" in promql:
+        return "around"
+    if promql.startswith(("max_over_time", "min_over_time")):
+        return "windows"
+    return "events"
+
+
+def blocks_loaded(url: str) -> int:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("prometheus_tsdb_blocks_loaded "):
+                return int(float(line.split()[1]))
+    return -1
+
+
+def settle(url: str, most: int = 12, timeout_s: float = 900) -> None:
+    """Wait for Prometheus to compact the backfill's 2 h blocks into the few large ones a
+    week-old server holds (as bench/regressions_prometheus.py does)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError, ValueError):
+            if 0 < blocks_loaded(url) <= most:
+                break
+        time.sleep(5)
+    time.sleep(10)
+    say(f"{blocks_loaded(url)} blocks loaded")
+
+
 def ready(url: str, at: datetime, proc: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
@@ -171,7 +224,9 @@ def ready(url: str, at: datetime, proc: subprocess.Popen[bytes]) -> None:
 
 def timed(args: argparse.Namespace) -> dict[str, object]:
     names = [f"gpu-{i:04d}" for i in range(args.nodes)]
-    now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    wall = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    now = wall if args.now is None else datetime.fromtimestamp(args.now, UTC)
+    say(f"now {int(now.timestamp())}")
     world = PrecursorWorld(
         names, 0, now, days=args.days, events_per_kind={KIND: 12}, hidden=HiddenPrecursor()
     )
@@ -182,22 +237,23 @@ def timed(args: argparse.Namespace) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="meowbot-precursors-") as tmp_name:
         tmp = Path(tmp_name)
         text = tmp / "history.om"
-        t0 = time.perf_counter()
-        with text.open("w") as out:
-            out.writelines(
-                world.openmetrics(CANDIDATES, read, 60, event_nodes=names, event_step_s=300)
+        data = args.data or args.keep or tmp / "data"
+        if args.data is None:
+            t0 = time.perf_counter()
+            with text.open("w") as out:
+                out.writelines(
+                    world.openmetrics(CANDIDATES, read, 60, event_nodes=names, event_step_s=300)
+                )
+                out.write("# EOF\n")
+            say(f"wrote {text.stat().st_size / 1e9:.2f} GB ({time.perf_counter() - t0:.0f} s)")
+            t0 = time.perf_counter()
+            subprocess.run(
+                ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(text), str(data)],
+                check=True,
+                stdout=subprocess.DEVNULL,
             )
-            out.write("# EOF\n")
-        say(f"wrote {text.stat().st_size / 1e9:.2f} GB ({time.perf_counter() - t0:.0f} s)")
-        data = tmp / "data"
-        t0 = time.perf_counter()
-        subprocess.run(
-            ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(text), str(data)],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-        text.unlink()
-        say(f"backfilled ({time.perf_counter() - t0:.0f} s)")
+            text.unlink()
+            say(f"backfilled ({time.perf_counter() - t0:.0f} s)")
         config = tmp / "prometheus.yml"
         config.write_text(json.dumps({"global": {"scrape_interval": "1m"}}))
         port = free_port()
@@ -210,26 +266,36 @@ def timed(args: argparse.Namespace) -> dict[str, object]:
             wait_port(port, 120, proc, "prometheus")
             url = f"http://127.0.0.1:{port}"
             ready(url, now, proc)
-            time.sleep(20)  # past the head's first compaction of the backfilled blocks
+            settle(url)
             took, queries, leading = [], 0, None
+            slowest: dict[str, float] = {}
             for run in range(args.runs):
 
-                async def once() -> tuple[float, int, str | None]:
-                    metrics = PrometheusMetrics(url, timeout_s=30)
+                async def once() -> tuple[float, int, str | None, list[tuple[str, float]]]:
+                    metrics = TimedMetrics(url)
                     try:
                         t = time.perf_counter()
-                        report = await answer(world, PrometheusPrecursorHistory(metrics, cfg))
+                        history = PrometheusPrecursorHistory(metrics, cfg, parallel=args.parallel)
+                        report = await answer(world, history)
                         return (
                             time.perf_counter() - t,
                             metrics.queries,
                             report.leading.name if report.leading else None,
+                            metrics.took,
                         )
                     finally:
                         await metrics.close()
 
-                seconds, queries, leading = asyncio.run(once())
+                seconds, queries, leading, each = asyncio.run(once())
                 took.append(seconds)
-                say(f"run {run + 1}: {seconds:.2f} s, {queries} queries, leading {leading}")
+                for kind in ("events", "windows", "around"):
+                    total = sum(t for k, t in each if k == kind)
+                    slowest[kind] = max(slowest.get(kind, 0.0), total)
+                say(
+                    f"run {run + 1}: {seconds:.2f} s, {queries} queries, leading {leading}; "
+                    + ", ".join(f"{k} {sum(t for kk, t in each if kk == k):.2f} s"
+                                for k in ("events", "windows", "around"))
+                )  # fmt: skip
         finally:
             stop(proc)
     return {
@@ -241,6 +307,8 @@ def timed(args: argparse.Namespace) -> dict[str, object]:
         "leading": leading,
         "seconds": [round(t, 2) for t in took],
         "seconds_median": round(statistics.median(took), 2),
+        "query_seconds_summed_worst_run": {k: round(v, 2) for k, v in slowest.items()},
+        "parallel": args.parallel,
         "target_s": 5,
     }
 
@@ -258,6 +326,10 @@ def main() -> None:
     )
     ap.add_argument("--prometheus", action="store_true", help="time one answer from Prometheus")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--parallel", type=int, default=4, help="candidate queries at once")
+    ap.add_argument("--keep", type=Path, help="backfill into this folder and keep it")
+    ap.add_argument("--data", type=Path, help="read a folder --keep made (with its --now)")
+    ap.add_argument("--now", type=int, help="the world's end, epoch seconds (default: this hour)")
     args = ap.parse_args()
     report = timed(args) if args.prometheus else score(args)
     print(json.dumps(report, indent=2))

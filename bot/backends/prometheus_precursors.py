@@ -17,8 +17,9 @@ What one answer asks, whatever the fleet size:
 
 from __future__ import annotations
 
+import asyncio
 import math
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,6 +33,8 @@ from bot.precursors.rule import aggregated, unselected
 from bot.triage.table import node_name
 
 READ_TIMEOUT_S = 30.0
+PARALLEL = 4
+"""Candidate queries in flight at once."""
 FINE_RES_S = 60
 SAMPLE_BUDGET = 20_000_000
 """Samples the link-down query may have Prometheus evaluate (series x steps): far below the
@@ -126,10 +129,12 @@ class PrometheusPrecursorHistory:
         config: PrecursorsConfig | None = None,
         *,
         timeout_s: float = READ_TIMEOUT_S,
+        parallel: int = PARALLEL,
     ) -> None:
         self.metrics = metrics
         self.config = config or PrecursorsConfig()
         self.timeout_s = timeout_s
+        self.parallel = parallel
 
     def kinds(self) -> tuple[str, ...]:
         return KINDS
@@ -244,17 +249,15 @@ class PrometheusPrecursorHistory:
         step = max(FINE_RES_S, int(lead_s))
         first = _at(math.ceil(start.timestamp() / step) * step)
         last = _at(math.floor(end.timestamp() / step) * step)
-        out: list[Series] = []
-        for c in candidates:
+
+        async def one(c: Candidate) -> list[Series]:
             rows = await self.metrics.query_range(
-                extremes_expr(c, nodes, lead_s),
-                start=first,
-                end=last,
-                step_s=step,
+                extremes_expr(c, nodes, lead_s), start=first, end=last, step_s=step,
                 deadline=deadline,
-            )
-            out.extend(self._series_of(c, rows))
-        return out
+            )  # fmt: skip
+            return self._series_of(c, rows)
+
+        return await self._each(candidates, one)
 
     async def around(
         self,
@@ -270,13 +273,33 @@ class PrometheusPrecursorHistory:
             first = math.floor(min(a for _, a, _ in chunk).timestamp() / step_s) * step_s
             last = math.ceil(max(b for _, _, b in chunk).timestamp() / step_s) * step_s
             mask = time_mask([(a.timestamp(), b.timestamp()) for _, a, b in chunk])
-            for c in candidates:
-                promql = f"({candidate_expr(c, nodes)}) and on() ({mask})"
+
+            async def one(c: Candidate) -> list[Series]:
+                promql = f"({candidate_expr(c, nodes)}) and on() ({mask})"  # noqa: B023
                 rows = await self.metrics.query_range(
-                    promql, start=_at(first), end=_at(last), step_s=step_s, deadline=deadline
-                )
-                out.extend(self._series_of(c, rows))
+                    promql, start=_at(first), end=_at(last), step_s=step_s,  # noqa: B023
+                    deadline=deadline,
+                )  # fmt: skip
+                return self._series_of(c, rows)
+
+            out.extend(await self._each(candidates, one))
         return _joined(out)
+
+    async def _each(
+        self,
+        candidates: Sequence[Candidate],
+        one: Callable[[Candidate], Awaitable[list[Series]]],
+    ) -> list[Series]:
+        """`one` for every candidate, `parallel` at once: Prometheus answers queries on all
+        its cores, and a candidate's query waits mostly on it."""
+        gate = asyncio.Semaphore(self.parallel)
+
+        async def gated(c: Candidate) -> list[Series]:
+            async with gate:
+                return await one(c)
+
+        parts = await asyncio.gather(*(gated(c) for c in candidates))
+        return [s for part in parts for s in part]
 
     async def current(self, candidate: Candidate, *, at: datetime, lead_s: float) -> list[Series]:
         deadline = Deadline(self.timeout_s)
