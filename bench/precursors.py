@@ -90,7 +90,9 @@ def world_for(
     )
 
 
-async def answer(world: PrecursorWorld, history: object | None = None) -> PrecursorReport:
+async def answer(
+    world: PrecursorWorld, history: object | None = None, cfg: PrecursorsConfig | None = None
+) -> PrecursorReport:
     return await find_precursors(
         history or SimPrecursorHistory(world),  # type: ignore[arg-type]
         KIND,
@@ -98,6 +100,7 @@ async def answer(world: PrecursorWorld, history: object | None = None) -> Precur
         fleet=world.names,
         start=world.start,
         end=world.end,
+        cfg=cfg,
     )
 
 
@@ -230,7 +233,7 @@ def timed(args: argparse.Namespace) -> dict[str, object]:
     world = PrecursorWorld(
         names, 0, now, days=args.days, events_per_kind={KIND: 12}, hidden=HiddenPrecursor()
     )
-    cfg = PrecursorsConfig()
+    cfg = PrecursorsConfig(peers=args.peers)
     events = world.events_of(KIND, None, world.start + timedelta(minutes=10), world.end)
     involved = sorted({e.node for e in events})
     read = [*involved, *pick_peers(names, set(involved), cfg.peers)]
@@ -276,7 +279,7 @@ def timed(args: argparse.Namespace) -> dict[str, object]:
                     try:
                         t = time.perf_counter()
                         history = PrometheusPrecursorHistory(metrics, cfg, parallel=args.parallel)
-                        report = await answer(world, history)
+                        report = await answer(world, history, cfg)
                         return (
                             time.perf_counter() - t,
                             metrics.queries,
@@ -309,6 +312,7 @@ def timed(args: argparse.Namespace) -> dict[str, object]:
         "seconds_median": round(statistics.median(took), 2),
         "query_seconds_summed_worst_run": {k: round(v, 2) for k, v in slowest.items()},
         "parallel": args.parallel,
+        "peers": args.peers,
         "target_s": 5,
     }
 
@@ -327,6 +331,7 @@ def main() -> None:
     ap.add_argument("--prometheus", action="store_true", help="time one answer from Prometheus")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--parallel", type=int, default=4, help="candidate queries at once")
+    ap.add_argument("--peers", type=int, default=PrecursorsConfig().peers, help="peers read")
     ap.add_argument("--keep", type=Path, help="backfill into this folder and keep it")
     ap.add_argument("--data", type=Path, help="read a folder --keep made (with its --now)")
     ap.add_argument("--now", type=int, help="the world's end, epoch seconds (default: this hour)")
