@@ -45,6 +45,7 @@ from bot.backends.openai_compat import CheckpointServers
 from bot.backends.playground_store import MemoryPlaygroundStore, RedisPlaygroundStore
 from bot.backends.prometheus import PrometheusInventory, PrometheusMetrics
 from bot.backends.prometheus_history import PrometheusFleetHistory
+from bot.backends.prometheus_precursors import PrometheusPrecursorHistory
 from bot.backends.resume_store import MemoryResumes, RedisResumes
 from bot.backends.retries import BackgroundRetries
 from bot.backends.slack_directory import SlackDigestPoster, SlackDirectory
@@ -59,6 +60,7 @@ from bot.config_sections import (
     highlights_config,
     job_notices_config,
     playground_config,
+    precursors_config,
     regressions_config,
     straggler_config,
     topology_config,
@@ -73,6 +75,7 @@ from bot.inflight import InFlight, acks_counted
 from bot.offload import Offload, favour_the_loop, keep_the_start
 from bot.playground.service import Playground
 from bot.ports import ResumeMemory, Scheduler, StateStore
+from bot.precursors.ports import PrecursorHistory
 from bot.regressions.ports import FleetHistory
 from bot.regressions.weekly import WeeklyRegressions
 from bot.render.alerts import BlockKitAlertMessages
@@ -268,6 +271,22 @@ def make_regressions_history(settings: Settings, triage: Triage) -> FleetHistory
     return None
 
 
+def make_precursor_history(settings: Settings, triage: Triage) -> PrecursorHistory | None:
+    """What /hw-faults why reads: the Prometheus the triage reads, or, when the fleet is
+    simulated, its week of metrics with a precursor hidden before its unexpected reboots."""
+    from bot.backends.sim.metrics import SimMetrics
+
+    cfg = precursors_config(settings)  # checked either way: a wrong value stops start-up
+    if isinstance(triage.metrics, PrometheusMetrics):
+        return PrometheusPrecursorHistory(triage.metrics, cfg)
+    if isinstance(triage.metrics, SimMetrics):
+        from bot.backends.sim.hidden_precursors import fleet_world
+        from bot.backends.sim.precursor_history import SimPrecursorHistory
+
+        return SimPrecursorHistory(fleet_world(triage.metrics.fleet))
+    return None
+
+
 # Channel alerts, the playground, highlights ------------------------------------------------------
 
 
@@ -393,6 +412,8 @@ def make_deps(settings: Settings, store: StateStore, client: AsyncWebClient) -> 
         deps.regressions_components = tuple(
             dict.fromkeys((*deps.regressions_components, *deps.regressions_history.components()))
         )
+    deps.precursors = make_precursor_history(settings, triage)
+    deps.precursors_config = precursors_config(settings)
     highlights = make_highlights(settings, store, client)
     if highlights is not None:
         deps.highlights, deps.digest = highlights.hl, highlights.digest

@@ -13,6 +13,7 @@ from bot.alerts.config import AlertsConfig
 from bot.config import ConfigError, Settings
 from bot.highlights.config import HighlightsConfig
 from bot.playground.config import PlaygroundConfig, parse_dirs, parse_endpoints
+from bot.precursors.config import PrecursorsConfig
 from bot.regressions.config import RegressionsConfig
 from bot.triage.checks import HealthConfig
 from bot.triage.owners import JobNoticesConfig
@@ -53,6 +54,11 @@ def straggler_config(settings: Settings) -> StragglerConfig:
 def regressions_config(settings: Settings) -> RegressionsConfig:
     """`regressions:`: the info metric and label of each component /regressions reads."""
     return _section(settings, "regressions", RegressionsConfig)
+
+
+def precursors_config(settings: Settings) -> PrecursorsConfig:
+    """`precursors:`: what /hw-faults why compares (the candidates) and how."""
+    return _section(settings, "precursors", PrecursorsConfig)
 
 
 def alerts_config(settings: Settings) -> AlertsConfig:

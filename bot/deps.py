@@ -3,13 +3,15 @@ the running loop."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bot.authz import Authorizer
 from bot.config import Settings
 from bot.inflight import InFlight
 from bot.ports import StateStore
+from bot.precursors.config import PrecursorsConfig
+from bot.precursors.ports import PrecursorHistory
 from bot.regressions.ask import BUILT_IN
 from bot.regressions.ports import FleetHistory
 from bot.telemetry import Telemetry
@@ -44,3 +46,5 @@ class Deps:
     # What /regressions may be asked about: the built-in components and the configured ones.
     regressions_components: tuple[str, ...] = BUILT_IN
     regressions_weekly: WeeklyRegressions | None = None  # None without a channel or history
+    precursors: PrecursorHistory | None = None  # /hw-faults why; None without days of metrics
+    precursors_config: PrecursorsConfig = field(default_factory=PrecursorsConfig)

@@ -73,6 +73,11 @@ NODE_INFINIBAND_SYMBOL_ERROR_TOTAL: Final = "node_infiniband_symbol_error_total"
 NODE_INFINIBAND_PORT_DATA_RECEIVED_BYTES_TOTAL: Final = (
     "node_infiniband_port_data_received_bytes_total"  # throughput proxy for slow jobs
 )
+NODE_INFINIBAND_PORT_DATA_TRANSMITTED_BYTES_TOTAL: Final = (
+    "node_infiniband_port_data_transmitted_bytes_total"
+)
+NODE_NETWORK_RECEIVE_BYTES_TOTAL: Final = "node_network_receive_bytes_total"  # per interface
+NODE_NETWORK_TRANSMIT_BYTES_TOTAL: Final = "node_network_transmit_bytes_total"  # per interface
 NODE_NETWORK_RECEIVE_ERRS_TOTAL: Final = "node_network_receive_errs_total"  # per interface
 NODE_NETWORK_TRANSMIT_ERRS_TOTAL: Final = "node_network_transmit_errs_total"  # per interface
 NODE_BOOT_TIME_SECONDS: Final = "node_boot_time_seconds"  # epoch seconds; moves on a reboot
@@ -80,6 +85,9 @@ NODE_UNAME_INFO: Final = "node_uname_info"  # value 1; label `release` is the ke
 NODE_LOAD1: Final = "node_load1"  # 1-minute load average: CPU contention (noisy neighbour)
 NODE_PRESSURE_CPU_WAITING_SECONDS_TOTAL: Final = (
     "node_pressure_cpu_waiting_seconds_total"  # PSI: time runnable tasks waited for a CPU
+)
+NODE_PRESSURE_MEMORY_WAITING_SECONDS_TOTAL: Final = (
+    "node_pressure_memory_waiting_seconds_total"  # PSI: time tasks stalled on memory
 )
 NODE_MEMORY_NUMA_NUMA_MISS_TOTAL: Final = (
     "node_memory_numa_numa_miss_total"  # pages allocated off their NUMA node, label `node`
@@ -182,8 +190,12 @@ COUNTERS: Final[frozenset[str]] = frozenset(
         NODE_INFINIBAND_LINK_DOWNED_TOTAL,
         NODE_INFINIBAND_SYMBOL_ERROR_TOTAL,
         NODE_INFINIBAND_PORT_DATA_RECEIVED_BYTES_TOTAL,
+        NODE_INFINIBAND_PORT_DATA_TRANSMITTED_BYTES_TOTAL,
+        NODE_NETWORK_RECEIVE_BYTES_TOTAL,
+        NODE_NETWORK_TRANSMIT_BYTES_TOTAL,
         NODE_NETWORK_RECEIVE_ERRS_TOTAL,
         NODE_NETWORK_TRANSMIT_ERRS_TOTAL,
+        NODE_PRESSURE_MEMORY_WAITING_SECONDS_TOTAL,
         NODE_PRESSURE_CPU_WAITING_SECONDS_TOTAL,
         NODE_MEMORY_NUMA_NUMA_MISS_TOTAL,
     }

@@ -30,7 +30,7 @@ from bot.deps import Deps
 from bot.render.blocks import SlackMessage, usage
 from bot.render.blocks import error as error_message
 from bot.render.triage import faults_help_lines
-from handlers import highlights, jobslow, playground, regressions, triage
+from handlers import highlights, jobslow, playground, precursors, regressions, triage
 from handlers.registry import Registry
 from handlers.reply import Asker, Misread, respond_message
 
@@ -89,14 +89,15 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         name="/hw-faults",
         description="Hardware faults across the fleet, grouped by cause and topology",
-        usage_hint="[repeat] [node | hostlist | kind] [--since 24h] | help",
+        usage_hint="[repeat] [node | hostlist | kind] [--since 24h] | why <kind> | help",
         usage=(
             "`/hw-faults`: faults of the last 24 h, worst first, grouped by cause and switch",
             "`/hw-faults xid --since 6h`: one kind of fault over a window",
             "`/hw-faults repeat`: repeat offenders, GPUs and nodes whose fault keeps coming back",
+            "`/hw-faults why unexpected_reboot --since 7d`: what the nodes showed before them",
         ),
         run=triage.hw_faults,
-        help_more=faults_help_lines,
+        help_more=lambda: [*faults_help_lines(), *precursors.help_lines()],
     ),
     Command(
         name="/playground",

@@ -1,4 +1,5 @@
-"""/node-health and /hw-faults: answered at once, privately, from the triage service."""
+"""/node-health and /hw-faults: answered at once, privately, from the triage service;
+`/hw-faults why` goes to handlers/precursors.py."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ from bot.render.blocks import SlackMessage
 from bot.render.triage import render_faults, render_node, render_summary, render_user_error
 from bot.triage import service
 from bot.triage.service import NodeReport, Triage, UserError
+from handlers import precursors
 from handlers.reply import Asker
+
+WHY_WORD = "why"
 
 
 async def node_health_answer(triage: Triage, text: str) -> SlackMessage:
@@ -27,6 +31,11 @@ async def node_health(deps: Deps, client: AsyncWebClient, text: str, asker: Aske
 
 
 async def hw_faults(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -> None:
+    words = text.split(maxsplit=1)
+    if words and words[0].lower() == WHY_WORD:
+        # What preceded the faults: a long-running answer of its own (handlers/precursors.py).
+        await precursors.command(deps, client, words[1] if len(words) > 1 else "", asker)
+        return
     result = await service.hw_faults(deps.triage, text)
     if isinstance(result, UserError):
         await asker.private(render_user_error(result))

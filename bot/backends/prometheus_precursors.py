@@ -1,0 +1,320 @@
+"""/hw-faults why's PrecursorHistory over Prometheus: events and candidates over days, bounded.
+
+What one answer asks, whatever the fleet size:
+- the events, one range query: an unexpected reboot is a new `node_boot_time_seconds` value
+  (the boot time itself: exact), an Xid a growth of `DCGM_EXP_XID_ERRORS_TOTAL` (a series
+  born in the window counts), a link down a growth of `node_infiniband_link_downed_total`
+  (after one count of its series, whose step widens to stay within `SAMPLE_BUDGET`; the event
+  is placed at the end of its step);
+- each candidate's window extremes on the events' nodes and their peers, one range query a
+  candidate: `max_over_time((<candidate>)[<lead>:1m])` at a step of the lead;
+- each candidate around the events, one range query a candidate at a minute's step over the
+  events' nodes, masked to the minutes around each event (`and on() (vector(time()) >= a <=
+  b or ...)`): only those minutes come back, however far apart the events are (past a week
+  the query is cut in two, as Prometheus answers 11,000 steps at most);
+- the leading candidate on every node now, one instant query.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from bot import metric_names as m
+from bot.backends.http import Deadline
+from bot.backends.prometheus import BACKEND, PrometheusMetrics, nodes_regex, promql_string
+from bot.errors import BackendError
+from bot.precursors.config import NODES, PrecursorsConfig
+from bot.precursors.models import Candidate, Event, Series
+from bot.precursors.rule import aggregated, unselected
+from bot.triage.table import node_name
+
+READ_TIMEOUT_S = 30.0
+PARALLEL = 4
+"""Candidate queries in flight at once."""
+FINE_RES_S = 60
+SAMPLE_BUDGET = 20_000_000
+"""Samples the link-down query may have Prometheus evaluate (series x steps): far below the
+50M it refuses past."""
+KINDS = ("unexpected_reboot", "xid", "ib_link_down")
+MAX_STEPS = 10_900
+"""Steps one range query asks at most: Prometheus refuses past 11,000 points a series, and a
+week at a minute's step with the margins around its events is 10,115."""
+
+
+def _at(t: float) -> datetime:
+    return datetime.fromtimestamp(t, UTC)
+
+
+def matcher(label: str, nodes: Sequence[str]) -> str:
+    """`$nodes` for these nodes: the host label's value, or an instance with its port."""
+    alternation = nodes_regex(nodes)
+    if label == m.LABEL_INSTANCE:
+        return f"{label}=~{promql_string(f'({alternation})(:[0-9]+)?')}"
+    return f"{label}=~{promql_string(f'({alternation})')}"
+
+
+def candidate_expr(c: Candidate, nodes: Sequence[str] | None) -> str:
+    query = (
+        unselected(c.query)
+        if nodes is None
+        else c.query.replace(NODES, matcher(c.host_label, nodes))
+    )
+    return aggregated(c, query)
+
+
+def extremes_expr(c: Candidate, nodes: Sequence[str] | None, lead_s: float) -> str:
+    op = "min_over_time" if c.direction == "below" else "max_over_time"
+    return f"{op}(({candidate_expr(c, nodes)})[{int(lead_s)}s:{FINE_RES_S}s])"
+
+
+def time_mask(spans: Sequence[tuple[float, float]]) -> str:
+    """A vector present only inside the spans (merged where they overlap)."""
+    merged: list[list[float]] = []
+    for a, b in sorted(spans):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    return " or ".join(f"(vector(time()) >= {a:.0f} <= {b:.0f})" for a, b in merged)
+
+
+def chunked(
+    spans: Sequence[tuple[str, datetime, datetime]], step_s: int
+) -> list[list[tuple[str, datetime, datetime]]]:
+    """The spans in time order, cut where one range query would pass MAX_STEPS: a week at a
+    minute's step is one query a candidate, two weeks two."""
+    out: list[list[tuple[str, datetime, datetime]]] = []
+    for span in sorted(spans, key=lambda s: s[1]):
+        if out and (span[2] - out[-1][0][1]).total_seconds() / step_s < MAX_STEPS:
+            out[-1].append(span)
+        else:
+            out.append([span])
+    return out
+
+
+def _joined(series: Sequence[Series]) -> list[Series]:
+    """One series a node, candidate and part, from the chunks' pieces."""
+    by: dict[tuple[str, str, str], dict[float, float]] = {}
+    for s in series:
+        by.setdefault((s.node, s.candidate, s.part), {}).update(zip(s.times, s.values, strict=True))
+    return [
+        Series(n, c, p, tuple(sorted(v)), tuple(v[t] for t in sorted(v)))
+        for (n, c, p), v in by.items()
+    ]
+
+
+def _points(row: dict[str, Any]) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    times, values = [], []
+    for point in row.get("values") or ():
+        try:
+            t, v = float(point[0]), float(point[1])
+        except (IndexError, TypeError, ValueError):
+            continue
+        if math.isfinite(v):
+            times.append(t)
+            values.append(v)
+    return tuple(times), tuple(values)
+
+
+class PrometheusPrecursorHistory:
+    name = BACKEND
+
+    def __init__(
+        self,
+        metrics: PrometheusMetrics,
+        config: PrecursorsConfig | None = None,
+        *,
+        timeout_s: float = READ_TIMEOUT_S,
+        parallel: int = PARALLEL,
+    ) -> None:
+        self.metrics = metrics
+        self.config = config or PrecursorsConfig()
+        self.timeout_s = timeout_s
+        self.parallel = parallel
+
+    def kinds(self) -> tuple[str, ...]:
+        return KINDS
+
+    def _series_of(self, c: Candidate, rows: list[dict[str, Any]]) -> list[Series]:
+        out = []
+        for row in rows:
+            labels = row.get("metric") or {}
+            node = node_name(labels, node_label=self.metrics.node_label)
+            if not node:
+                continue
+            times, values = _points(row)
+            if times:
+                part = labels.get(c.by, "") if c.by else ""
+                out.append(Series(node, c.name, part, times, values))
+        return out
+
+    # --- events ------------------------------------------------------------------------------
+    async def events(
+        self, kind: str, *, nodes: Sequence[str] | None, start: datetime, end: datetime
+    ) -> list[Event]:
+        deadline = Deadline(self.timeout_s)
+        if kind == "unexpected_reboot":
+            return await self._reboots(nodes, start, end, deadline)
+        if kind == "xid":
+            return await self._growth(
+                kind, m.DCGM_EXP_XID_ERRORS_TOTAL, m.LABEL_HOSTNAME, nodes, start, end, deadline
+            )
+        if kind == "ib_link_down":
+            return await self._growth(
+                kind,
+                m.NODE_INFINIBAND_LINK_DOWNED_TOTAL,
+                m.LABEL_INSTANCE,
+                nodes,
+                start,
+                end,
+                deadline,
+            )
+        raise BackendError(BACKEND, f"has no history of {kind} events here.")
+
+    def _select(self, metric: str, label: str, nodes: Sequence[str] | None) -> str:
+        return metric if nodes is None else f"{metric}{{{matcher(label, nodes)}}}"
+
+    async def _reboots(
+        self, nodes: Sequence[str] | None, start: datetime, end: datetime, deadline: Deadline
+    ) -> list[Event]:
+        # A new boot time shows within the step it happened in; its value is the instant.
+        # The change is looked for over two steps, so that sparse scrapes and left-open
+        # ranges cannot miss it; the same boot time seen at two steps is one event.
+        step = 300
+        sel = self._select(m.NODE_BOOT_TIME_SECONDS, m.LABEL_INSTANCE, nodes)
+        promql = f"{sel} and changes({sel}[{2 * step}s]) > 0"
+        rows = await self.metrics.query_range(
+            promql, start=start, end=end, step_s=step, deadline=deadline
+        )
+        found: set[tuple[str, float]] = set()
+        for row in rows:
+            node = node_name(row.get("metric") or {}, node_label=self.metrics.node_label)
+            if not node:
+                continue
+            for _, boot in zip(*_points(row), strict=True):
+                if start.timestamp() <= boot <= end.timestamp():
+                    found.add((node, boot))
+        return [Event("unexpected_reboot", n, _at(t)) for n, t in sorted(found, key=lambda x: x[1])]
+
+    async def _growth(
+        self,
+        kind: str,
+        metric: str,
+        label: str,
+        nodes: Sequence[str] | None,
+        start: datetime,
+        end: datetime,
+        deadline: Deadline,
+    ) -> list[Event]:
+        sel = self._select(metric, label, nodes)
+        rows = await self.metrics.query(f"count({sel})", at=end, deadline=deadline)
+        try:
+            series = float(rows[0]["value"][1]) if rows else 0.0
+        except (KeyError, IndexError, TypeError, ValueError):
+            series = 0.0
+        if not series:
+            return []
+        span = max(60.0, (end - start).total_seconds())
+        step = max(60, math.ceil(span * series / SAMPLE_BUDGET / 60) * 60)
+        # Grown over the step, or born in it (a counter's first sample is its first count).
+        by = f"{m.LABEL_HOSTNAME}, {m.LABEL_HOSTNAME_NEW}, {m.LABEL_INSTANCE}"
+        grown = f"({sel} - ({sel} offset {step}s)) > 0 or ({sel} unless ({sel} offset {step}s))"
+        promql = f"sum by ({by}) ({grown})"
+        rows = await self.metrics.query_range(
+            promql, start=start, end=end, step_s=step, deadline=deadline
+        )
+        out: list[Event] = []
+        for row in rows:
+            node = node_name(row.get("metric") or {}, node_label=self.metrics.node_label)
+            if not node:
+                continue
+            out.extend(Event(kind, node, _at(t)) for t in _points(row)[0])
+        return sorted(out, key=lambda e: (e.at, e.node))
+
+    # --- candidates ----------------------------------------------------------------------
+    async def windows(
+        self,
+        candidates: Sequence[Candidate],
+        *,
+        nodes: Sequence[str],
+        start: datetime,
+        end: datetime,
+        lead_s: float,
+    ) -> list[Series]:
+        deadline = Deadline(self.timeout_s)
+        step = max(FINE_RES_S, int(lead_s))
+        first = _at(math.ceil(start.timestamp() / step) * step)
+        last = _at(math.floor(end.timestamp() / step) * step)
+
+        async def one(c: Candidate) -> list[Series]:
+            rows = await self.metrics.query_range(
+                extremes_expr(c, nodes, lead_s), start=first, end=last, step_s=step,
+                deadline=deadline,
+            )  # fmt: skip
+            return self._series_of(c, rows)
+
+        return await self._each(candidates, one)
+
+    async def around(
+        self,
+        candidates: Sequence[Candidate],
+        spans: Sequence[tuple[str, datetime, datetime]],
+        *,
+        step_s: int,
+    ) -> list[Series]:
+        deadline = Deadline(self.timeout_s)
+        out: list[Series] = []
+        for chunk in chunked(spans, step_s):
+            nodes = sorted({n for n, _, _ in chunk})
+            first = math.floor(min(a for _, a, _ in chunk).timestamp() / step_s) * step_s
+            last = math.ceil(max(b for _, _, b in chunk).timestamp() / step_s) * step_s
+            mask = time_mask([(a.timestamp(), b.timestamp()) for _, a, b in chunk])
+
+            async def one(c: Candidate) -> list[Series]:
+                promql = f"({candidate_expr(c, nodes)}) and on() ({mask})"  # noqa: B023
+                rows = await self.metrics.query_range(
+                    promql, start=_at(first), end=_at(last), step_s=step_s,  # noqa: B023
+                    deadline=deadline,
+                )  # fmt: skip
+                return self._series_of(c, rows)
+
+            out.extend(await self._each(candidates, one))
+        return _joined(out)
+
+    async def _each(
+        self,
+        candidates: Sequence[Candidate],
+        one: Callable[[Candidate], Awaitable[list[Series]]],
+    ) -> list[Series]:
+        """`one` for every candidate, `parallel` at once: Prometheus answers queries on all
+        its cores, and a candidate's query waits mostly on it."""
+        gate = asyncio.Semaphore(self.parallel)
+
+        async def gated(c: Candidate) -> list[Series]:
+            async with gate:
+                return await one(c)
+
+        parts = await asyncio.gather(*(gated(c) for c in candidates))
+        return [s for part in parts for s in part]
+
+    async def current(self, candidate: Candidate, *, at: datetime, lead_s: float) -> list[Series]:
+        deadline = Deadline(self.timeout_s)
+        rows = await self.metrics.query(
+            extremes_expr(candidate, None, lead_s), at=at, deadline=deadline
+        )
+        out: list[Series] = []
+        for row in rows:
+            labels = row.get("metric") or {}
+            node = node_name(labels, node_label=self.metrics.node_label)
+            try:
+                t, v = float(row["value"][0]), float(row["value"][1])
+            except (KeyError, IndexError, TypeError, ValueError):
+                continue
+            if node and math.isfinite(v):
+                part = labels.get(candidate.by, "") if candidate.by else ""
+                out.append(Series(node, candidate.name, part, (t,), (v,)))
+        return out

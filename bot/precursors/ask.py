@@ -1,0 +1,79 @@
+"""`/hw-faults why <kind> [node|hostlist] [--since 7d]`, read. No I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.triage.targets import DURATION_RE, BadInput, expand_nodes
+
+WHY_WORD = "why"
+DEFAULT_WINDOW_S = 7 * 86400.0
+MIN_WINDOW_S = 3600.0
+MAX_WINDOW_S = 14 * 86400.0
+"""Two weeks at most: a minute's resolution around events, and ordinary windows, stay
+within what one range query may return (11,000 points a series)."""
+MAX_KINDS_SAID = 3
+"""The kinds an error names: the ones found over days from the metrics come first."""
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+@dataclass(frozen=True, slots=True)
+class WhyAsk:
+    kind: str
+    nodes: tuple[str, ...] | None
+    window_s: float
+
+
+def say_window(seconds: float) -> str:
+    if seconds % 86400 == 0:
+        return f"{int(seconds // 86400)} d"
+    if seconds % 3600 == 0:
+        return f"{int(seconds // 3600)} h"
+    return f"{int(seconds // 60)} min"
+
+
+def _window(word: str) -> float:
+    found = DURATION_RE.fullmatch(word.strip().lower())
+    if not found:
+        raise BadInput("Give `--since` a duration like `3d` or `36h`.")
+    seconds = float(int(found.group(1)) * _UNIT_S[found.group(2)])
+    if not MIN_WINDOW_S <= seconds <= MAX_WINDOW_S:
+        raise BadInput(
+            f"`--since` must be between {say_window(MIN_WINDOW_S)} and {say_window(MAX_WINDOW_S)}."
+        )
+    return seconds
+
+
+def parse_why(text: str, kinds: tuple[str, ...]) -> WhyAsk:
+    """The words after `why`: a kind first, then at most one node or hostlist and `--since`."""
+    words = text.split()
+    if not words:
+        raise BadInput(
+            "Name a kind of fault: `/hw-faults why unexpected_reboot`. Kinds: "
+            + ", ".join(f"`{k}`" for k in kinds[:MAX_KINDS_SAID])
+            + ("..." if len(kinds) > MAX_KINDS_SAID else ".")
+        )
+    kind = words[0].lower().replace("-", "_")
+    if kind not in kinds:
+        shown = ", ".join(f"`{k}`" for k in kinds[:MAX_KINDS_SAID])
+        more = " and the other kinds `/hw-faults help` lists" if len(kinds) > MAX_KINDS_SAID else ""
+        raise BadInput(f"I cannot look back at `{words[0][:40]}` faults; I can for {shown}{more}.")
+    nodes: tuple[str, ...] | None = None
+    window = DEFAULT_WINDOW_S
+    i = 1
+    while i < len(words):
+        word = words[i]
+        if word in {"--since", "-s"}:
+            if i + 1 >= len(words):
+                raise BadInput("`--since` needs a duration, e.g. `--since 7d`.")
+            window = _window(words[i + 1])
+            i += 2
+            continue
+        if word.startswith("--since="):
+            window = _window(word.split("=", 1)[1])
+        elif nodes is None:
+            nodes = tuple(expand_nodes(word))
+        else:
+            raise BadInput(f"I read `{word[:40]}` as a second hostlist; give one.")
+        i += 1
+    return WhyAsk(kind, nodes, window)

@@ -1,0 +1,197 @@
+"""/hw-faults why <kind> [node|hostlist] [--since 7d]: what preceded the faults.
+
+Post "looking at…", edit it as the finder reads, then edit it into the answer; the detail
+(the alert rule to paste, every candidate's counts) and the chart go to its thread. Bad input
+(an unknown kind or node, a malformed hostlist, a window too long) is answered privately in
+one sentence before anything is posted. Where the bot may not post, the answer comes privately
+instead, without the chart.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from datetime import UTC, datetime, timedelta
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.deps import Deps
+from bot.errors import BackendError
+from bot.models import JOB_LEVEL_KINDS, FaultKind
+from bot.precursors.ask import MAX_WINDOW_S, MIN_WINDOW_S, WhyAsk, parse_why, say_window
+from bot.precursors.models import Event, PrecursorReport
+from bot.precursors.ports import PrecursorHistory
+from bot.precursors.service import find_precursors
+from bot.render.blocks import error as error_message
+from bot.render.precursor_chart import precursor_chart
+from bot.render.precursors import kind_words, render_answer, render_detail, render_progress
+from bot.triage.targets import BadInput
+from handlers.reply import Asker, post_message, update_message
+
+log = logging.getLogger(__name__)
+
+EDIT_EVERY_S = 1.5
+"""Progress edits at most this often: chat.update is rate limited per channel."""
+
+NOT_CONFIGURED = (
+    "`/hw-faults why` has no history to read here: it needs days of node_exporter and DCGM "
+    "metrics in Prometheus. Set PROMETHEUS_URL."
+)
+
+
+class _Progress:
+    def __init__(self, client: AsyncWebClient, channel: str, ts: str, ask: WhyAsk) -> None:
+        self.client, self.channel, self.ts, self.ask = client, channel, ts, ask
+        self.last = 0.0
+
+    async def __call__(self, step: str) -> None:
+        now = time.monotonic()
+        if now - self.last < EDIT_EVERY_S:
+            return
+        self.last = now
+        try:
+            await update_message(
+                self.client,
+                self.channel,
+                self.ts,
+                render_progress(self.ask.kind, self.ask.window_s, step),
+            )
+        except SlackApiError as exc:
+            log.warning("progress edit failed", extra={"error": exc.response.get("error")})
+
+
+def _known(deps: Deps, ask: WhyAsk) -> str | None:
+    """A sentence when the asked nodes are not the fleet's, else None."""
+    if ask.nodes is None:
+        return None
+    names = set(deps.triage.inventory.names())
+    unknown = [n for n in ask.nodes if n not in names]
+    if len(unknown) == len(ask.nodes):
+        return f"I don't know a node `{unknown[0][:60]}`."
+    return None
+
+
+def kinds(deps: Deps, history: PrecursorHistory) -> tuple[str, ...]:
+    """What can be asked about: the kinds the history finds over days, and, where the sweep's
+    fault history is kept, every node fault kind it records."""
+    recorded = (
+        ()
+        if deps.triage.history is None
+        else tuple(k.value for k in FaultKind if k not in JOB_LEVEL_KINDS)
+    )
+    return tuple(dict.fromkeys((*history.kinds(), *recorded)))
+
+
+async def _recorded(deps: Deps, ask: WhyAsk) -> list[Event]:
+    """The fault history's occurrences of the kind: when the sweep first saw each."""
+    if deps.triage.history is None:
+        return []
+    occurrences = await deps.triage.history.occurrences(
+        None if ask.nodes is None else list(ask.nodes)
+    )
+    return [Event(o.kind.value, o.node, o.first_seen) for o in occurrences if o.kind == ask.kind]
+
+
+async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -> None:
+    """`/hw-faults why ...`: `text` is what follows `why`."""
+    history: PrecursorHistory | None = deps.precursors
+    if history is None:
+        await asker.private(error_message(NOT_CONFIGURED))
+        return
+    try:
+        ask = parse_why(text, kinds(deps, history))
+    except BadInput as exc:
+        await asker.private(error_message(str(exc)))
+        return
+    try:
+        await deps.triage.inventory.load()
+    except BackendError as exc:
+        await asker.private(error_message(f"I could not list the nodes: {exc.user_text()}"))
+        return
+    wrong = _known(deps, ask)
+    if wrong is not None:
+        await asker.private(error_message(wrong))
+        return
+    await run(deps, client, ask, history, asker)
+
+
+async def run(
+    deps: Deps, client: AsyncWebClient, ask: WhyAsk, history: PrecursorHistory, asker: Asker
+) -> None:
+    end = datetime.now(UTC)
+    channel, ts = asker.channel, None
+    try:
+        posted = await post_message(client, channel, render_progress(ask.kind, ask.window_s))
+        ts, channel = posted.ts, posted.channel
+    except SlackApiError as exc:
+        code = exc.response.get("error", "unknown")
+        await asker.private(
+            error_message(
+                f"I cannot post in this channel ({code}): invite me for the chart and the "
+                "thread. The answer follows here."
+            )
+        )
+    progress = _Progress(client, channel, ts, ask) if ts is not None else None
+    try:
+        recorded = await _recorded(deps, ask)
+        report = await find_precursors(
+            history,
+            ask.kind,
+            nodes=ask.nodes,
+            fleet=deps.triage.inventory.names(),
+            start=end - timedelta(seconds=ask.window_s),
+            end=end,
+            cfg=deps.precursors_config,
+            progress=progress,
+            compute=deps.triage.cpu.run,
+            recorded=recorded,
+        )
+    except BackendError as exc:
+        failed = error_message(f"I could not read the history: {exc.user_text()}")
+        await (asker.private(failed) if ts is None else update_message(client, channel, ts, failed))
+        return
+    answer, detail = render_answer(report), render_detail(report)
+    if ts is None:
+        await asker.private(answer)
+        await asker.private(detail)
+        return
+    await update_message(client, channel, ts, answer)
+    await post_message(client, channel, detail, thread_ts=ts)
+    if report.leading is not None:
+        await _upload_chart(deps, client, channel, ts, report)
+
+
+async def _upload_chart(
+    deps: Deps, client: AsyncWebClient, channel: str, ts: str, report: PrecursorReport
+) -> None:
+    png = await deps.triage.cpu.run(functools.partial(precursor_chart, report))
+    try:
+        await client.files_upload_v2(
+            channel=channel,
+            thread_ts=ts,
+            content=png,
+            filename="precursor.png",
+            title=f"What preceded the {kind_words(report.kind, 2)}",
+        )
+    except SlackApiError as exc:
+        log.warning("chart upload failed", extra={"error": exc.response.get("error")})
+        await client.chat_postMessage(
+            channel=channel,
+            thread_ts=ts,
+            text=f"The chart could not be uploaded ({exc.response.get('error', 'unknown')}).",
+        )
+
+
+def help_lines() -> list[str]:
+    return [
+        "*What preceded them*: `/hw-faults why unexpected_reboot [node|hostlist] [--since 7d]` "
+        "ranks what the nodes showed in the minutes before each fault (network and InfiniBand "
+        "throughput and errors, GPU power, temperature and clocks, PCIe replays, CPU and memory "
+        "pressure, load) against ordinary minutes, with the threshold, the lead time, the counts "
+        "and an alert rule to paste. Kinds: `unexpected_reboot`, `xid`, `ib_link_down`, and the "
+        "others above from the sweep's fault history; "
+        f"`--since` from {say_window(MIN_WINDOW_S)} to {say_window(MAX_WINDOW_S)}, 7 days when "
+        "not given.",
+    ]

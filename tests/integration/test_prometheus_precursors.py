@@ -1,0 +1,169 @@
+"""/hw-faults why's history read from a real Prometheus holding three days of a simulated world
+whose unexpected reboots hide a precursor (the Ethernet NIC past 30 Gbps before most of them).
+
+This test starts its own Prometheus on a data folder backfilled with promtool from the world's
+own exposition: node_exporter's transmit counter and load, DCGM's power and temperature,
+`node_boot_time_seconds` (moving at each reboot), the Xid counter, every minute over 3 days on
+48 nodes. What `PrometheusPrecursorHistory` reads must be what the simulator knows it showed
+(`SimPrecursorHistory`): the same events, the same precursor found with about the same
+threshold, in a fixed number of queries whatever the events.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from bot.backends.prometheus import PrometheusMetrics
+from bot.backends.prometheus_precursors import PrometheusPrecursorHistory
+from bot.backends.sim.hidden_precursors import HiddenPrecursor, PrecursorWorld
+from bot.backends.sim.precursor_history import SimPrecursorHistory
+from bot.precursors.config import DEFAULT_CANDIDATES, PrecursorsConfig
+from bot.precursors.models import PrecursorReport
+from bot.precursors.ports import PrecursorHistory
+from bot.precursors.service import find_precursors
+from scripts.testsvc.common import free_port
+from scripts.testsvc.prometheus import prometheus_command
+from tests.conftest import need_service
+
+DAYS = 3
+NAMES = tuple(f"gpu-{i:04d}" for i in range(48))
+READ = ("network transmit", "GPU power", "GPU temperature", "load")
+CONFIG = PrecursorsConfig(candidates=[c for c in DEFAULT_CANDIDATES if c.name in READ], peers=32)
+
+
+@dataclass(frozen=True)
+class Backfilled:
+    url: str
+    world: PrecursorWorld
+
+
+def _ready(url: str, proc: subprocess.Popen[bytes], at: datetime) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("the test's Prometheus exited")
+        try:
+            q = urllib.request.urlopen(
+                f"{url}/api/v1/query?query=count(node_load1)&time={at.timestamp()}"
+            )
+            if json.load(q)["data"]["result"]:
+                return
+        except OSError:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError("the test's Prometheus never answered")
+
+
+@pytest.fixture(scope="module")
+def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backfilled]:
+    need_service("PROMETHEUS_URL")  # the test environment installed Prometheus and promtool
+    tmp = tmp_path_factory.mktemp("precursors")
+    # Prometheus keeps what is younger than its retention by the wall clock: the world's end.
+    now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    world = PrecursorWorld(
+        NAMES,
+        4,
+        now,
+        days=DAYS,
+        events_per_kind={"unexpected_reboot": 8, "xid": 5},
+        hidden=HiddenPrecursor(share=0.9),
+    )
+    text = tmp / "history.om"
+    with text.open("w") as out:
+        out.writelines(world.openmetrics(READ, NAMES))
+        out.write("# EOF\n")
+    data = tmp / "data"
+    subprocess.run(
+        ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(text), str(data)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    text.unlink()
+    config = tmp / "prometheus.yml"
+    config.write_text(json.dumps({"global": {"scrape_interval": "1m"}}))
+    port = free_port()
+    proc = subprocess.Popen(
+        prometheus_command(config, data, port),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _ready(url, proc, now)
+        yield Backfilled(url, world)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+async def _find(history: PrecursorHistory, world: PrecursorWorld, kind: str) -> PrecursorReport:
+    return await find_precursors(
+        history,
+        kind,
+        nodes=None,
+        fleet=NAMES,
+        start=world.end - timedelta(days=DAYS),
+        end=world.end,
+        cfg=CONFIG,
+    )
+
+
+async def test_reboots_are_read_at_their_boot_time_and_xids_within_their_step(
+    backfilled: Backfilled,
+) -> None:
+    world = backfilled.world
+    metrics = PrometheusMetrics(backfilled.url)
+    history = PrometheusPrecursorHistory(metrics, CONFIG)
+    start, end = world.end - timedelta(days=DAYS), world.end
+    try:
+        reboots = await history.events("unexpected_reboot", nodes=None, start=start, end=end)
+        xids = await history.events("xid", nodes=NAMES[:24], start=start, end=end)
+    finally:
+        await metrics.close()
+    assert reboots == world.events_of("unexpected_reboot", None, start, end)
+    truth = world.events_of("xid", NAMES[:24], start, end)
+    assert [e.node for e in xids] == [e.node for e in truth]
+    for got, want in zip(xids, truth, strict=True):
+        assert timedelta(0) <= got.at - want.at <= timedelta(seconds=60)
+    # One query for the reboots; a count and one range query for the Xids.
+    assert metrics.queries == 3
+
+
+async def test_the_precursor_is_found_as_the_simulator_finds_it_in_bounded_queries(
+    backfilled: Backfilled,
+) -> None:
+    world = backfilled.world
+    metrics = PrometheusMetrics(backfilled.url)
+    try:
+        got = await _find(PrometheusPrecursorHistory(metrics, CONFIG), world, "unexpected_reboot")
+    finally:
+        await metrics.close()
+    want = await _find(SimPrecursorHistory(world), world, "unexpected_reboot")
+    assert got.events == want.events and len(got.events) == 8
+    assert want.leading is not None and got.leading is not None
+    assert got.leading.name == want.leading.name == "network transmit (eth0)"
+    assert got.leading.preceded == want.leading.preceded
+    assert got.leading.threshold == pytest.approx(want.leading.threshold, rel=0.1)
+    assert {r.name for r in got.no_difference} == {r.name for r in want.no_difference}
+    assert len(got.around) == len({e.node for e in got.events})
+    # The events, then one query a candidate for the windows and one around the events,
+    # then the leading candidate on every node now: 1 + 4 + 4 + 1.
+    assert metrics.queries == 10
+
+
+async def test_xids_with_nothing_before_them_claim_nothing(backfilled: Backfilled) -> None:
+    metrics = PrometheusMetrics(backfilled.url)
+    try:
+        got = await _find(PrometheusPrecursorHistory(metrics, CONFIG), backfilled.world, "xid")
+    finally:
+        await metrics.close()
+    assert len(got.events) == 5 and got.leading is None
