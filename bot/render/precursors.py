@@ -176,11 +176,11 @@ def render_answer(report: PrecursorReport) -> SlackMessage:
 
 def _now(report: PrecursorReport) -> str:
     if not report.crossing_now:
-        return "no node is past the warning level now."
+        return "no node is past it."
     nodes = ", ".join(code(n) for n, _ in report.crossing_now[:MAX_NOW])
     more = len(report.crossing_now) - MAX_NOW
     tail = f" and {count(more, 'more')}" if more > 0 else ""
-    return f"past the warning level now: {nodes}{tail}."
+    return f"past it: {nodes}{tail}."
 
 
 def _row(report: PrecursorReport, r: Ranked) -> str:
@@ -202,7 +202,7 @@ def render_detail(report: PrecursorReport) -> SlackMessage:
     if leading is not None:
         msg.section("*Warn before it happens*: paste into your Prometheus rule files")
         msg.section(code_block(alert_rule(report.kind, leading)))
-        msg.section(f"*Now*: {_now(report)}")
+        msg.section(f"*At the warning level now*: {_now(report)}")
     if report.events:
         lines = [f"{when(e.at)} {e.node}" for e in report.events]
         msg.section(f"*The {count(len(lines), 'event')}*")
