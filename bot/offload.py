@@ -10,8 +10,10 @@ release the GIL or hold it briefly, and where pure Python holds it the interpret
 to the loop after SWITCH_INTERVAL_S, so an ack waits milliseconds, not the whole evaluation. A
 process pool would need the table pickled both ways (its columns hold closures, and at 50,000
 nodes a column is 400,000 rows) and the simulated fleet's state in every worker. What the
-threads still cost the loop (the GIL shared with them, the collector's pauses over big tables)
-is measured by bench/ack.py; the README has the figures.
+threads would still cost the loop is cut at its two sources: a job stands aside between its
+steps while acks are on their way (bot/give_way.py; the pool's threads are the ones that do),
+and the collector's full passes no longer walk the start-up heap (`keep_the_start`).
+bench/ack.py measures what is left; the README has the figures.
 """
 
 from __future__ import annotations
