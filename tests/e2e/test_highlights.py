@@ -197,7 +197,9 @@ async def test_private_messages_never_show_elsewhere(start: Start, emulator: Sla
     await emulator.wait_for_responses(1)
 
     # /highlights asked in a public channel: public only; in the opted-in room: its own too.
+    # Each answered before the next is asked: two commands' answers may interleave.
     await r.slack.command("/highlights", "", channel="C0GENERAL")
+    await emulator.wait_for_responses(2)
     await r.slack.command("/highlights", "", channel=TEAM_ROOM)
     await emulator.wait_for_responses(3)
     in_general = json.dumps(emulator.responses[1][1])
@@ -305,6 +307,7 @@ async def test_highlights_command_stats_last_week_and_bad_input(
     await enriched(r, "C0GENERAL", ts(60))
     r.at(FIRE + timedelta(days=1))
     await r.slack.command("/highlights", "last-week")
+    await emulator.wait_for_responses(1)
     await r.slack.command("/highlights", "frobnicate")
     await emulator.wait_for_responses(3)
     assert "great talk" in json.dumps(emulator.responses[0][1])

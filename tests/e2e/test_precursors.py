@@ -62,9 +62,10 @@ async def test_bad_input_is_one_private_sentence_and_nothing_is_posted(
         ("why xid gpu-[0001-", "That hostlist is malformed"),
         ("why xid gpu-9999", "I don't know a node `gpu-9999`"),
     ]
-    for text, _ in asks:
+    # Each answered before the next is asked: two commands' answers may interleave.
+    for i, (text, _) in enumerate(asks):
         await slack.command("/hw-faults", text)
-    await emulator.wait_for_responses(len(asks), timeout=20)
+        await emulator.wait_for_responses(i + 1, timeout=20)
     said = shown(emulator)
     assert len(said) == len(asks)
     for (_, sentence), got in zip(asks, said, strict=True):

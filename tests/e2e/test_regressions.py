@@ -102,7 +102,9 @@ async def test_bad_input_is_answered_privately_with_the_usage(
 ) -> None:
     history = GeneratedHistory(datetime.now(UTC))
     slack.bot.deps.regressions_history = history
+    # Each answered before the next is asked: two commands' answers may interleave.
     await slack.command("/regressions", "kernal")
+    await emulator.wait_for_responses(2)
     await slack.command("/regressions", "--since 90d")
     await emulator.wait_for_responses(4)
     said = [json.dumps(b) for b in shown(emulator)]
