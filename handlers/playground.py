@@ -109,8 +109,26 @@ async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -
     prompt = Prompt(
         run=run, prompt=words[1][:8000], max_tokens=cfg.max_tokens, temperature=cfg.temperature
     )
+    await start_chosen(
+        deps, pg, client, prompt, None, user_id=user_id, channel=channel, private=private
+    )
+
+
+async def start_chosen(
+    deps: Deps,
+    pg: Playground,
+    client: AsyncWebClient,
+    prompt: Prompt,
+    steps: Sequence[int] | None,
+    *,
+    user_id: str,
+    channel: str,
+    private: Private,
+) -> None:
+    """Starts `prompt` on the run's checkpoints at `steps` (None: the newest two), or tells the
+    asker why not: the command and the form both ask this way."""
     catalog = await pg.catalog()
-    picked = pg.choose(catalog, run)
+    picked = pg.choose(catalog, prompt.run, steps)
     if isinstance(picked, UserError):
         await private(error_message(picked.sentence))
         return
@@ -389,29 +407,15 @@ def register(reg: Registry, deps: Deps) -> None:
             await ack(response_action="errors", errors=parsed)
             return
         await ack()
-        run, steps, prompt = parsed
+        _, steps, prompt = parsed  # the prompt names the run
         user = str(body["user"]["id"])
         channel = str(json.loads(view.get("private_metadata") or "{}").get("channel") or user)
 
         async def private(msg: SlackMessage) -> None:
             await post_ephemeral(client, channel, user, msg)
 
-        catalog = await pg.catalog()
-        picked = pg.choose(catalog, run, steps)
-        if isinstance(picked, UserError):
-            await private(error_message(picked.sentence))
-            return
-        await start(
-            deps,
-            pg,
-            client,
-            prompt,
-            picked,
-            user_id=user,
-            channel=channel,
-            thread_ts=None,
-            private=private,
-            down=catalog.down,
+        await start_chosen(
+            deps, pg, client, prompt, steps, user_id=user, channel=channel, private=private
         )
 
     reg.action(CANCEL_ACTION, on_cancel)
