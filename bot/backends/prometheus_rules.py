@@ -21,6 +21,10 @@ The gauges a critical check reads (an Xid, a double-bit ECC error: a fault that 
 scrape) are not recorded but read raw, one sample a series, where a rule would hold the fault
 back until its next run (`READ_AT_THE_SCRAPE`).
 
+/hw-faults why's candidates (`precursor_rules`) are recorded per node every minute: a week
+of a candidate's lead-window extremes is then a range selector over recorded points, where raw
+Prometheus evaluates each rate at every minute of the week for every answer.
+
 A node selection (a hostlist, a job's nodes) reads the recorded fleet-wide rows through the
 same host-label matchers as the raw query: per-series and per-node results do not depend on
 which other nodes were asked about.
