@@ -3,6 +3,7 @@ Prometheus. Not a timed test; by hand.
 
     .venv/bin/python bench/precursors.py [--seeds 100] [--nodes 1024] [--days 7]
     .venv/bin/python bench/precursors.py --prometheus [--nodes 1024] [--days 7] [--runs 3]
+        [--modes recorded,raw] [--keep DIR | --data DIR --now EPOCH]
 
 Targets: the hidden precursor ranked first in >= 90 % of the fleets with >= 8 events; a
 precursor claimed in <= 5 % of the fleets with none; one answer from the real Prometheus in
@@ -24,6 +25,11 @@ own: the twelve candidates every minute on the nodes the answer reads (the event
 64 peers), `node_boot_time_seconds` and the event counters every 5 minutes on every node (the
 events query reads the whole fleet); the answer runs `--runs` times with a fresh client each.
 The leading candidate's "now" query reads every node, but only the read nodes hold it here.
+meowbot's recording rules of the twelve candidates (`meowbot-precursor-candidates`) are
+backfilled as if they had run all week (promtool evaluates them against that Prometheus, a
+minute apart, from an hour before the history; the server is restarted on the blocks); each
+run then answers once reading them (`recorded`) and once as a Prometheus without them would
+(`raw`), each with a fresh client; the report gives each one's leading candidate and top five.
 """
 
 from __future__ import annotations
@@ -47,7 +53,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bot.backends.prometheus import PrometheusMetrics  # noqa: E402
-from bot.backends.prometheus_precursors import PrometheusPrecursorHistory  # noqa: E402
+from bot.backends.prometheus_precursors import (  # noqa: E402
+    PARALLEL,
+    PrometheusPrecursorHistory,
+)
+from bot.backends.prometheus_rules import (  # noqa: E402
+    PRECURSOR_GROUP,
+    RuleGroup,
+    precursor_rules,
+    rules_yaml,
+)
 from bot.backends.sim.hidden_precursors import (  # noqa: E402
     PROFILES,
     HiddenPrecursor,
@@ -58,7 +73,10 @@ from bot.precursors.config import PrecursorsConfig  # noqa: E402
 from bot.precursors.models import PrecursorReport  # noqa: E402
 from bot.precursors.service import find_precursors, pick_peers  # noqa: E402
 from scripts.testsvc.common import free_port, stop, wait_port  # noqa: E402
-from scripts.testsvc.prometheus import prometheus_command  # noqa: E402
+from scripts.testsvc.prometheus import (  # noqa: E402
+    backfill_recording_rules,
+    prometheus_command,
+)
 
 KIND = "unexpected_reboot"
 CANDIDATES = tuple(PROFILES)
@@ -160,8 +178,8 @@ def score(args: argparse.Namespace) -> dict[str, object]:
 class TimedMetrics(PrometheusMetrics):
     """Each query's seconds, by what it read, for the report."""
 
-    def __init__(self, url: str) -> None:
-        super().__init__(url, timeout_s=30)
+    def __init__(self, url: str, recorded: bool) -> None:
+        super().__init__(url, timeout_s=30, recorded=recorded)
         self.took: list[tuple[str, float]] = []
 
     async def query_range(self, promql: str, **kw: Any) -> list[dict[str, Any]]:
@@ -179,11 +197,16 @@ class TimedMetrics(PrometheusMetrics):
             self.took.append((what(promql), time.perf_counter() - t))
 
 
+READS = ("events", "rules", "windows", "around")
+
+
 def what(promql: str) -> str:
     if "and on()" in promql:
         return "around"
     if promql.startswith(("max_over_time", "min_over_time")):
         return "windows"
+    if promql.startswith("{__name__=~"):
+        return "rules"  # which candidates' rules ran lately
     return "events"
 
 
@@ -259,46 +282,76 @@ def timed(args: argparse.Namespace) -> dict[str, object]:
             say(f"backfilled ({time.perf_counter() - t0:.0f} s)")
         config = tmp / "prometheus.yml"
         config.write_text(json.dumps({"global": {"scrape_interval": "1m"}}))
+        rules_file = tmp / "rules.yml"
+        group = RuleGroup(PRECURSOR_GROUP, 60, precursor_rules(cfg))
+        rules_file.write_text(rules_yaml([group]))
         port = free_port()
-        proc = subprocess.Popen(
-            prometheus_command(config, data, port),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
+        url = f"http://127.0.0.1:{port}"
+
+        def serve() -> subprocess.Popen[bytes]:
+            proc = subprocess.Popen(
+                prometheus_command(config, data, port),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             wait_port(port, 120, proc, "prometheus")
-            url = f"http://127.0.0.1:{port}"
             ready(url, now, proc)
+            return proc
+
+        proc = serve()
+        modes = [m for m in args.modes.split(",") if m]
+        try:
+            if args.data is None and "recorded" in modes:
+                # The rules as if Prometheus had run them all week: promtool evaluates them
+                # against this Prometheus, a minute apart, and the server is restarted on
+                # the blocks (a rule loaded today records from today only, and is read raw).
+                t0 = time.perf_counter()
+                # From an hour before the history: a rule runs before the windows read begin.
+                first = int(world.start.timestamp()) // 60 * 60 - 3600
+                added = backfill_recording_rules(url, rules_file, first, int(now.timestamp()), data)
+                say(f"{added} blocks of recorded candidates ({time.perf_counter() - t0:.0f} s)")
+                stop(proc)
+                proc = serve()
             settle(url)
-            took, queries, leading = [], 0, None
-            slowest: dict[str, float] = {}
+            took: dict[str, list[float]] = {m: [] for m in modes}
+            queries: dict[str, int] = {}
+            recorded_reads: dict[str, int] = {}
+            ranking: dict[str, list[str]] = {}
+            leading: dict[str, str | None] = {}
+            slowest: dict[str, dict[str, float]] = {m: {} for m in modes}
             for run in range(args.runs):
+                for mode in modes:
 
-                async def once() -> tuple[float, int, str | None, list[tuple[str, float]]]:
-                    metrics = TimedMetrics(url)
-                    try:
-                        t = time.perf_counter()
-                        history = PrometheusPrecursorHistory(metrics, cfg, parallel=args.parallel)
-                        report = await answer(world, history, cfg)
-                        return (
-                            time.perf_counter() - t,
-                            metrics.queries,
-                            report.leading.name if report.leading else None,
-                            metrics.took,
-                        )
-                    finally:
-                        await metrics.close()
+                    async def once(
+                        recorded: bool,
+                    ) -> tuple[float, TimedMetrics, PrecursorReport]:
+                        metrics = TimedMetrics(url, recorded)
+                        try:
+                            t = time.perf_counter()
+                            history = PrometheusPrecursorHistory(
+                                metrics, cfg, parallel=args.parallel
+                            )
+                            report = await answer(world, history, cfg)
+                            return time.perf_counter() - t, metrics, report
+                        finally:
+                            await metrics.close()
 
-                seconds, queries, leading, each = asyncio.run(once())
-                took.append(seconds)
-                for kind in ("events", "windows", "around"):
-                    total = sum(t for k, t in each if k == kind)
-                    slowest[kind] = max(slowest.get(kind, 0.0), total)
-                say(
-                    f"run {run + 1}: {seconds:.2f} s, {queries} queries, leading {leading}; "
-                    + ", ".join(f"{k} {sum(t for kk, t in each if kk == k):.2f} s"
-                                for k in ("events", "windows", "around"))
-                )  # fmt: skip
+                    seconds, metrics, report = asyncio.run(once(mode == "recorded"))
+                    took[mode].append(seconds)
+                    queries[mode] = metrics.queries
+                    recorded_reads[mode] = metrics.recorded_reads
+                    ranking[mode] = [r.name for r in report.ranked[:5]]
+                    leading[mode] = report.leading.name if report.leading else None
+                    each = metrics.took
+                    for kind in READS:
+                        total = sum(t for k, t in each if k == kind)
+                        slowest[mode][kind] = max(slowest[mode].get(kind, 0.0), total)
+                    say(
+                        f"run {run + 1} {mode}: {seconds:.2f} s, {metrics.queries} queries "
+                        f"({metrics.recorded_reads} recorded), leading {leading[mode]}; "
+                        + ", ".join(f"{k} {sum(t for kk, t in each if kk == k):.2f} s"
+                                    for k in READS)
+                    )  # fmt: skip
         finally:
             stop(proc)
     return {
@@ -307,10 +360,15 @@ def timed(args: argparse.Namespace) -> dict[str, object]:
         "events": len(events),
         "nodes_read": len(read),
         "queries": queries,
+        "recorded_reads": recorded_reads,
         "leading": leading,
-        "seconds": [round(t, 2) for t in took],
-        "seconds_median": round(statistics.median(took), 2),
-        "query_seconds_summed_worst_run": {k: round(v, 2) for k, v in slowest.items()},
+        "top_5": ranking,
+        "same_leading": len(set(leading.values())) <= 1,
+        "seconds": {m: [round(t, 2) for t in ts] for m, ts in took.items()},
+        "seconds_median": {m: round(statistics.median(ts), 2) for m, ts in took.items() if ts},
+        "query_seconds_summed_worst_run": {
+            m: {k: round(v, 2) for k, v in kinds.items()} for m, kinds in slowest.items()
+        },
         "parallel": args.parallel,
         "peers": args.peers,
         "target_s": 5,
@@ -330,7 +388,12 @@ def main() -> None:
     )
     ap.add_argument("--prometheus", action="store_true", help="time one answer from Prometheus")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--parallel", type=int, default=4, help="candidate queries at once")
+    ap.add_argument("--parallel", type=int, default=PARALLEL, help="candidate queries at once")
+    ap.add_argument(
+        "--modes",
+        default="recorded,raw",
+        help="recorded (the rules' series, backfilled) and/or raw (as without the rules)",
+    )
     ap.add_argument("--peers", type=int, default=PrecursorsConfig().peers, help="peers read")
     ap.add_argument("--keep", type=Path, help="backfill into this folder and keep it")
     ap.add_argument("--data", type=Path, help="read a folder --keep made (with its --now)")

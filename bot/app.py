@@ -504,5 +504,6 @@ def prometheus_rule_groups(
         straggler_config(settings),
         windows=windows,
         regressions=regressions_config(settings),
+        precursors=precursors_config(settings),
         **intervals,
     )

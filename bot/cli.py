@@ -157,6 +157,7 @@ def _prometheus_rules(
             "window_interval_s": interval_s,
             "day_interval_s": interval_s,
             "pace_interval_s": interval_s,
+            "precursor_interval_s": interval_s,
         }
     )
     groups = prometheus_rule_groups(settings, extra, every)

@@ -21,6 +21,10 @@ The gauges a critical check reads (an Xid, a double-bit ECC error: a fault that 
 scrape) are not recorded but read raw, one sample a series, where a rule would hold the fault
 back until its next run (`READ_AT_THE_SCRAPE`).
 
+/hw-faults why's candidates (`precursor_rules`) are recorded per node every minute: a week
+of a candidate's lead-window extremes is then a range selector over recorded points, where raw
+Prometheus evaluates each rate at every minute of the week for every answer.
+
 A node selection (a hostlist, a job's nodes) reads the recorded fleet-wide rows through the
 same host-label matchers as the raw query: per-series and per-node results do not depend on
 which other nodes were asked about.
@@ -29,6 +33,7 @@ which other nodes were asked about.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +42,9 @@ import yaml
 
 from bot import metric_names as m
 from bot.models import Severity
+from bot.precursors.config import PrecursorsConfig
+from bot.precursors.models import Candidate
+from bot.precursors.rule import aggregated, unselected
 from bot.regressions.config import RegressionsConfig
 from bot.triage.checks import CHECKS, HealthConfig, enabled_checks, requests_for
 from bot.triage.stragglers import StragglerConfig, proxy_requests
@@ -120,6 +128,35 @@ def node_compute_query(cfg: StragglerConfig) -> str:
     evidence (a row a job and node, not a row a rank)."""
     by = ", ".join(dict.fromkeys([cfg.job_label, cfg.node_label, m.LABEL_INSTANCE]))
     return f"avg by ({by}) ({cfg.compute_metric})"
+
+
+PRECURSOR_GROUP = "meowbot-precursor-candidates"
+"""Not `meowbot-precursors`: that is the alert rule /hw-faults why proposes (rule.py)."""
+METRIC_IN_QUERY_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*(?=\{)")
+
+
+def candidate_query(candidate: Candidate) -> str:
+    """/hw-faults why's candidate on every node, per node (and part): the maximum, or the
+    minimum for a falling candidate. The adapter's own query with the nodes' matcher taken out
+    (bot/backends/prometheus_precursors.py: candidate_expr)."""
+    return aggregated(candidate, unselected(candidate.query))
+
+
+def candidate_record(candidate: Candidate) -> str:
+    """The recorded series of a candidate: named after the metric its query reads first."""
+    found = METRIC_IN_QUERY_RE.search(candidate.query)
+    return recorded_name(candidate_query(candidate), found.group(0) if found else "precursor")
+
+
+def precursor_rules(config: PrecursorsConfig) -> tuple[Rule, ...]:
+    """A rule a candidate of /hw-faults why (two candidates of one query share it)."""
+    out: dict[str, Rule] = {}
+    for c in config.candidate_list():
+        record = candidate_record(c)
+        metric = record.removeprefix(PREFIX).rsplit(":", 1)[0]
+        what = f"{c.name}, per node" + (f" and {c.by}" if c.by else "")
+        out.setdefault(record, Rule(record, candidate_query(c), metric, what))
+    return tuple(out.values())
 
 
 def recorded_name(expr: str, metric: str) -> str:
@@ -236,6 +273,8 @@ def rule_groups(
     day_interval_s: int = 240,
     pace_interval_s: int = 60,
     regressions: RegressionsConfig | None = None,
+    precursors: PrecursorsConfig | None = None,
+    precursor_interval_s: int = 60,
 ) -> list[RuleGroup]:
     """The recording rules for the enabled checks of `health`.
 
@@ -250,6 +289,9 @@ def rule_groups(
     With `regressions`, what /regressions reads over days: each node's values of every
     component's info metric, each job's nodes (a row a node, not a row a GPU or rank), and each
     node's compute time in each job (a row a job and node, not a row a rank).
+    With `precursors`, each candidate of /hw-faults why per node (and part), every minute at
+    most (the finder's resolution): a week of a candidate's lead-window extremes is then a
+    range selector over a node's recorded series, not a rate evaluated at every minute of it.
     An interval and the group's evaluation time must stay under Prometheus' 5-minute lookback,
     or the recorded rows and sentinels go stale between evaluations and the adapter reads raw.
     """
@@ -315,6 +357,10 @@ def rule_groups(
         recorded = {rule.record for group in groups for rule in group.rules}
         history = [rule for rule in history if rule.record not in recorded]
         groups.append(RuleGroup("meowbot-regressions", min(pace_interval_s, 60), tuple(history)))
+    if precursors is not None:
+        groups.append(
+            RuleGroup(PRECURSOR_GROUP, min(precursor_interval_s, 60), precursor_rules(precursors))
+        )
     for group in groups:
         if group.interval_s >= 300:
             raise ValueError(

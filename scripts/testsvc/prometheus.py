@@ -70,6 +70,39 @@ def prometheus_command(config: Path, data: Path, port: int) -> list[str]:
     ]
 
 
+def backfill_recording_rules(
+    url: str, rules: Path, start_s: int, end_s: int, data: Path, timeout_s: float = 900
+) -> int:
+    """Recording rules as if they had run all along from `start_s` to `end_s`: promtool
+    evaluates them against the Prometheus at `url` (each group at its interval, from
+    `start_s`) and writes the blocks, which are moved into `data`. The Prometheus serving
+    `data` must then be restarted to read them (it may overlap them with the raw blocks).
+    Returns how many blocks were added."""
+    out = data.parent / f"{data.name}-rules"
+    out.mkdir(exist_ok=True)
+    subprocess.run(
+        [
+            "promtool",
+            "tsdb",
+            "create-blocks-from",
+            "rules",
+            f"--url={url}",
+            f"--start={start_s}",
+            f"--end={end_s}",
+            f"--output-dir={out}",
+            "--quiet",
+            str(rules),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=timeout_s,
+    )
+    blocks = [b for b in out.iterdir() if (b / "meta.json").exists()]
+    for block in blocks:
+        block.rename(data / block.name)
+    return len(blocks)
+
+
 def _config(exporter_port: int, rules: Path) -> str:
     # JSON is YAML: no YAML writer needed.
     return json.dumps(

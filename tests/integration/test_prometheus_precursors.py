@@ -7,6 +7,12 @@ own exposition: node_exporter's transmit counter and load, DCGM's power and temp
 48 nodes. What `PrometheusPrecursorHistory` reads must be what the simulator knows it showed
 (`SimPrecursorHistory`): the same events, the same precursor found with about the same
 threshold, in a fixed number of queries whatever the events.
+
+meowbot's recording rules of three of the four candidates are backfilled as if Prometheus had
+run them all along (promtool evaluates them against this Prometheus, which is restarted on
+the blocks), and of the fourth (load) over the last day only: the recorded reads must rank
+the candidates exactly as the raw ones, and load, whose rule did not run over the window, is
+read raw.
 """
 
 from __future__ import annotations
@@ -18,11 +24,19 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from bot.backends.prometheus import PrometheusMetrics
 from bot.backends.prometheus_precursors import PrometheusPrecursorHistory
+from bot.backends.prometheus_rules import (
+    PRECURSOR_GROUP,
+    RuleGroup,
+    candidate_record,
+    precursor_rules,
+    rules_yaml,
+)
 from bot.backends.sim.hidden_precursors import HiddenPrecursor, PrecursorWorld
 from bot.backends.sim.precursor_history import SimPrecursorHistory
 from bot.precursors.config import DEFAULT_CANDIDATES, PrecursorsConfig
@@ -30,13 +44,21 @@ from bot.precursors.models import PrecursorReport
 from bot.precursors.ports import PrecursorHistory
 from bot.precursors.service import find_precursors
 from scripts.testsvc.common import free_port
-from scripts.testsvc.prometheus import prometheus_command
+from scripts.testsvc.prometheus import backfill_recording_rules, prometheus_command
 from tests.conftest import need_service
 
 DAYS = 3
 NAMES = tuple(f"gpu-{i:04d}" for i in range(48))
 READ = ("network transmit", "GPU power", "GPU temperature", "load")
 CONFIG = PrecursorsConfig(candidates=[c for c in DEFAULT_CANDIDATES if c.name in READ], peers=32)
+LATE = "load"
+"""Its rule was loaded a day ago: read raw over the window."""
+
+
+def _rules_file(path: Path, names: set[str]) -> Path:
+    cfg = PrecursorsConfig(candidates=[c for c in CONFIG.all_candidates() if c.name in names])
+    path.write_text(rules_yaml([RuleGroup(PRECURSOR_GROUP, 60, precursor_rules(cfg))]))
+    return path
 
 
 @dataclass(frozen=True)
@@ -99,6 +121,20 @@ def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backfilled]
     url = f"http://127.0.0.1:{port}"
     try:
         _ready(url, proc, now)
+        # From an hour before the history: a rule runs before the windows read begin.
+        start_s, end_s = int(world.start.timestamp()) // 60 * 60 - 3600, int(now.timestamp())
+        on_time = _rules_file(tmp / "rules.yml", set(READ) - {LATE})
+        late = _rules_file(tmp / "late.yml", {LATE})
+        assert backfill_recording_rules(url, on_time, start_s, end_s, data, timeout_s=300)
+        assert backfill_recording_rules(url, late, end_s - 86400, end_s, data, timeout_s=300)
+        proc.terminate()
+        proc.wait(timeout=10)
+        proc = subprocess.Popen(
+            prometheus_command(config, data, port),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        _ready(url, proc, now)
         yield Backfilled(url, world)
     finally:
         proc.terminate()
@@ -155,9 +191,85 @@ async def test_the_precursor_is_found_as_the_simulator_finds_it_in_bounded_queri
     assert got.leading.threshold == pytest.approx(want.leading.threshold, rel=0.1)
     assert {r.name for r in got.no_difference} == {r.name for r in want.no_difference}
     assert len(got.around) == len({e.node for e in got.events})
-    # The events, then one query a candidate for the windows and one around the events,
-    # then the leading candidate on every node now: 1 + 4 + 4 + 1.
-    assert metrics.queries == 10
+    # The events; which rules ran lately, then one query a candidate for the windows, and
+    # again around the events; then which rule ran lately and the leading candidate on every
+    # node now. Load's rule ran over the last day only: its recorded windows are refused and
+    # read raw (one query more each time).
+    # 1 + (1 + 4) + (1 + 4) + (1 + 1) = 13 and one more for each refused recorded read: load's
+    # windows, and its minutes around the events if any were read from before its rule ran.
+    refused = 4 + 4 + 1 - metrics.recorded_reads
+    assert metrics.queries == 13 + refused
+    assert 1 <= refused <= 2
+
+
+def _table(report: PrecursorReport) -> list[tuple[object, ...]]:
+    return [(r.name, r.claimed, r.no_difference) for r in report.ranked]
+
+
+async def test_the_recorded_and_the_raw_reads_rank_the_candidates_alike(
+    backfilled: Backfilled,
+) -> None:
+    world = backfilled.world
+    reports = {}
+    for recorded in (True, False):
+        metrics = PrometheusMetrics(backfilled.url, recorded=recorded)
+        try:
+            history = PrometheusPrecursorHistory(metrics, CONFIG)
+            reports[recorded] = await _find(history, world, "unexpected_reboot")
+        finally:
+            await metrics.close()
+        assert (metrics.recorded_reads > 0) is recorded
+    got, raw = reports[True], reports[False]
+    assert got.leading is not None and got.leading.name == "network transmit (eth0)"
+    # The same order, claims and no-differences. promtool, as a live server, runs the rules at
+    # the group's own second of each minute, so a recorded point is the candidate up to a
+    # minute before the raw one at the same step: the same windows' counts, thresholds and
+    # lead times within that minute.
+    assert _table(got) == _table(raw)
+    for a, b in zip(got.ranked, raw.ranked, strict=True):
+        assert abs(a.preceded - b.preceded) <= 1
+        assert [r.windows for r in a.references] == [r.windows for r in b.references]
+    assert raw.leading is not None and got.leading.preceded == raw.leading.preceded
+    assert got.leading.threshold == pytest.approx(raw.leading.threshold, rel=0.1)
+    assert {s.node for s in got.around} == {s.node for s in raw.around}
+    assert {n for n, _ in got.crossing_now} == {n for n, _ in raw.crossing_now}
+
+
+async def test_without_the_rules_every_read_is_raw_in_as_few_queries(
+    backfilled: Backfilled,
+) -> None:
+    metrics = PrometheusMetrics(backfilled.url, recorded=False)
+    try:
+        history = PrometheusPrecursorHistory(metrics, CONFIG)
+        await _find(history, backfilled.world, "unexpected_reboot")
+    finally:
+        await metrics.close()
+    # The events, one query a candidate for the windows and one around the events, the
+    # leading candidate on every node now: 1 + 4 + 4 + 1.
+    assert metrics.queries == 10 and metrics.recorded_reads == 0
+
+
+async def test_a_rule_named_for_another_query_is_not_read(backfilled: Backfilled) -> None:
+    metrics = PrometheusMetrics(backfilled.url)
+    history = PrometheusPrecursorHistory(metrics, CONFIG)
+    names = {candidate_record(c) for c in CONFIG.candidate_list()}
+    other = PrecursorsConfig(
+        candidates=[
+            c.model_copy(update={"query": c.query.replace("[2m]", "[3m]")})
+            for c in CONFIG.all_candidates()
+            if c.name == "network transmit"
+        ]
+    ).candidate_list()
+    try:
+        assert candidate_record(other[0]) not in names
+        end = backfilled.world.end
+        series = await history.windows(
+            other, nodes=NAMES[:4], start=end - timedelta(hours=6), end=end, lead_s=600
+        )
+    finally:
+        await metrics.close()
+    # No rule of its query ran: one look for it, then the raw read.
+    assert series and metrics.queries == 2 and metrics.recorded_reads == 0
 
 
 async def test_xids_with_nothing_before_them_claim_nothing(backfilled: Backfilled) -> None:

@@ -245,3 +245,43 @@ def test_the_prometheus_queries_select_the_nodes_and_stay_within_11000_steps() -
     # A week's events in one query a candidate; two weeks' in two.
     assert [len(c) for c in chunked(spans[:4], 60)] == [4]
     assert [len(c) for c in chunked(spans, 60)] == [5, 1]
+
+
+def test_the_recorded_reads_ask_the_rules_series_and_check_that_it_ran_all_along() -> None:
+    from bot.backends.prometheus_precursors import (
+        covered,
+        masked_steps,
+        recorded_extremes_expr,
+        recorded_selector,
+    )
+    from bot.backends.prometheus_rules import candidate_record
+
+    name = candidate_record(CLOCK)
+    assert recorded_selector(CLOCK, None) == f'{name}{{meowbot_recorded=""}}'
+    assert recorded_extremes_expr(CLOCK, ["gpu-0001"], 600) == (
+        f'min_over_time({name}{{Hostname=~"(gpu\\\\-0001)"}}[600s]) '
+        f'or count_over_time({name}{{meowbot_recorded!=""}}[600s])'
+    )
+    assert masked_steps([(100, 200), (150, 300), (500, 600)], 60, 600, 60) == {
+        120.0,
+        180.0,
+        240.0,
+        300.0,
+        540.0,
+        600.0,
+    }
+
+    def sentinel(counts: dict[float, float]) -> dict[str, object]:
+        values = [[t, str(v)] for t, v in sorted(counts.items())]
+        return {"metric": {"meowbot_recorded": "60"}, "values": values}
+
+    data = {"metric": {"Hostname": "gpu-0001"}, "values": [[600, "1"], [1200, "2"]]}
+    steps = {600.0, 1200.0}
+    assert covered([data, sentinel({600: 11, 1200: 10})], steps, 600) == [data]
+    # A rule that missed three of its ten runs in a window, or none at a step: read raw.
+    assert covered([data, sentinel({600: 11, 1200: 7})], steps, 600) is None
+    assert covered([data, sentinel({600: 11})], steps, 600) is None
+    assert covered([data], steps, 600) is None
+    # Around the events: a run within each minute read.
+    assert covered([data, sentinel({600: 1, 1200: 1})], steps, 60) == [data]
+    assert covered([data, sentinel({600: 1, 1200: 0})], steps, 60) is None

@@ -7,8 +7,11 @@ import yaml
 
 from bot import metric_names as m
 from bot.backends.prometheus import PrometheusMetrics, fresh_rules, query_for
+from bot.backends.prometheus_precursors import candidate_expr
 from bot.backends.prometheus_rules import (
+    PRECURSOR_GROUP,
     SENTINEL_LABEL,
+    candidate_record,
     recorded_name,
     rule_groups,
     rules_yaml,
@@ -17,6 +20,7 @@ from bot.backends.prometheus_rules import (
 )
 from bot.cli import main
 from bot.models import Severity
+from bot.precursors.config import CandidateConfig, PrecursorsConfig
 from bot.triage.checks import CHECKS, HealthConfig, requests_for
 from bot.triage.stragglers import StragglerConfig
 from bot.triage.table import MetricRequest, Reading
@@ -135,3 +139,47 @@ def test_the_cli_prints_the_rules(
     assert windows == [3600, 21600, 86400]
     assert {g["interval"] for g in doc["groups"]} == {"45s"}
     assert main(["prometheus-rules", "--window", "forever"]) == 2
+
+
+def test_each_precursor_candidate_is_recorded_every_minute_as_the_adapter_asks_for_it() -> None:
+    cfg = PrecursorsConfig()
+    groups = rule_groups(HEALTH, precursors=cfg, precursor_interval_s=90)
+    (group,) = [
+        g for g in yaml.safe_load(rules_yaml(groups))["groups"] if g["name"] == PRECURSOR_GROUP
+    ]
+    # Never slower than the finder's minute: a recorded point a minute, as the raw read.
+    assert group["interval"] == "60s"
+    records = _records([group])
+    assert len(records) == len(cfg.candidate_list()) == 12
+    for c in cfg.candidate_list():
+        name = candidate_record(c)
+        # Every node's per-node (and per-part) maximum: the adapter's query, no node matcher.
+        assert records[name] == (
+            f"({candidate_expr(c, None)}) or "
+            f'label_replace(vector(time()), "{SENTINEL_LABEL}", "60", "", "")'
+        )
+        assert "$nodes" not in records[name]
+    transmit = next(c for c in cfg.candidate_list() if c.name == "network transmit")
+    assert candidate_record(transmit).startswith("meowbot:node_network_transmit_bytes_total:")
+    assert records[candidate_record(transmit)].startswith(
+        "(max by (instance, device) (rate(node_network_transmit_bytes_total{"
+    )
+    clock = next(c for c in cfg.candidate_list() if c.name == "SM clock")
+    assert records[candidate_record(clock)].startswith("(min by (Hostname) (DCGM_FI_DEV_SM_CLOCK))")
+    # A candidate whose query changed is another series: the old rule is not read for it.
+    five = CandidateConfig(
+        name="network transmit",
+        query=transmit.query.replace("[2m]", "[5m]"),
+        unit="Gbps",
+        by="device",
+    ).candidate()
+    assert candidate_record(five) not in records
+    # Without the section (or before it is configured), no precursor group.
+    assert PRECURSOR_GROUP not in [g.name for g in rule_groups(HEALTH)]
+
+
+def test_two_candidates_of_one_query_share_one_rule() -> None:
+    twin = CandidateConfig(name="load again", query="node_load1{$nodes}")
+    groups = rule_groups(HEALTH, precursors=PrecursorsConfig(add=[twin]))
+    (group,) = [g for g in groups if g.name == PRECURSOR_GROUP]
+    assert len(group.rules) == 12  # "load" reads node_load1{$nodes} too
