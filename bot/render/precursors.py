@@ -168,7 +168,9 @@ def render_answer(report: PrecursorReport) -> SlackMessage:
     nothing = report.no_difference
     if nothing:
         names = ", ".join(escape(r.name) for r in nothing)
-        msg.context(f"No difference: {names}")
+        # With too few events, "no difference" would claim more than was shown.
+        label = "Not told apart with so few events" if report.thin else "No difference"
+        msg.context(f"{label}: {names}")
     if report.missing:
         msg.context(f"No data: {', '.join(escape(c) for c in report.missing)}")
     return msg.build()

@@ -75,6 +75,9 @@ def test_few_events_say_the_evidence_is_thin_and_one_says_it_is_not_evidence() -
     report = _find(world, "xid")
     assert report.thin and report.leading is None
     assert "The evidence is thin" in _text(report)
+    # Nor is a candidate said to make no difference on so few.
+    assert "Not told apart with so few events:" in _text(report)
+    assert "No difference:" not in _text(report)
     one = _find(world, "xid", nodes=(world.events[0].node,))
     assert len(one.events) == 1 and "One event is not evidence" in _text(one)
 
