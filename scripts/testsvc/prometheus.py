@@ -45,7 +45,7 @@ READY_METRIC = "DCGM_FI_DEV_GPU_TEMP"  # not backfilled: only the live scrape br
 HISTORY_TIMEOUT_S = 180.0  # 128 nodes on 2 busy cores: about 45 s seen
 BACKFILL_TIMEOUT_S = 180.0
 SCRAPE_TIMEOUT_S = 60.0  # the first scrapes of 144 targets, on a loaded 2-core machine
-RULES_TIMEOUT_S = 60.0  # every rule meowbot prints (the precursor candidates added 12) on 2 busy cores
+RULES_TIMEOUT_S = 60.0  # every rule meowbot prints, on 2 busy cores
 RULES_INTERVAL_S = 1
 SENTINELS = '{meowbot_recorded!=""}'  # bot/backends/prometheus_rules.py: one a rule
 
