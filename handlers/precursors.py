@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import time
 from datetime import UTC, datetime, timedelta
 
 from slack_sdk.errors import SlackApiError
@@ -28,11 +27,10 @@ from bot.render.blocks import error as error_message
 from bot.render.precursor_chart import precursor_chart
 from bot.render.precursors import kind_words, render_answer, render_detail, render_progress
 from bot.triage.targets import BadInput
-from handlers.reply import Asker, post_message, update_message
+from handlers.reply import Asker, ProgressEdits, post_message, update_message
 
 log = logging.getLogger(__name__)
 
-EDIT_EVERY_S = 1.5
 """Progress edits at most this often: chat.update is rate limited per channel."""
 
 NOT_CONFIGURED = (
@@ -41,32 +39,11 @@ NOT_CONFIGURED = (
 )
 
 
-class _Progress:
-    def __init__(self, client: AsyncWebClient, channel: str, ts: str, ask: WhyAsk) -> None:
-        self.client, self.channel, self.ts, self.ask = client, channel, ts, ask
-        self.last = 0.0
-
-    async def __call__(self, step: str) -> None:
-        now = time.monotonic()
-        if now - self.last < EDIT_EVERY_S:
-            return
-        self.last = now
-        try:
-            await update_message(
-                self.client,
-                self.channel,
-                self.ts,
-                render_progress(self.ask.kind, self.ask.window_s, step),
-            )
-        except SlackApiError as exc:
-            log.warning("progress edit failed", extra={"error": exc.response.get("error")})
-
-
 def _known(deps: Deps, ask: WhyAsk) -> str | None:
     """A sentence when the asked nodes are not the fleet's, else None."""
     if ask.nodes is None:
         return None
-    names = set(deps.triage.inventory.names())
+    names = deps.triage.known()
     unknown = [n for n in ask.nodes if n not in names]
     if len(unknown) == len(ask.nodes):
         return f"I don't know a node `{unknown[0][:60]}`."
@@ -133,7 +110,13 @@ async def run(
                 "thread. The answer follows here."
             )
         )
-    progress = _Progress(client, channel, ts, ask) if ts is not None else None
+    progress = (
+        ProgressEdits(
+            client, channel, ts, lambda step: render_progress(ask.kind, ask.window_s, step)
+        )
+        if ts is not None
+        else None
+    )
     try:
         recorded = await _recorded(deps, ask)
         report = await find_precursors(

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
@@ -34,11 +33,10 @@ from bot.regressions.service import find_regressions
 from bot.render.blocks import error as error_message
 from bot.render.regression_chart import regressions_chart
 from bot.render.regressions import render_answer, render_detail, render_progress, when
-from handlers.reply import Asker, Misread, Private, post_message, update_message
+from handlers.reply import Asker, Misread, Private, ProgressEdits, post_message, update_message
 
 log = logging.getLogger(__name__)
 
-EDIT_EVERY_S = 1.5
 """Progress edits at most this often: chat.update is rate limited per channel."""
 
 NOT_CONFIGURED = (
@@ -55,30 +53,6 @@ def _what(ask: RegressionsAsk) -> str:
 def chart_png(report: RegressionReport) -> bytes:
     title = f"Rollouts and training pace, {when(report.start)} to {when(report.end)}"
     return regressions_chart(report, title=title)
-
-
-class _Progress:
-    """Edits the posted message with each step the finder reports, at most every
-    EDIT_EVERY_S; a failed edit is logged and the answer still comes."""
-
-    def __init__(self, client: AsyncWebClient, channel: str, ts: str, ask: RegressionsAsk):
-        self.client, self.channel, self.ts, self.ask = client, channel, ts, ask
-        self.last = 0.0
-
-    async def __call__(self, step: str) -> None:
-        now = time.monotonic()
-        if now - self.last < EDIT_EVERY_S:
-            return
-        self.last = now
-        try:
-            await update_message(
-                self.client,
-                self.channel,
-                self.ts,
-                render_progress(_what(self.ask), self.ask.window, step),
-            )
-        except SlackApiError as exc:
-            log.warning("progress edit failed", extra={"error": exc.response.get("error")})
 
 
 async def run(
@@ -110,7 +84,13 @@ async def run(
                 "thread. The answer follows here."
             )
         )
-    progress = _Progress(client, channel, ts, ask) if ts is not None else None
+    progress = (
+        ProgressEdits(
+            client, channel, ts, lambda step: render_progress(_what(ask), ask.window, step)
+        )
+        if ts is not None
+        else None
+    )
     try:
         # The components not asked about are read too: a kernel rollout that came with a new
         # image must be named as confounded, not credited with the image's effect.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -116,6 +117,32 @@ async def update_message(
         await client.chat_postMessage(
             channel=channel, text=message.text, blocks=chunk, thread_ts=ts
         )
+
+
+EDIT_EVERY_S = 1.5
+"""How often a slow answer's progress message is edited at most: Slack allows about one
+chat.update a second a channel."""
+
+
+class ProgressEdits:
+    """Edits a posted message with each step a slow answer reports, at most every
+    EDIT_EVERY_S; a failed edit is logged and the answer still comes."""
+
+    def __init__(
+        self, client: AsyncWebClient, channel: str, ts: str, render: Callable[[str], SlackMessage]
+    ) -> None:
+        self.client, self.channel, self.ts, self.render = client, channel, ts, render
+        self.last = 0.0
+
+    async def __call__(self, step: str) -> None:
+        now = time.monotonic()
+        if now - self.last < EDIT_EVERY_S:
+            return
+        self.last = now
+        try:
+            await update_message(self.client, self.channel, self.ts, self.render(step))
+        except SlackApiError as exc:
+            log.warning("progress edit failed", extra={"error": exc.response.get("error")})
 
 
 async def post_ephemeral(
