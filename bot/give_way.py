@@ -46,11 +46,6 @@ def release() -> None:
             _clear.set()
 
 
-def holding() -> int:
-    """Acks on their way now, across every bot in the process."""
-    return _count
-
-
 def on_worker() -> None:
     """Marks the calling thread as a worker that gives way (a thread pool's initializer)."""
     _local.gives_way = True
