@@ -288,3 +288,34 @@ def test_backend_side_filters_are_comparisons_only() -> None:
     assert q == "(node_infiniband_state_id) != 4"
     with pytest.raises(ValueError):
         query_for(MetricRequest("up", Reading.VALUE, "> 0 or vector(1)"), None, 60, "node")
+
+
+def test_missing_gpus_found_from_short_nodes_and_nan_rows_with_node_rows() -> None:
+    """The per-node count reads only short nodes and nodes with a NaN row; a full node with
+    every GPU present is not a fault, wherever its rows sit."""
+    from bot.triage.checks import GPU_COUNT_REQUEST
+    from bot.triage.table import Column, Table
+
+    nan = float("nan")
+    full = [40.0] * 8
+    one_gone = [40.0] * 5 + [nan] + [40.0] * 2
+    short = [40.0] * 7
+    values = [*full, *one_gone, *short, *full]
+    nodes = ["n1"] * 8 + ["n2"] * 8 + ["n3"] * 7 + ["n4"] * 8
+    gpus = [*range(8), *range(8), *range(7), *range(8)]
+    col = Column(
+        name=m.DCGM_FI_DEV_GPU_TEMP,
+        values=values,
+        node=lambda i: nodes[i],
+        labels=lambda i: {"gpu": str(gpus[i]), "Hostname": nodes[i]},
+        node_rows=[0, 8, 16, 23],
+    )
+    table = Table(
+        at=datetime(2026, 1, 1, tzinfo=UTC),
+        window_s=600,
+        columns={GPU_COUNT_REQUEST.key: col},
+    )
+    check = next(c for c in CHECKS if c.kind is FaultKind.GPU_MISSING)
+    run = run_checks(table, HealthConfig(), [check])
+    found = {(f.node, f.gpu) for f in run.faults}
+    assert found == {("n2", 5), ("n3", 7)}
