@@ -4,7 +4,9 @@ Top: the headline rollout's jobs, each aligned on its own switch (the moment its
 joined the new cohort), as the percent change of its pace from its own median before: a step
 at zero hours that the jobs share is the regression; jobs that merely drift do not line up.
 Bottom: every rollout's effect with its 95 % interval and the margin it had to clear, each
-job's own effect as a faint dot behind it, so a claim resting on three jobs looks like it.
+job's own effect as a faint dot behind it, so a claim resting on three jobs looks like it; under
+it, where jobs ran on both cohorts at once, the per-node evidence at the same work (a diamond
+with its own interval) and whether the two agree.
 
 Same conventions as bot/render/charts.py (bare `Figure`, opaque light card, Okabe-Ito).
 """
@@ -13,14 +15,14 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, TypeGuard
 
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from bot.regressions.models import Finding, RegressionReport, Verdict
+from bot.regressions.models import Finding, RegressionReport, SameWork, Verdict
 from bot.render.charts import BACKGROUND, GRID, TEXT, _empty, _png, _style
 from bot.render.regressions import digits, ordered
 
@@ -39,6 +41,7 @@ VERDICT_COLOUR: Final = {
 JOB_COLOUR: Final = "#0072B2"  # blue, faint: one line a job
 MEDIAN_COLOUR: Final = "#1A1A1A"
 MARGIN_COLOUR: Final = "#E0E0E0"
+SAME_WORK_COLOUR: Final = "#CC79A7"  # reddish purple: the per-node evidence
 
 
 def headline(report: RegressionReport) -> Finding | None:
@@ -240,6 +243,7 @@ def _effects_panel(ax: Axes, findings: Sequence[Finding]) -> None:
             capsize=4,
             linewidth=2,
         )
+        _same_work_marker(ax, f, y, first=not any(g.same_work for g in findings[:row]))
         # Above its point, not past the interval's end: there it runs off the panel.
         ax.text(
             f.effect_pct,
@@ -254,6 +258,7 @@ def _effects_panel(ax: Axes, findings: Sequence[Finding]) -> None:
     ax.set_yticks(range(n), [_label(f) for f in reversed(findings)], fontsize=8)
     ax.set_ylim(-0.7, n - 0.3)
     spans = [x for f in findings for x in (f.low_pct, f.high_pct)]
+    spans += [x for f in findings if _drawn(f.same_work) for x in _span(f.same_work)]
     lo, hi = min(-1.0, *spans), max(1.0, *spans)
     pad = 0.15 * (hi - lo)
     ax.set_xlim(lo - pad, hi + pad)  # job dots beyond it are cut: the interval is the point
@@ -269,6 +274,45 @@ def _effects_panel(ax: Axes, findings: Sequence[Finding]) -> None:
         labelcolor=TEXT,
         borderaxespad=0.2,
         fontsize=9,
+    )
+
+
+def _drawn(same: SameWork | None) -> TypeGuard[SameWork]:
+    return same is not None and same.verdict is not Verdict.TOO_FEW
+
+
+def _span(same: SameWork) -> tuple[float, float]:
+    return same.low_pct, same.high_pct
+
+
+def _same_work_marker(ax: Axes, f: Finding, y: float, *, first: bool) -> None:
+    """The per-node evidence under the pace's point: a diamond with its own interval, so the
+    eye sees at once whether the two lines of evidence meet."""
+    same = f.same_work
+    if not _drawn(same):
+        return
+    ax.errorbar(
+        [same.effect_pct],
+        [y - 0.25],
+        xerr=[[same.effect_pct - same.low_pct], [same.high_pct - same.effect_pct]],
+        fmt="D",
+        color=SAME_WORK_COLOUR,
+        markersize=5,
+        capsize=3,
+        linewidth=1.2,
+        label="per node at the same work" if first else None,
+    )
+    words = "agrees" if same.agrees else "disagrees"
+    # Under its diamond, centred as the pace's words are above its point: past the interval's
+    # end it runs off the panel.
+    ax.text(
+        same.effect_pct,
+        y - 0.33,
+        f"per node {same.effect_pct:+.{digits(f)}f} % ({words}, {same.jobs} jobs)",
+        color=SAME_WORK_COLOUR,
+        ha="center",
+        va="top",
+        fontsize=8,
     )
 
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from matplotlib import image as mimage
 
-from bot.regressions.models import RegressionReport, Verdict
+from bot.regressions.models import RegressionReport, SameWork, Verdict
 from bot.render.charts import MAX_BYTES
 from bot.render.regression_chart import _figure, headline, regressions_chart
 from tests.unit.regression_samples import END, START, monday_report, quiet_report
@@ -75,3 +75,27 @@ def test_the_headline_is_a_clean_claim_before_a_costlier_confounded_one() -> Non
     kernel, driver = report.findings[0], report.findings[1]
     costly = replace(driver, gpu_days_per_week=50.0)
     assert headline(replace(report, findings=(costly, kernel))) is kernel
+
+
+def test_the_per_node_evidence_is_drawn_under_its_rollout_and_says_if_it_agrees() -> None:
+    report = monday_report()
+    first, second, *rest = report.findings
+    agrees = SameWork(
+        Verdict.REGRESSION, 2.0, 1.6, 2.4, jobs=12, nodes_new=80, nodes_old=90, agrees=True
+    )
+    differs = SameWork(
+        Verdict.NO_EFFECT, 0.1, -0.3, 0.5, jobs=5, nodes_new=9, nodes_old=30, agrees=False
+    )
+    drawn = replace(
+        report,
+        findings=(replace(first, same_work=agrees), replace(second, same_work=differs), *rest),
+    )
+    said = texts(drawn)
+    assert "per node +2.0 % (agrees, 12 jobs)" in said
+    assert "per node +0.1 % (disagrees, 5 jobs)" in said
+    legend = _figure(drawn, title="t").axes[1].get_legend()
+    assert legend is not None
+    entries = [t.get_text() for t in legend.get_texts()]
+    assert entries.count("per node at the same work") == 1  # one entry, not one a rollout
+    assert "per node" not in texts(report)
+    assert regressions_chart(drawn, title="t").startswith(b"\x89PNG")
