@@ -73,6 +73,8 @@ class Fleet:
     switch: dict[str, datetime] = field(default_factory=dict)
     """Each node's kernel change (nodes that never changed are absent)."""
     rollout_start: datetime = START
+    true_effects: dict[str, float] = field(default_factory=dict)
+    """Each job's own true effect (the spec's, spread across jobs), as a fraction."""
 
     @property
     def start(self) -> datetime:
@@ -139,6 +141,7 @@ def generate(spec: FleetSpec, seed: int) -> Fleet:
     phase = rng.uniform(0, 2 * np.pi)
     node_switch = np.where(moved, at_s, np.inf)
     paces: list[JobPace] = []
+    true_effects: dict[str, float] = {}
     first, job_no = 0, 0
     while first < spec.nodes:
         size = min(int(rng.choice(spec.block_sizes)), spec.nodes - first)
@@ -157,6 +160,7 @@ def generate(spec: FleetSpec, seed: int) -> Fleet:
                 continue
             t = grid_t[lo:hi]
             effect = spec.effect * (1 + spec.effect_spread * float(rng.standard_normal()))
+            true_effects[str(100000 + job_no)] = effect
             y = float(rng.uniform(0.5, 5.0)) * (1 + effect * (t >= block_switch))
             if spec.image_effect is not None and block.start < spec.image_share * spec.nodes:
                 y = y * (1 + spec.image_effect * (t >= block_switch))
@@ -184,4 +188,4 @@ def generate(spec: FleetSpec, seed: int) -> Fleet:
                     gpus=8 * size,
                 )
             )
-    return Fleet(spec, spans, paces, switch, START + timedelta(hours=begin_h))
+    return Fleet(spec, spans, paces, switch, START + timedelta(hours=begin_h), true_effects)
