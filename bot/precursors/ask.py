@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.triage.targets import DURATION_RE, BadInput, expand_nodes
+from bot.triage.targets import DURATION_RE, BadInput, expand_nodes, take_since
 
 WHY_WORD = "why"
 DEFAULT_WINDOW_S = 7 * 86400.0
@@ -46,7 +46,7 @@ def _window(word: str) -> float:
 
 def parse_why(text: str, kinds: tuple[str, ...]) -> WhyAsk:
     """The words after `why`: a kind first, then at most one node or hostlist and `--since`."""
-    words = text.split()
+    words, since = take_since(text, "7d")
     if not words:
         raise BadInput(
             "Name a kind of fault: `/hw-faults why unexpected_reboot`. Kinds: "
@@ -58,22 +58,8 @@ def parse_why(text: str, kinds: tuple[str, ...]) -> WhyAsk:
         shown = ", ".join(f"`{k}`" for k in kinds[:MAX_KINDS_SAID])
         more = " and the other kinds `/hw-faults help` lists" if len(kinds) > MAX_KINDS_SAID else ""
         raise BadInput(f"I cannot look back at `{words[0][:40]}` faults; I can for {shown}{more}.")
-    nodes: tuple[str, ...] | None = None
-    window = DEFAULT_WINDOW_S
-    i = 1
-    while i < len(words):
-        word = words[i]
-        if word in {"--since", "-s"}:
-            if i + 1 >= len(words):
-                raise BadInput("`--since` needs a duration, e.g. `--since 7d`.")
-            window = _window(words[i + 1])
-            i += 2
-            continue
-        if word.startswith("--since="):
-            window = _window(word.split("=", 1)[1])
-        elif nodes is None:
-            nodes = tuple(expand_nodes(word))
-        else:
-            raise BadInput(f"I read `{word[:40]}` as a second hostlist; give one.")
-        i += 1
+    window = _window(since) if since is not None else DEFAULT_WINDOW_S
+    if len(words) > 2:
+        raise BadInput(f"I read `{words[2][:40]}` as a second hostlist; give one.")
+    nodes = tuple(expand_nodes(words[1])) if len(words) == 2 else None
     return WhyAsk(kind, nodes, window)

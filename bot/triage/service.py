@@ -43,7 +43,7 @@ from bot.triage.repeats import (
 )
 from bot.triage.resumes import apply_resume_memory
 from bot.triage.stragglers import StragglerConfig
-from bot.triage.targets import BadInput, expand_nodes, parse_duration, parse_kinds
+from bot.triage.targets import BadInput, expand_nodes, parse_duration, parse_kinds, take_since
 from bot.triage.verdict import fault_level, verdicts
 
 log = logging.getLogger(__name__)
@@ -386,23 +386,13 @@ def parse_faults_args(
     text: str,
 ) -> tuple[list[str] | None, frozenset[FaultKind] | None, float | None, bool]:
     """`[repeat] [node|hostlist|kind] [--since 24h]` -> (nodes, kinds, window, repeat)."""
-    words = text.split()
-    window: float | None = None
+    words, since = take_since(text, "24h")
+    window = parse_duration(since) if since is not None else None
     repeat = False
     nodes: list[str] | None = None
     kinds: frozenset[FaultKind] | None = None
-    i = 0
-    while i < len(words):
-        word = words[i]
-        if word in {"--since", "-s"}:
-            if i + 1 >= len(words):
-                raise BadInput("`--since` needs a duration, e.g. `--since 24h`.")
-            window = parse_duration(words[i + 1])
-            i += 2
-            continue
-        if word.startswith("--since="):
-            window = parse_duration(word.split("=", 1)[1])
-        elif word.lower() in {REPEAT_WORD, "repeats"}:
+    for word in words:
+        if word.lower() in {REPEAT_WORD, "repeats"}:
             repeat = True
         elif (found := parse_kinds(word)) is not None:
             kinds = found if kinds is None else kinds | found
@@ -410,7 +400,6 @@ def parse_faults_args(
             nodes = expand_nodes(word)
         else:
             raise BadInput(f"I read `{word[:40]}` as a second hostlist; give one.")
-        i += 1
     return nodes, kinds, window, repeat
 
 

@@ -99,3 +99,26 @@ def parse_duration(text: str) -> float:
     if not 60 <= seconds <= MAX_WINDOW_S:
         raise BadInput("The window must be between 1 minute and 7 days.")
     return float(seconds)
+
+
+def take_since(text: str, example: str) -> tuple[list[str], str | None]:
+    """`text`'s words without its `--since D` (`-s D`, `--since=D`), and D (None if absent),
+    for every command that takes a window: each checks D against its own range."""
+    words = text.split()
+    rest: list[str] = []
+    since: str | None = None
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word in {"--since", "-s"}:
+            if i + 1 >= len(words):
+                raise BadInput(f"`--since` needs a duration, e.g. `--since {example}`.")
+            since = words[i + 1]
+            i += 2
+            continue
+        if word.startswith("--since="):
+            since = word.split("=", 1)[1]
+        else:
+            rest.append(word)
+        i += 1
+    return rest, since
