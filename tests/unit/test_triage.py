@@ -319,3 +319,26 @@ def test_missing_gpus_found_from_short_nodes_and_nan_rows_with_node_rows() -> No
     run = run_checks(table, HealthConfig(), [check])
     found = {(f.node, f.gpu) for f in run.faults}
     assert found == {("n2", 5), ("n3", 7)}
+
+
+def test_since_is_read_the_same_by_every_command_that_takes_it() -> None:
+    from bot.precursors.ask import parse_why
+    from bot.triage.service import parse_faults_args
+    from bot.triage.targets import take_since
+
+    assert take_since("gpu-[01-02] --since 3d", "7d") == (["gpu-[01-02]"], "3d")
+    assert take_since("-s 2h xid", "7d") == (["xid"], "2h")
+    assert take_since("--since=36h", "7d") == ([], "36h")
+    assert take_since("xid", "7d") == (["xid"], None)
+    with pytest.raises(BadInput, match=r"`--since` needs a duration, e\.g\. `--since 24h`"):
+        parse_faults_args("xid --since")
+    with pytest.raises(BadInput, match="`--since 7d`"):
+        parse_why("unexpected_reboot --since", ("unexpected_reboot",))
+    assert parse_faults_args("--since 2h gpu-0001")[0] == ["gpu-0001"]
+    assert parse_faults_args("--since 2h gpu-0001")[2] == 7200.0
+    why = parse_why("unexpected_reboot -s 3d gpu-[0001-0002]", ("unexpected_reboot",))
+    assert (why.nodes, why.window_s) == (("gpu-0001", "gpu-0002"), 3 * 86400.0)
+    with pytest.raises(BadInput, match="second hostlist"):
+        parse_why("unexpected_reboot gpu-0001 gpu-0002", ("unexpected_reboot",))
+    with pytest.raises(BadInput, match="second hostlist"):
+        parse_faults_args("gpu-0001 gpu-0002")
