@@ -36,15 +36,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -72,10 +69,10 @@ from bot.backends.sim.precursor_history import SimPrecursorHistory  # noqa: E402
 from bot.precursors.config import PrecursorsConfig  # noqa: E402
 from bot.precursors.models import PrecursorReport  # noqa: E402
 from bot.precursors.service import find_precursors, pick_peers  # noqa: E402
-from scripts.testsvc.common import free_port, stop, wait_port  # noqa: E402
 from scripts.testsvc.prometheus import (  # noqa: E402
+    BackfilledPrometheus,
+    backfill_openmetrics,
     backfill_recording_rules,
-    prometheus_command,
 )
 
 KIND = "unexpected_reboot"
@@ -210,44 +207,6 @@ def what(promql: str) -> str:
     return "events"
 
 
-def blocks_loaded(url: str) -> int:
-    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
-        for line in r.read().decode().splitlines():
-            if line.startswith("prometheus_tsdb_blocks_loaded "):
-                return int(float(line.split()[1]))
-    return -1
-
-
-def settle(url: str, most: int = 12, timeout_s: float = 900) -> None:
-    """Wait for Prometheus to compact the backfill's 2 h blocks into the few large ones a
-    week-old server holds (as bench/regressions_prometheus.py does)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError, ValueError):
-            if 0 < blocks_loaded(url) <= most:
-                break
-        time.sleep(5)
-    time.sleep(10)
-    say(f"{blocks_loaded(url)} blocks loaded")
-
-
-def ready(url: str, at: datetime, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError("Prometheus exited")
-        try:
-            q = urllib.request.urlopen(
-                f"{url}/api/v1/query?query=count(node_boot_time_seconds)&time={at.timestamp()}"
-            )
-            if json.load(q)["data"]["result"]:
-                return
-        except OSError:
-            pass
-        time.sleep(1)
-    raise RuntimeError("Prometheus never answered")
-
-
 def timed(args: argparse.Namespace) -> dict[str, object]:
     names = [f"gpu-{i:04d}" for i in range(args.nodes)]
     wall = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
@@ -273,32 +232,17 @@ def timed(args: argparse.Namespace) -> dict[str, object]:
                 out.write("# EOF\n")
             say(f"wrote {text.stat().st_size / 1e9:.2f} GB ({time.perf_counter() - t0:.0f} s)")
             t0 = time.perf_counter()
-            subprocess.run(
-                ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(text), str(data)],
-                check=True,
-                stdout=subprocess.DEVNULL,
-            )
-            text.unlink()
+            backfill_openmetrics(text, data, timeout_s=3600)
             say(f"backfilled ({time.perf_counter() - t0:.0f} s)")
-        config = tmp / "prometheus.yml"
-        config.write_text(json.dumps({"global": {"scrape_interval": "1m"}}))
         rules_file = tmp / "rules.yml"
         group = RuleGroup(PRECURSOR_GROUP, 60, precursor_rules(cfg))
         rules_file.write_text(rules_yaml([group]))
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-
-        def serve() -> subprocess.Popen[bytes]:
-            proc = subprocess.Popen(
-                prometheus_command(config, data, port),
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            wait_port(port, 120, proc, "prometheus")
-            ready(url, now, proc)
-            return proc
-
-        proc = serve()
+        # A week of blocks opens in minutes at thousands of nodes: wait that long.
+        prom = BackfilledPrometheus(
+            tmp, data, "count(node_boot_time_seconds)", now.timestamp(), timeout_s=300
+        )
+        prom.start()
+        url = prom.url
         modes = [m for m in args.modes.split(",") if m]
         try:
             if args.data is None and "recorded" in modes:
@@ -310,9 +254,8 @@ def timed(args: argparse.Namespace) -> dict[str, object]:
                 first = int(world.start.timestamp()) // 60 * 60 - 3600
                 added = backfill_recording_rules(url, rules_file, first, int(now.timestamp()), data)
                 say(f"{added} blocks of recorded candidates ({time.perf_counter() - t0:.0f} s)")
-                stop(proc)
-                proc = serve()
-            settle(url)
+                prom.restart()
+            say(f"{prom.settle()} blocks loaded")
             took: dict[str, list[float]] = {m: [] for m in modes}
             queries: dict[str, int] = {}
             recorded_reads: dict[str, int] = {}
@@ -353,7 +296,7 @@ def timed(args: argparse.Namespace) -> dict[str, object]:
                                     for k in READS)
                     )  # fmt: skip
         finally:
-            stop(proc)
+            prom.stop()
     return {
         "nodes": args.nodes,
         "days": args.days,

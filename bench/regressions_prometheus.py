@@ -33,15 +33,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import math
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -61,8 +58,7 @@ from bot.backends.sim.history import SimFleetHistory  # noqa: E402
 from bot.regressions.config import RegressionsConfig  # noqa: E402
 from bot.regressions.models import JobPace, VersionSpan  # noqa: E402
 from bot.triage.stragglers import StragglerConfig  # noqa: E402
-from scripts.testsvc.common import free_port, stop, wait_port  # noqa: E402
-from scripts.testsvc.prometheus import prometheus_command  # noqa: E402
+from scripts.testsvc.prometheus import BackfilledPrometheus, backfill_openmetrics  # noqa: E402
 
 COMPONENTS = ("driver", "kernel", "firmware")
 NEW_KERNEL = "5.15.0-113-generic"
@@ -247,30 +243,6 @@ async def one_read(
     return took, metrics.queries, dict(history.last_steps)
 
 
-def blocks_loaded(url: str) -> int:
-    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
-        for line in r.read().decode().splitlines():
-            if line.startswith("prometheus_tsdb_blocks_loaded "):
-                return int(float(line.split()[1]))
-    return -1
-
-
-def settle(url: str, most: int = 12, timeout_s: float = 900) -> None:
-    """Wait for Prometheus to compact the backfill's 2 h blocks (promtool writes no larger)
-    into the few large ones a week-old server holds: compaction would share the cores with
-    the reads, and 84 blocks cost every query 84 index lookups."""
-    deadline = time.monotonic() + timeout_s
-    count = -1
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError, ValueError):
-            count = blocks_loaded(url)
-            if 0 < count <= most:
-                break
-        time.sleep(5)
-    time.sleep(10)  # past the last compaction's clean-up
-    say(f"{blocks_loaded(url)} blocks loaded")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=4096)
@@ -318,25 +290,15 @@ def main() -> None:
             say(f"wrote {samples / 1e6:.1f}M samples, {text.stat().st_size / 1e9:.1f} GB "
                 f"({time.perf_counter() - t0:.0f} s); steps {steps}")  # fmt: skip
             t0 = time.perf_counter()
-            subprocess.run(
-                ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(text), str(data)],
-                check=True,
-                stdout=subprocess.DEVNULL,
-            )
-            text.unlink()
+            backfill_openmetrics(text, data, timeout_s=3600)
             say(f"backfilled ({time.perf_counter() - t0:.0f} s)")
-        config = tmp / "prometheus.yml"
-        config.write_text(json.dumps({"global": {"scrape_interval": "1m"}}))
-        port = free_port()
-        proc = subprocess.Popen(
-            prometheus_command(config, data, port),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+        prom = BackfilledPrometheus(
+            tmp, data, "count(node_uname_info)", now.timestamp(), timeout_s=300
         )
+        prom.start()
         try:
-            wait_port(port, 120, proc, "prometheus")
-            url = f"http://127.0.0.1:{port}"
-            settle(url)
+            url = prom.url
+            say(f"{prom.settle()} blocks loaded")
             report: dict[str, object] = {
                 "nodes": args.nodes,
                 "days": args.days,
@@ -356,7 +318,7 @@ def main() -> None:
                     seen[mode] = (queries, used)
                     say(f"run {run + 1} {mode}: {took:.2f} s, {queries} queries, steps {used}")
         finally:
-            stop(proc)
+            prom.stop()
     for mode, took in times.items():
         report[mode] = {
             "read_s": [round(t, 2) for t in took],

@@ -13,11 +13,7 @@ minute (a configured info metric), and a driver reaches half the fleet. What
 from __future__ import annotations
 
 import asyncio
-import json
 import math
-import subprocess
-import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -34,8 +30,7 @@ from bot.regressions.analysis import analyse
 from bot.regressions.config import InfoMetric, RegressionsConfig
 from bot.regressions.models import JobPace, NodeCompute, VersionSpan
 from bot.triage.stragglers import StragglerConfig
-from scripts.testsvc.common import free_port
-from scripts.testsvc.prometheus import prometheus_command
+from scripts.testsvc.prometheus import BackfilledPrometheus, backfill_openmetrics
 from tests.conftest import need_service
 
 HOURS = 72
@@ -115,23 +110,6 @@ def _extra_history(fleet: SimFleet, start: datetime, end: datetime) -> Iterator[
     yield from _om_family(name, per_node)
 
 
-def _ready(url: str, proc: subprocess.Popen[bytes], at: datetime) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError("the test's Prometheus exited")
-        try:
-            q = urllib.request.urlopen(
-                f"{url}/api/v1/query?query=count(node_uname_info)&time={at.timestamp()}"
-            )
-            if json.load(q)["data"]["result"]:
-                return
-        except OSError:
-            pass
-        time.sleep(0.3)
-    raise RuntimeError("the test's Prometheus never answered")
-
-
 @pytest.fixture(scope="module")
 def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backfilled]:
     need_service("PROMETHEUS_URL")  # the test environment installed Prometheus and promtool
@@ -172,28 +150,9 @@ def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backfilled]
         out.writelines(_extra_history(fleet, start, end))
         out.write("# EOF\n")
     data = tmp / "data"
-    subprocess.run(
-        ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(text), str(data)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    text.unlink()
-    config = tmp / "prometheus.yml"
-    config.write_text(json.dumps({"global": {"scrape_interval": "1m"}}))
-    port = free_port()
-    proc = subprocess.Popen(
-        prometheus_command(config, data, port),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _ready(url, proc, end)
-        yield Backfilled(url, fleet, start, end)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    backfill_openmetrics(text, data)
+    with BackfilledPrometheus(tmp, data, "count(node_uname_info)", end.timestamp()) as prom:
+        yield Backfilled(prom.url, fleet, start, end)
 
 
 def _switches(spans: list[VersionSpan], component: str) -> dict[tuple[str, str], datetime]:

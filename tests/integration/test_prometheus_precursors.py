@@ -17,10 +17,6 @@ read raw.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -43,8 +39,11 @@ from bot.precursors.config import DEFAULT_CANDIDATES, PrecursorsConfig
 from bot.precursors.models import PrecursorReport
 from bot.precursors.ports import PrecursorHistory
 from bot.precursors.service import find_precursors
-from scripts.testsvc.common import free_port
-from scripts.testsvc.prometheus import backfill_recording_rules, prometheus_command
+from scripts.testsvc.prometheus import (
+    BackfilledPrometheus,
+    backfill_openmetrics,
+    backfill_recording_rules,
+)
 from tests.conftest import need_service
 
 DAYS = 3
@@ -67,23 +66,6 @@ class Backfilled:
     world: PrecursorWorld
 
 
-def _ready(url: str, proc: subprocess.Popen[bytes], at: datetime) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError("the test's Prometheus exited")
-        try:
-            q = urllib.request.urlopen(
-                f"{url}/api/v1/query?query=count(node_load1)&time={at.timestamp()}"
-            )
-            if json.load(q)["data"]["result"]:
-                return
-        except OSError:
-            pass
-        time.sleep(0.3)
-    raise RuntimeError("the test's Prometheus never answered")
-
-
 @pytest.fixture(scope="module")
 def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backfilled]:
     need_service("PROMETHEUS_URL")  # the test environment installed Prometheus and promtool
@@ -103,42 +85,16 @@ def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backfilled]
         out.writelines(world.openmetrics(READ, NAMES))
         out.write("# EOF\n")
     data = tmp / "data"
-    subprocess.run(
-        ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(text), str(data)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    text.unlink()
-    config = tmp / "prometheus.yml"
-    config.write_text(json.dumps({"global": {"scrape_interval": "1m"}}))
-    port = free_port()
-    proc = subprocess.Popen(
-        prometheus_command(config, data, port),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _ready(url, proc, now)
+    backfill_openmetrics(text, data)
+    with BackfilledPrometheus(tmp, data, "count(node_load1)", now.timestamp()) as prom:
         # From an hour before the history: a rule runs before the windows read begin.
         start_s, end_s = int(world.start.timestamp()) // 60 * 60 - 3600, int(now.timestamp())
         on_time = _rules_file(tmp / "rules.yml", set(READ) - {LATE})
         late = _rules_file(tmp / "late.yml", {LATE})
-        assert backfill_recording_rules(url, on_time, start_s, end_s, data, timeout_s=300)
-        assert backfill_recording_rules(url, late, end_s - 86400, end_s, data, timeout_s=300)
-        proc.terminate()
-        proc.wait(timeout=10)
-        proc = subprocess.Popen(
-            prometheus_command(config, data, port),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        _ready(url, proc, now)
-        yield Backfilled(url, world)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        assert backfill_recording_rules(prom.url, on_time, start_s, end_s, data, timeout_s=300)
+        assert backfill_recording_rules(prom.url, late, end_s - 86400, end_s, data, timeout_s=300)
+        prom.restart()
+        yield Backfilled(prom.url, world)
 
 
 async def _find(history: PrecursorHistory, world: PrecursorWorld, kind: str) -> PrecursorReport:
