@@ -51,6 +51,11 @@ class Answers:
             said = {s: lv[node] for s, lv in self.levels.items() if node in lv}
             if len(set(said.values())) > 1:
                 out.append(f"{node}: " + ", ".join(f"{s} {lv.value}" for s, lv in said.items()))
+        # App Home counts the whole fleet: asked as one hostlist, the fleet must count the same.
+        if sum(self.home.values()) == len(self.levels[HOSTLIST]):
+            hostlist = counts(self.levels[HOSTLIST])
+            if self.home != hostlist:
+                out.append(f"App Home counts {self.home}, the hostlist {hostlist}")
         return out
 
 

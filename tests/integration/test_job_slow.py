@@ -73,6 +73,9 @@ def _causes(report: SlowJobReport) -> dict[str, FaultKind | None]:
 
 
 # ------------------------------------------------- the fleet's jobs, through real Prometheus
+LAG_S = 6  # how late the pace rules may run after the scrape they read, on a loaded machine
+
+
 @pytest.mark.parametrize("job", scenario.CAUSE_JOBS, ids=lambda j: j.name)
 async def test_each_slowing_fault_is_named_on_its_node_with_its_cause(
     prom_url: str, fleet: SimFleet, job: scenario.PlannedJob
@@ -130,18 +133,24 @@ async def test_with_equal_step_times_each_cause_is_named_by_the_hardware_or_susp
 ) -> None:
     metrics = PrometheusMetrics(prom_url, timeout_s=10.0)
     triage = Triage(metrics, PrometheusInventory(metrics), SimScheduler(fleet), HEALTH, STEPS_ONLY)
+    expected = {n: k for n, k in scenario.STRAGGLER_NODES.items() if n in job.nodes}
+    ((node, kind),) = expected.items()
     try:
-        found = await find_job(triage, job.job_id, STEPS_ONLY)
-        assert isinstance(found, Job), found
-        report = await slow_job(triage, found, STEPS_ONLY)
+        # A scrape lost on 2 busy cores leaves the clock-event reasons stale for a second: the
+        # node is then named by its SM clock alone. Ask again; a wrong cause stays wrong.
+        for _ in range(3):
+            found = await find_job(triage, job.job_id, STEPS_ONLY)
+            assert isinstance(found, Job), found
+            report = await slow_job(triage, found, STEPS_ONLY)
+            assert isinstance(report, SlowJobReport), report
+            if kind not in PROXY_VISIBLE or _causes(report) == expected:
+                break
+            await asyncio.sleep(2)
         steps = [r.seconds for r in await metrics.step_times(job.job_id, STEPS_ONLY)]
     finally:
         await metrics.close()
-    assert isinstance(report, SlowJobReport), report
     assert steps and max(steps) < min(steps) * 1.01  # synchronous: no rank stands out
     d = report.diagnosis
-    expected = {n: k for n, k in scenario.STRAGGLER_NODES.items() if n in job.nodes}
-    ((node, kind),) = expected.items()
     if kind in PROXY_VISIBLE:
         assert _causes(report) == expected, (d.per_node, d.stragglers)
         assert d.mode == "proxies" and d.cost_is_bound
@@ -388,7 +397,9 @@ async def test_the_recorded_pace_is_the_raw_pace_where_the_rules_cover_the_range
             if recorded.recorded_reads:
                 break
             await asyncio.sleep(2)
-        slow = await raw.pace(job_id, CFG, start=start - timedelta(seconds=3), end=end, step_s=1)
+        slow = await raw.pace(
+            job_id, CFG, start=start - timedelta(seconds=LAG_S), end=end, step_s=1
+        )
         assert recorded.recorded_reads == 2
         tried = recorded.queries
         day = await recorded.pace(job_id, CFG, start=end - timedelta(hours=48), end=end, step_s=60)
@@ -400,12 +411,13 @@ async def test_the_recorded_pace_is_the_raw_pace_where_the_rules_cover_the_range
         await recorded.close()
         await raw.close()
     # A recorded point is the pace at the rules' last run before it (scrapes land once a
-    # second, all ranks at once): the raw pace of its step or of one of the two before.
+    # second, all ranks at once): the raw pace of its step or of one a few seconds before
+    # (a rule's run is late by seconds when the test Prometheus shares 2 busy cores).
     # The slowest and the median are two rules, each evaluated as it comes: a scrape may
     # land between them, so each is matched on its own (a CI run once saw that split).
-    assert len(fast) >= len(slow) - 5 > 10
+    assert len(fast) >= len(slow) - (LAG_S + 2) > 10  # the raw read starts LAG_S earlier
     by_time = {p.at: p for p in slow}
     for p in fast:
-        near = [by_time[at] for k in range(3) if (at := p.at - timedelta(seconds=k)) in by_time]
+        near = [by_time[at] for k in range(LAG_S) if (at := p.at - timedelta(seconds=k)) in by_time]
         assert p.slowest in {q.slowest for q in near}, (p, near)
         assert p.median in {q.median for q in near}, (p, near)
