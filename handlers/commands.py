@@ -106,6 +106,7 @@ COMMANDS: tuple[Command, ...] = (
         usage=(
             "`/playground`: open the playground to pick a run, checkpoints and a prompt",
             "`/playground tiny-gpt Once upon a time`: newest two checkpoints, default settings",
+            "`/playground tiny-gpt --steps 400,500 Once upon a time`: those checkpoints",
             "`/playground watches`, `/playground unwatch <id>`: prompts re-run on new checkpoints",
         ),
         run=playground.command,

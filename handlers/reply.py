@@ -47,6 +47,8 @@ class Asker:
     team: str
     private: Private  # an answer for the asker only
     open_view: OpenView  # shows a form (a modal) to the asker
+    # The thread a public answer goes into (a mention's or a DM's); None: the channel itself.
+    thread_ts: str | None = None
 
 
 class Misread(Exception):
