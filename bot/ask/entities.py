@@ -89,6 +89,7 @@ _KIND_WORDS: dict[str, str] = {
     "row remap": "remap",
     "row remaps": "remap",
     "remaps": "remap",
+    "thermal throttling": "throttle",
     "throttling": "throttle",
     "throttled": "throttle",
     "throttles": "throttle",
@@ -204,24 +205,46 @@ def kind_vocabulary() -> dict[str, str]:
         out[c.words.lower()] = code
         for word in c.filters:
             out.setdefault(word, word)
+    out["infiniband"] = "ib"
     out.update(_KIND_WORDS)
     return out
 
 
 KINDS = kind_vocabulary()
+# A family word -> the kinds' codes it takes in (the check table's filters).
+FAMILIES: dict[str, frozenset[str]] = {
+    w: frozenset(c.kind.value for c in CHECKS if w in c.filters) for c in CHECKS for w in c.filters
+}
+_FAMILY_NAMES = {"infiniband": "ib"}  # the same family under two words: said one way
 # Single words worth a typo match: long enough that a near miss is not another word.
 _KIND_TYPO_WORDS = sorted(w for w in KINDS if " " not in w and len(w) >= 5)
 _NOT_KIND_WORDS = {"health", "healthy", "network", "memory", "power", "missing", "nodes"}
 
 
+def _family(words: Sequence[str]) -> str | None:
+    """A family word typed ("ib", "nic"): what the person asked about, broader than a kind."""
+    return next((w for w in words if w in FAMILIES and w not in _NOT_KIND_WORDS), None)
+
+
 def _find_kind(text: str, words: Sequence[str]) -> str | None:
     for phrase in sorted(KINDS, key=len, reverse=True):
         several = " " in phrase or "-" in phrase or "_" in phrase
-        if several and re.search(rf"(?<![\w-]){re.escape(phrase)}(?![\w-])", text):
-            return KINDS[phrase]
+        if several and re.search(rf"(?<![\w-]){re.escape(phrase)}s?(?![\w-])", text):
+            found = KINDS[phrase]
+            family = _family(words)
+            # "infiniband links down": a family typed beside words of one of its kinds reads as
+            # the family; "ib link down", the kind's own name, as the kind.
+            if family is not None and family not in phrase and found in FAMILIES[family]:
+                return _FAMILY_NAMES.get(family, family)
+            return found
     for word in words:
         if word in KINDS and word not in _NOT_KIND_WORDS:
             return KINDS[word]
+    for word in words:
+        # Plurals and -ing forms of a kind's words: "unexpected reboots".
+        stem = re.sub(r"(?:s|es|ing)$", "", word)
+        if stem != word and stem in KINDS and stem not in _NOT_KIND_WORDS:
+            return KINDS[stem]
     for word in words:
         if len(word) >= 5 and word not in _NOT_KIND_WORDS:
             close = difflib.get_close_matches(word, _KIND_TYPO_WORDS, n=1, cutoff=0.84)

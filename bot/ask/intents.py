@@ -31,7 +31,7 @@ CUES: Mapping[Intent, Mapping[str, float]] = {
         "incidents": 1.5, "outage": 1.5, "trouble": 1.0, "dying": 1.0, "flaky": 1.5,
         "repeat": 1.5, "offenders": 2.5, "fleet": 1.0, "cluster": 0.5, "which nodes": 1.5,
         "what nodes": 1.5, "any nodes": 1.0, "bad nodes": 2.0, "what broke": 2.0,
-        "on fire": 1.5, "misbehaving": 1.5, "how many": 1.0, "list": 0.5,
+        "on fire": 1.5, "misbehaving": 1.5, "how many": 1.0, "list": 0.5, "off": 0.5,
     },
     Intent.SLOW_JOB: {
         "slow": 2.5, "slower": 3.0, "slowly": 2.0, "slowed": 2.5, "slowdown": 2.5,
@@ -40,6 +40,7 @@ CUES: Mapping[Intent, Mapping[str, float]] = {
         "tok/s": 2.0, "mfu": 2.0, "speed": 1.5, "faster": 1.5, "taking forever": 2.5,
         "takes forever": 2.5, "stuck": 1.5, "hanging": 1.5, "job": 1.0, "jobs": 0.5,
         "training": 0.5, "iteration": 1.0, "performance": 1.0, "perf": 1.5, "dropped": 1.0,
+        "off": 0.5,
     },
     Intent.REGRESSIONS: {
         "regression": 3.0, "regressions": 3.0, "regressed": 3.0, "rollout": 3.0,
@@ -48,11 +49,13 @@ CUES: Mapping[Intent, Mapping[str, float]] = {
         "new driver": 3.0, "new kernel": 3.0, "new firmware": 3.0, "since the": 0.5,
         "which change": 2.5, "what change": 2.0, "changed": 1.0, "cost": 1.0,
         "gpu-days": 1.5, "fleet-wide": 1.0, "everyone": 1.0, "all jobs": 1.5,
+        "everything": 1.0,
     },
     Intent.PRECURSORS: {
         "before": 2.5, "preceded": 3.0, "precede": 3.0, "precursor": 3.5, "precursors": 3.5,
         "leading up": 3.0, "lead up": 3.0, "warning signs": 3.5, "warning sign": 3.5,
         "early warning": 3.5, "predict": 3.0, "predicts": 3.0, "foresee": 3.0,
+        "precedes": 3.0, "preceding": 3.0, "leads up": 3.0, "leads to": 2.0, "lead to": 2.0,
         "signal": 1.5, "signals": 1.5, "what causes": 2.0, "what caused": 2.0,
         "why do": 1.5, "why does": 1.5, "why are": 1.0, "root cause": 2.0, "beforehand": 3.0,
         "ahead of": 2.5, "prior to": 3.0, "in the minutes": 2.0,
@@ -74,6 +77,15 @@ CUES: Mapping[Intent, Mapping[str, float]] = {
         "hey": 1.0, "who are you": 3.0, "options": 1.5, "menu": 2.5,
     },
 }  # fmt: skip
+
+_NOT_PRECURSORS = re.compile(
+    r"\b(?:than before|fine before|worked before|ok before|before the (?:upgrade|rollout|update))"
+)
+# What meowbot does not do, whatever else the question names: it reads, it does not act.
+CANNOT = re.compile(
+    r"\b(?:submit|resubmit|cancel|scancel|kill|requeue|extend|book|order|reserve|quota|"
+    r"allocate|install|delete|email)\b"
+)
 
 WORDS: frozenset[str] = frozenset(w for cues in CUES.values() for w in cues if " " not in w)
 # Words too common or too short to stand for a typo of a cue.
@@ -193,11 +205,20 @@ def scores(text: str, entities: Entities) -> dict[Intent, float]:
         out[Intent.FAULTS] += 1.5
         out[Intent.NODE_HEALTH] += 1.0
     if e.job or e.mine:
-        out[Intent.SLOW_JOB] += 2.5
+        # "my job runs on gpu-0077, is that node ok?" asks about the node.
+        out[Intent.SLOW_JOB] += 1.0 if named_nodes else 2.5
+    else:
+        # Slow without a job of one's own: as likely the fleet (a rollout) as one's job.
+        out[Intent.SLOW_JOB] -= 1.5
     if e.kind:
         out[Intent.FAULTS] += 2.0
         out[Intent.PRECURSORS] += 0.5
-        out[Intent.NODE_HEALTH] -= 0.5 if not named_nodes else 0.0
+        if named_nodes:
+            out[Intent.FAULTS] += 1.0  # "xid on gpu-0042": that kind's faults, on that node
+        else:
+            out[Intent.NODE_HEALTH] -= 0.5
+        if out[Intent.PRECURSORS] >= 3.0:
+            out[Intent.PRECURSORS] += 1.5  # "before" with a kind of fault: what preceded it
     if e.repeat:
         out[Intent.FAULTS] += 1.0
     if e.component:
@@ -208,6 +229,6 @@ def scores(text: str, entities: Entities) -> dict[Intent, float]:
         out[Intent.PLAYGROUND] += 1.0
     if e.stats or e.last_week:
         out[Intent.HIGHLIGHTS] += 0.5
-    if "before" in words and not (e.kind or e.nodes):
-        out[Intent.PRECURSORS] -= 1.5  # "slower than before", "was fine before"
+    if _NOT_PRECURSORS.search(text.lower()):
+        out[Intent.PRECURSORS] -= 2.5  # "slower than before", "was fine before"
     return out
