@@ -220,8 +220,8 @@ def understand(question: str, vocab: Vocabulary, context: Context | None = None)
             near = vocab.neighbours(nodes[0])
             if near:
                 merged = _merge(old, Entities(hostlist=_compress(near)))
-                intent = context.intent if context.intent is Intent.FAULTS else Intent.NODE_HEALTH
-                found = route_for(intent, merged, vocab)
+                about = Intent.FAULTS if context.intent is Intent.FAULTS else Intent.NODE_HEALTH
+                found = route_for(about, merged, vocab)
                 if isinstance(found, Route):
                     return found
     best = max(scores(text, e).values())
