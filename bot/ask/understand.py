@@ -219,7 +219,10 @@ def understand(question: str, vocab: Vocabulary, context: Context | None = None)
         if len(nodes) == 1:
             near = vocab.neighbours(nodes[0])
             if near:
-                merged = _merge(old, Entities(hostlist=_compress(near)))
+                # The node stays the thread's ("drain it" still means it); the hostlist is asked.
+                merged = old.model_copy(
+                    update={"nodes": tuple(nodes), "hostlist": _compress(near), "rack": None}
+                )
                 about = Intent.FAULTS if context.intent is Intent.FAULTS else Intent.NODE_HEALTH
                 found = route_for(about, merged, vocab)
                 if isinstance(found, Route):
