@@ -102,6 +102,7 @@ def thread_asker(
         private=private,
         open_view=open_view,
         thread_ts=thread_ts,
+        headings=True,
     )
 
 

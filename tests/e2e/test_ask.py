@@ -83,6 +83,9 @@ async def test_a_mention_is_answered_in_its_thread_as_node_health_would(slack: S
     assert answer["thread_ts"] == payload["event"]["ts"]
     assert node in answer["text"]
     assert validate_blocks(answer["blocks"]) == []
+    # In so many words: what was measured, and what was checked and found fine.
+    assert "Confirmed" in json.dumps(answer["blocks"])
+    assert "Checked and fine" in json.dumps(answer["blocks"])
     # The same answer /node-health gives: its verdict's words.
     await slack.command("/node-health", node)
     await emu.wait_for_responses(1)
