@@ -261,6 +261,10 @@ def register(reg: Registry, deps: Deps) -> None:
         if picked is None:
             await asker.private(render_menu("That button is from another version of me."))
             return
+        if picked == ("/job-slow", ""):
+            # "why my job is slow": the asker's job, read as a question about it is.
+            await my_job(deps, client, asker)
+            return
         await commands.dispatch(deps, client, picked[0], picked[1], asker)
 
     reg.event("app_mention", on_mention)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot.render.ask import ASK_PICK_ACTION
@@ -153,7 +154,8 @@ async def test_an_unsure_question_asks_back_with_buttons_and_a_press_answers(
     await wait_posts(emu, 2)
     answer = posts(emu, CHANNEL)[1]
     assert answer["thread_ts"] == first["event"]["ts"]
-    assert answer["text"] == "Which job?"  # /job-slow alone: bob's running jobs to pick from
+    # "why my job is slow": bob's running job, or a choice of them, in the thread.
+    assert answer["text"].startswith(await my_job_answer(slack, "bob")), answer["text"]
 
 
 async def test_a_question_it_cannot_answer_gets_the_menu(slack: Slack) -> None:
@@ -164,20 +166,47 @@ async def test_a_question_it_cannot_answer_gets_the_menu(slack: Slack) -> None:
     assert "is gpu-0042 ok?" in json.dumps(menu["blocks"])
 
 
-async def test_my_job_is_the_askers_running_job(slack: Slack) -> None:
-    emu = slack.emulator
-    await slack.event(direct(slack, "why is my job slow?"))  # bob, a user of the simulated fleet
-    await wait_posts(emu, 1)
-    first = posts(emu)[0]
-    running = [
-        j
-        for j in await slack.bot.deps.triage.scheduler.jobs(user="bob")  # type: ignore[union-attr]
-        if j.state.value == "running"
-    ]
+async def my_job_answer(slack: Slack, user: str) -> str:
+    """How the answer to "my job" begins for `user`, from the simulated scheduler."""
+    scheduler = slack.bot.deps.triage.scheduler
+    assert scheduler is not None
+    running = [j for j in await scheduler.jobs(user=user) if j.state.value == "running"]
     if len(running) > 1:
-        assert first["text"] == "Which of your jobs?"
-    else:
-        assert "job" in first["text"].lower()
+        return "Which of your jobs?"
+    if running:
+        return f"Your running job is `{running[0].job_id}`"
+    if await scheduler.last_finished(user) is not None:
+        return "You have no running job, so I am looking at the last one that finished"
+    return "I could not find your jobs"
+
+
+async def test_my_job_is_the_askers_running_job(slack: Slack) -> None:
+    """None: said so; one: that one; several: a choice; none running: the last that ended."""
+    emu = slack.emulator
+    fleet = slack.bot.deps.triage.inventory.fleet  # type: ignore[attr-defined]
+    names = slack.bot.deps.triage.inventory.names()
+
+    async def ask() -> dict[str, Any]:
+        before = len(posts(emu))
+        await slack.event(direct(slack, "why is my job slow?"))  # bob (U0USER)
+        await wait_posts(emu, before + 1)
+        return posts(emu)[before]
+
+    assert (await ask())["text"].startswith("I could not find your jobs")
+    one = fleet.add_job(list(names[100:104]), user="bob")
+    said = await ask()
+    assert said["text"].startswith(f"Your running job is `{one.job_id}`"), said["text"]
+    two = fleet.add_job(list(names[110:114]), user="bob")
+    choice = await ask()
+    assert choice["text"] == "Which of your jobs?"
+    assert one.job_id in json.dumps(choice["blocks"]) and two.job_id in json.dumps(choice["blocks"])
+    # Both preempted by alice's jobs a day ago: bob's last job that ended is looked at.
+    later = datetime.now(UTC) - timedelta(days=1)
+    fleet.add_job(list(names[100:104]), user="alice", start=later)
+    fleet.add_job(list(names[110:114]), user="alice", start=later + timedelta(hours=1))
+    ended = await ask()
+    assert ended["text"].startswith("You have no running job"), ended["text"]
+    assert two.job_id in ended["text"]
 
 
 async def test_own_messages_edits_and_bot_posts_are_not_answered(slack: Slack) -> None:
