@@ -14,7 +14,10 @@ from bot.ask.models import DrainAsk, Menu, MyJob, Route, Understanding, Unsure
 from bot.ask.understand import Context, understand
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "ask_corpus.yaml"
+HELD_OUT = Path(__file__).resolve().parents[1] / "data" / "ask_heldout.yaml"
 NEEDED = 0.95
+# Phrasings the reader was never tuned on: what to expect of questions nobody wrote down yet.
+NEEDED_HELD_OUT = 0.80
 
 
 def site() -> Vocabulary:
@@ -77,11 +80,12 @@ def test_the_corpus_is_big_and_varied(corpus: list[dict[str, Any]]) -> None:
     assert sum(len(e.get("entities", {}).get("nodes", [])) >= 2 for e in corpus) >= 3
 
 
-def test_routing_and_entity_accuracy(corpus: list[dict[str, Any]]) -> None:
+def accuracy(entries: list[dict[str, Any]], name: str) -> tuple[float, float, list[str]]:
+    """Routing and entity accuracy over `entries`, printed with what went wrong."""
     vocab = site()
     routed = entity_ok = with_entities = 0
     wrong: list[str] = []
-    for entry in corpus:
+    for entry in entries:
         found = read(entry, vocab)
         if said(found) == entry["route"]:
             routed += 1
@@ -94,16 +98,28 @@ def test_routing_and_entity_accuracy(corpus: list[dict[str, Any]]) -> None:
                 entity_ok += 1
             else:
                 wrong.append(f"entities {entry['q']!r}: {found.entities!r}, wanted {expected}")
-    routing = routed / len(corpus)
+    routing = routed / len(entries)
     entities = entity_ok / with_entities
     print(
-        f"\nask corpus: {len(corpus)} questions; routing {routing:.1%} ({routed}), "
+        f"\n{name}: {len(entries)} questions; routing {routing:.1%} ({routed}), "
         f"entities {entities:.1%} ({entity_ok} of {with_entities})"
     )
     for line in wrong:
         print("  " + line)
+    return routing, entities, wrong
+
+
+def test_routing_and_entity_accuracy(corpus: list[dict[str, Any]]) -> None:
+    routing, entities, wrong = accuracy(corpus, "ask corpus")
     assert routing >= NEEDED, wrong
     assert entities >= NEEDED, wrong
+
+
+def test_routing_and_entity_accuracy_on_held_out_phrasings() -> None:
+    held_out = yaml.safe_load(HELD_OUT.read_text())
+    routing, entities, wrong = accuracy(held_out, "held out")
+    assert routing >= NEEDED_HELD_OUT, wrong
+    assert entities >= NEEDED_HELD_OUT, wrong
 
 
 def test_every_question_gets_an_answer(corpus: list[dict[str, Any]]) -> None:
