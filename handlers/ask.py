@@ -28,6 +28,7 @@ from bot.errors import BackendError
 from bot.models import JobState
 from bot.render.ask import (
     ASK_PICK_ACTION,
+    HELP_LEAD,
     read_pick,
     render_drain_offer,
     render_job_choice,
@@ -152,12 +153,13 @@ async def act(deps: Deps, client: AsyncWebClient, found: Understanding, asker: A
     elif isinstance(found, DrainAsk):
         await asker.private(render_drain_offer(found.node, drain_reason.by_user("asked", "")))
     elif isinstance(found, Menu):
-        await asker.private(render_menu())
+        await asker.private(render_menu(HELP_LEAD if found.asked else None))
 
 
 async def answer(
     deps: Deps,
     client: AsyncWebClient,
+    vocabularies: Vocabularies,
     *,
     team: str,
     channel: str,
@@ -169,7 +171,7 @@ async def answer(
     """Reads `text` against the thread's context and answers it in `reply_in`."""
     threads = deps.threads
     context = await threads.recall(team, channel, thread_key) if threads else None
-    vocab = await VOCABULARIES.get(deps)
+    vocab = await vocabularies.get(deps)
     found = await read_question(
         text, vocab, context, deps.picker, deadline_s=deps.settings.ask_model_deadline_s
     )
@@ -181,9 +183,6 @@ async def answer(
     asker = thread_asker(client, team=team, channel=channel, user=user, thread_ts=reply_in)
     await act(deps, client, found, asker)
     return found
-
-
-VOCABULARIES = Vocabularies()
 
 
 def _asked(event: dict[str, Any], bot_user: str | None) -> bool:
@@ -198,6 +197,8 @@ def _asked(event: dict[str, Any], bot_user: str | None) -> bool:
 
 
 def register(reg: Registry, deps: Deps) -> None:
+    vocabularies = Vocabularies()  # one bot's: another bot in the process has its own fleet
+
     async def on_mention(
         event: dict[str, Any], body: dict[str, Any], context: Any, client: AsyncWebClient
     ) -> None:
@@ -208,6 +209,7 @@ def register(reg: Registry, deps: Deps) -> None:
         await answer(
             deps,
             client,
+            vocabularies,
             team=str(body.get("team_id") or event.get("team") or ""),
             channel=channel,
             user=str(event["user"]),
@@ -237,6 +239,7 @@ def register(reg: Registry, deps: Deps) -> None:
         await answer(
             deps,
             client,
+            vocabularies,
             team=str(body.get("team_id") or event.get("team") or ""),
             channel=channel,
             user=str(event["user"]),

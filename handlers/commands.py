@@ -7,7 +7,8 @@ runner, which talks to Slack; bot/render/palette.py and the shell take the table
 descriptions as arguments or imports and declare nothing themselves. Each runner lives in the
 handler module of its surface (handlers/triage.py, jobslow.py, playground.py, highlights.py).
 
-Every entry point (the slash command, the App Home palette, and any later one) builds an
+Every entry point (the slash command, the App Home palette, a mention or a DM in plain words
+through handlers/ask.py, and any later one) builds an
 `Asker` and calls `dispatch`, so a command answers the same wherever it is asked; only where the
 answer goes and how a form opens differ.
 

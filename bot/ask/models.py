@@ -68,9 +68,10 @@ class Unsure:
 
 @dataclass(frozen=True)
 class Menu:
-    """Nothing meowbot answers: what it can do, with phrasings to copy."""
+    """Nothing meowbot answers, or help asked for: what it can do, with phrasings to copy."""
 
     entities: Entities
+    asked: bool = False  # help was asked for (not a question it cannot answer)
 
 
 @dataclass(frozen=True)

@@ -92,7 +92,7 @@ def precursor_kind(word: str) -> str | None:
 def route_for(intent: Intent, e: Entities, vocab: Vocabulary) -> Route | MyJob | Menu | None:
     """The command `intent` with these entities amounts to; None when it lacks what it needs."""
     if intent is Intent.HELP:
-        return Menu(e)
+        return Menu(e, asked=True)
     if intent is Intent.NODE_HEALTH:
         target = _target(e, vocab)
         return Route(intent, "/node-health", target, e) if target else None

@@ -59,6 +59,9 @@ def _label(route: Route) -> str:
     return said.replace("--since ", "over ")
 
 
+HELP_LEAD = "Ask me in plain words, in a channel (mention me) or here. For example:"
+
+
 def render_menu(sentence: str | None = None) -> SlackMessage:
     """Everything meowbot answers, with phrasings to copy: for a question it cannot answer."""
     lead = sentence or "I can't answer that one, but here is what I can do. Ask me like this:"

@@ -164,6 +164,7 @@ async def test_a_question_it_cannot_answer_gets_the_menu(slack: Slack) -> None:
     await wait_posts(emu, 1)
     menu = posts(emu)[0]
     assert "is gpu-0042 ok?" in json.dumps(menu["blocks"])
+    assert "can't answer that one" in json.dumps(menu["blocks"])  # said, not silence
 
 
 async def my_job_answer(slack: Slack, user: str) -> str:
