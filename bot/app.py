@@ -34,9 +34,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 import handlers
 from bot.alerts.runtime import Alerting
+from bot.ask.ports import Picker, ThreadMemory
 from bot.authz import Authorizer
 from bot.backends.alert_store import RedisAlertStore
 from bot.backends.alertmanager import AlertmanagerClient
+from bot.backends.ask_model import ModelPicker
 from bot.backends.checkpoint_dirs import scan_async
 from bot.backends.fault_history import MemoryFaultHistory, RedisFaultHistory
 from bot.backends.highlight_store import RedisHighlightStore
@@ -52,6 +54,7 @@ from bot.backends.slack_directory import SlackDigestPoster, SlackDirectory
 from bot.backends.slack_owners import SlackJobOwners
 from bot.backends.slack_poster import SlackPoster
 from bot.backends.state import MemoryStore, RedisStore
+from bot.backends.thread_memory import MemoryThreadMemory, RedisThreadMemory
 from bot.backends.training_metrics import TrainingMetrics
 from bot.config import EXPECTS, ConfigError, Settings
 from bot.config_sections import (
@@ -73,6 +76,7 @@ from bot.highlights.schedule import DigestSchedule
 from bot.highlights.service import Highlights
 from bot.inflight import InFlight, acks_counted
 from bot.offload import Offload, favour_the_loop, keep_the_start
+from bot.playground.config import Endpoint
 from bot.playground.service import Playground
 from bot.ports import ResumeMemory, Scheduler, StateStore
 from bot.precursors.ports import PrecursorHistory
@@ -159,6 +163,19 @@ def make_job_notices(store: StateStore) -> JobNoticeLedger:
 def make_resumes(store: StateStore) -> ResumeMemory:
     # Resumes are remembered where state is shared: an Xid that predates one is history.
     return RedisResumes(store.redis) if isinstance(store, RedisStore) else MemoryResumes()
+
+
+def make_thread_memory(store: StateStore) -> ThreadMemory:
+    # Shared where state is: a follow-up may reach another replica than the question did.
+    return RedisThreadMemory(store.redis) if isinstance(store, RedisStore) else MemoryThreadMemory()
+
+
+def make_picker(settings: Settings) -> Picker | None:
+    """The model that picks a reading of an unsure question, when one is configured."""
+    if not settings.ask_model_url or not settings.ask_model:
+        return None
+    endpoint = Endpoint(url=settings.ask_model_url.rstrip("/"), api_key=settings.ask_model_key)
+    return ModelPicker(CheckpointServers(), endpoint, settings.ask_model)
 
 
 def make_fault_history(store: StateStore, health: HealthConfig) -> FaultHistory:
@@ -414,6 +431,8 @@ def make_deps(settings: Settings, store: StateStore, client: AsyncWebClient) -> 
         )
     deps.precursors = make_precursor_history(settings, triage)
     deps.precursors_config = precursors_config(settings)
+    deps.threads = make_thread_memory(store)
+    deps.picker = make_picker(settings)
     highlights = make_highlights(settings, store, client)
     if highlights is not None:
         deps.highlights, deps.digest = highlights.hl, highlights.digest

@@ -60,6 +60,10 @@ EXPECTS: dict[str, str] = {
     "SLURM_USER": "the Slurm user name sent with the token",
     "PLAYGROUND_ENDPOINTS": "base URLs separated by ';', each optionally followed by ',key=...'",
     "PLAYGROUND_CHECKPOINT_DIRS": "folders separated by ':' or ','",
+    "MEOWBOT_ASK_MODEL_URL": "an OpenAI-compatible base URL ending in /v1",
+    "MEOWBOT_ASK_MODEL": "the model id the server serves",
+    "MEOWBOT_ASK_MODEL_KEY": "an API key",
+    "MEOWBOT_ASK_MODEL_DEADLINE": "seconds between 0.5 and 30",
     "MEOWBOT_FLEET": f"'sim' or 'sim:N' with N between 1 and {MAX_SIM_NODES}",
     "MEOWBOT_SEED": "an integer",
     "MEOWBOT_CONFIG": "the path of a readable YAML file holding a mapping",
@@ -108,6 +112,11 @@ class Settings(BaseSettings):
     slurm_user: str = Field("root", alias="SLURM_USER")
     playground_endpoints: str | None = Field(None, alias="PLAYGROUND_ENDPOINTS")
     playground_checkpoint_dirs: str | None = Field(None, alias="PLAYGROUND_CHECKPOINT_DIRS")
+    # The language model that picks a reading of an unsure question (optional).
+    ask_model_url: str | None = Field(None, alias="MEOWBOT_ASK_MODEL_URL")
+    ask_model: str | None = Field(None, alias="MEOWBOT_ASK_MODEL")
+    ask_model_key: SecretStr | None = Field(None, alias="MEOWBOT_ASK_MODEL_KEY")
+    ask_model_deadline_s: float = Field(4.0, alias="MEOWBOT_ASK_MODEL_DEADLINE", ge=0.5, le=30)
     fleet: str | None = Field(None, validation_alias=AliasChoices("MEOWBOT_FLEET", "fleet"))
     seed: int = Field(0, alias="MEOWBOT_SEED")
     config_file: Path | None = Field(None, alias="MEOWBOT_CONFIG")

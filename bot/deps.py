@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from bot.ask.ports import Picker, ThreadMemory
 from bot.authz import Authorizer
 from bot.config import Settings
 from bot.inflight import InFlight
@@ -48,3 +49,5 @@ class Deps:
     regressions_weekly: WeeklyRegressions | None = None  # None without a channel or history
     precursors: PrecursorHistory | None = None  # /hw-faults why; None without days of metrics
     precursors_config: PrecursorsConfig = field(default_factory=PrecursorsConfig)
+    threads: ThreadMemory | None = None  # what each thread asked last (mentions and DMs)
+    picker: Picker | None = None  # the model for unsure questions; None unless configured

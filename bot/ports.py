@@ -131,6 +131,10 @@ class Scheduler(Protocol):
         """One job, finished ones included while the scheduler remembers them."""
         ...
 
+    async def last_finished(self, user: str) -> Job | None:
+        """The user's job that ended last, while the scheduler remembers it."""
+        ...
+
     async def previous_run(self, job: Job) -> Job | None:
         """The earlier run of the same job (a requeue or resubmission), when known."""
         ...

@@ -148,6 +148,8 @@ class Bot:
             await self.deps.playground.servers.close()
             if self.deps.playground.training is not None:
                 await self.deps.playground.training.close()
+        if self.deps.picker is not None:
+            await self.deps.picker.close()
         scheduler = self.deps.triage.scheduler
         if isinstance(scheduler, TellingScheduler) and scheduler.retries is not None:
             # DMs still waiting to be tried again: their claims are free, the next drain tells.

@@ -8,6 +8,7 @@ from bot.deps import Deps
 from handlers import (
     actions,
     alerts,
+    ask,
     commands,
     events,
     highlights,
@@ -28,6 +29,8 @@ def register(app: AsyncApp, deps: Deps) -> Registered:
     reg = Registry(app, deps.inflight)
     # First: Bolt tries listeners in order on every request, and reaction events are the bulk.
     highlights.register(reg, deps)
+    # Right after highlights: its message listener passes on what is not an edit, to the DMs.
+    ask.register(reg, deps)
     commands.register(reg, deps)
     actions.register(reg, deps)
     alerts.register(reg, deps)

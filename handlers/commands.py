@@ -7,7 +7,8 @@ runner, which talks to Slack; bot/render/palette.py and the shell take the table
 descriptions as arguments or imports and declare nothing themselves. Each runner lives in the
 handler module of its surface (handlers/triage.py, jobslow.py, playground.py, highlights.py).
 
-Every entry point (the slash command, the App Home palette, and any later one) builds an
+Every entry point (the slash command, the App Home palette, a mention or a DM in plain words
+through handlers/ask.py, and any later one) builds an
 `Asker` and calls `dispatch`, so a command answers the same wherever it is asked; only where the
 answer goes and how a form opens differ.
 
@@ -106,6 +107,7 @@ COMMANDS: tuple[Command, ...] = (
         usage=(
             "`/playground`: open the playground to pick a run, checkpoints and a prompt",
             "`/playground tiny-gpt Once upon a time`: newest two checkpoints, default settings",
+            "`/playground tiny-gpt --steps 400,500 Once upon a time`: those checkpoints",
             "`/playground watches`, `/playground unwatch <id>`: prompts re-run on new checkpoints",
         ),
         run=playground.command,

@@ -86,8 +86,11 @@ def register(reg: Registry, deps: Deps) -> None:
         hl = deps.highlights
         event = body.get("event") or {}
         subtype = event.get("subtype")
-        if hl is None or subtype not in ("message_changed", "message_deleted"):
-            return _DONE  # every other message: nothing to do, cheaply
+        if subtype not in ("message_changed", "message_deleted"):
+            # Not an edit: the next message listener decides (handlers/ask.py, a DM question).
+            return None
+        if hl is None:
+            return _DONE
         team = str(body.get("team_id") or "")
         channel = str(event.get("channel") or "")
         if subtype == "message_deleted" and event.get("deleted_ts"):
@@ -148,7 +151,7 @@ async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -
         await private(message)
         return
     try:
-        posted = await post_message(client, channel, message)
+        posted = await post_message(client, channel, message, thread_ts=asker.thread_ts)
     except SlackApiError as exc:
         code = exc.response.get("error", "unknown")
         await private(message)
@@ -160,7 +163,7 @@ async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -
     try:
         await client.files_upload_v2(
             channel=channel,
-            thread_ts=posted.ts,
+            thread_ts=asker.thread_ts or posted.ts,
             content=png,
             filename="highlights-per-week.png",
             title="Highlights per week",

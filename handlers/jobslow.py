@@ -67,6 +67,7 @@ async def run(
     user_id: str,
     channel: str,
     private: Private,
+    thread_ts: str | None = None,
 ) -> None:
     triage = deps.triage
     cfg = triage.stragglers
@@ -80,7 +81,7 @@ async def run(
         return
     ts: str | None = None
     try:
-        posted = await post_message(client, channel, render_progress(job))
+        posted = await post_message(client, channel, render_progress(job), thread_ts=thread_ts)
         ts, channel = posted.ts, posted.channel
     except SlackApiError as exc:
         code = exc.response.get("error", "unknown")
@@ -104,14 +105,14 @@ async def run(
         await private(detail)
         return
     await update_message(client, channel, ts, answer)
-    await post_message(client, channel, detail, thread_ts=ts)
+    await post_message(client, channel, detail, thread_ts=thread_ts or ts)
     if not report.pace and len(report.diagnosis.per_node) < 2:
         return  # nothing over time and no nodes to compare: a chart would be blank
     png = await triage.cpu.run(chart_png, report, cfg.slower_threshold, cfg.min_excess)
     try:
         await client.files_upload_v2(
             channel=channel,
-            thread_ts=ts,
+            thread_ts=thread_ts or ts,
             content=png,
             filename=f"job-{job.job_id}.png",
             title=f"Job {job.job_id}: step time over 48 h and per node",
@@ -120,7 +121,7 @@ async def run(
         log.warning("chart upload failed", extra={"error": exc.response.get("error")})
         await client.chat_postMessage(
             channel=channel,
-            thread_ts=ts,
+            thread_ts=thread_ts or ts,
             text=f"The chart could not be uploaded ({exc.response.get('error', 'unknown')}).",
         )
 
@@ -128,7 +129,13 @@ async def run(
 async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -> None:
     """`/job-slow [job-id]` asked in the asker's channel."""
     await run(
-        deps, client, text=text, user_id=asker.user_id, channel=asker.channel, private=asker.private
+        deps,
+        client,
+        text=text,
+        user_id=asker.user_id,
+        channel=asker.channel,
+        private=asker.private,
+        thread_ts=asker.thread_ts,
     )
 
 

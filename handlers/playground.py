@@ -42,6 +42,7 @@ from bot.render.playground import (
 from handlers.registry import Registry
 from handlers.reply import (
     Asker,
+    Misread,
     OpenView,
     Private,
     post_ephemeral,
@@ -105,13 +106,34 @@ async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -
             error_message("A run name is letters, digits and `._/@:+-`, like `tiny-gpt`.")
         )
         return
+    steps, rest = _steps(words[1])
+    if not rest:
+        raise Misread("Add a prompt after the steps: `/playground tiny-gpt --steps 400,500 Hi`.")
     cfg = pg.cfg
     prompt = Prompt(
-        run=run, prompt=words[1][:8000], max_tokens=cfg.max_tokens, temperature=cfg.temperature
+        run=run, prompt=rest[:8000], max_tokens=cfg.max_tokens, temperature=cfg.temperature
     )
     await start_chosen(
-        deps, pg, client, prompt, None, user_id=user_id, channel=channel, private=private
+        deps,
+        pg,
+        client,
+        prompt,
+        steps,
+        user_id=user_id,
+        channel=channel,
+        private=private,
+        thread_ts=asker.thread_ts,
     )
+
+
+def _steps(text: str) -> tuple[list[int] | None, str]:
+    """`--steps 400,500 the prompt` -> ([400, 500], "the prompt"); without it, (None, text)."""
+    words = text.split(maxsplit=2)
+    if not words or words[0] != "--steps":
+        return None, text
+    if len(words) < 2 or not all(p.isdigit() for p in words[1].split(",")):
+        raise Misread("`--steps` takes checkpoint steps separated by commas: `--steps 400,500`.")
+    return [int(p) for p in words[1].split(",")], words[2] if len(words) > 2 else ""
 
 
 async def start_chosen(
@@ -124,6 +146,7 @@ async def start_chosen(
     user_id: str,
     channel: str,
     private: Private,
+    thread_ts: str | None = None,
 ) -> None:
     """Starts `prompt` on the run's checkpoints at `steps` (None: the newest two), or tells the
     asker why not: the command and the form both ask this way."""
@@ -140,7 +163,7 @@ async def start_chosen(
         picked,
         user_id=user_id,
         channel=channel,
-        thread_ts=None,
+        thread_ts=thread_ts,
         private=private,
         down=catalog.down,
     )

@@ -100,7 +100,9 @@ async def run(
     end = datetime.now(UTC)
     channel, ts = asker.channel, None
     try:
-        posted = await post_message(client, channel, render_progress(ask.kind, ask.window_s))
+        posted = await post_message(
+            client, channel, render_progress(ask.kind, ask.window_s), thread_ts=asker.thread_ts
+        )
         ts, channel = posted.ts, posted.channel
     except SlackApiError as exc:
         code = exc.response.get("error", "unknown")
@@ -141,9 +143,9 @@ async def run(
         await asker.private(detail)
         return
     await update_message(client, channel, ts, answer)
-    await post_message(client, channel, detail, thread_ts=ts)
+    await post_message(client, channel, detail, thread_ts=asker.thread_ts or ts)
     if report.leading is not None:
-        await _upload_chart(deps, client, channel, ts, report)
+        await _upload_chart(deps, client, channel, asker.thread_ts or ts, report)
 
 
 async def _upload_chart(

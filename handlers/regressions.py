@@ -62,6 +62,7 @@ async def run(
     text: str,
     channel: str,
     private: Private,
+    thread_ts: str | None = None,
 ) -> None:
     history: FleetHistory | None = deps.regressions_history
     if history is None:
@@ -74,7 +75,9 @@ async def run(
     end = datetime.now(UTC)
     ts: str | None = None
     try:
-        posted = await post_message(client, channel, render_progress(_what(ask), ask.window))
+        posted = await post_message(
+            client, channel, render_progress(_what(ask), ask.window), thread_ts=thread_ts
+        )
         ts, channel = posted.ts, posted.channel
     except SlackApiError as exc:
         code = exc.response.get("error", "unknown")
@@ -114,9 +117,9 @@ async def run(
         await private(detail)
         return
     await update_message(client, channel, ts, answer)
-    await post_message(client, channel, detail, thread_ts=ts)
+    await post_message(client, channel, detail, thread_ts=thread_ts or ts)
     if report.findings:
-        await _upload_chart(client, channel, ts, report)
+        await _upload_chart(client, channel, thread_ts or ts, report)
 
 
 async def _upload_chart(
@@ -157,7 +160,14 @@ def weekly_poster(
 
 async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -> None:
     """`/regressions [component ...] [--since 7d]` asked in the asker's channel."""
-    await run(deps, client, text=text, channel=asker.channel, private=asker.private)
+    await run(
+        deps,
+        client,
+        text=text,
+        channel=asker.channel,
+        private=asker.private,
+        thread_ts=asker.thread_ts,
+    )
 
 
 def help_lines() -> list[str]:

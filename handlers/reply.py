@@ -47,6 +47,11 @@ class Asker:
     team: str
     private: Private  # an answer for the asker only
     open_view: OpenView  # shows a form (a modal) to the asker
+    # The thread a public answer goes into (a mention's or a DM's); None: the channel itself.
+    thread_ts: str | None = None
+    # Whether answers spell out Confirmed / Suspected / Checked and fine (a question in plain
+    # words, whose asker has not learnt how each command's answer reads).
+    headings: bool = False
 
 
 class Misread(Exception):

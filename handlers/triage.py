@@ -16,18 +16,19 @@ from handlers.reply import Asker
 WHY_WORD = "why"
 
 
-async def node_health_answer(triage: Triage, text: str) -> SlackMessage:
-    """The answer for a node or a hostlist; buttons redraw it after a drain or a resume."""
+async def node_health_answer(triage: Triage, text: str, *, headings: bool = False) -> SlackMessage:
+    """The answer for a node or a hostlist; buttons redraw it after a drain or a resume.
+    `headings`: Confirmed / Suspected / Checked and fine in so many words."""
     result = await service.node_health(triage, text)
     if isinstance(result, UserError):
         return render_user_error(result)
     if isinstance(result, NodeReport):
-        return render_node(result, dashboard_url=triage.config.dashboard_url)
+        return render_node(result, dashboard_url=triage.config.dashboard_url, headings=headings)
     return render_summary(result)
 
 
 async def node_health(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -> None:
-    await asker.private(await node_health_answer(deps.triage, text))
+    await asker.private(await node_health_answer(deps.triage, text, headings=asker.headings))
 
 
 async def hw_faults(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -> None:

@@ -559,6 +559,20 @@ class SlurmRest:
                 out.append(job)
         return out
 
+    async def last_finished(self, user: str) -> Job | None:
+        """Of the ended jobs the controller still lists (MinJobAge, 300 s by default)."""
+        deadline = Deadline(self.timeout_s)
+        api = await self.api(deadline)
+        body = await self._get(api.jobs_path, deadline)
+        ended = [
+            job
+            for raw in body.get("jobs") or []
+            if isinstance(raw, Mapping) and _text(raw.get("user_name")) == user
+            for job in (parse_job(raw),)
+            if job.state not in {JobState.PENDING, JobState.RUNNING} and job.end is not None
+        ]
+        return max(ended, key=lambda j: j.end or j.start, default=None)
+
     async def previous_run(self, job: Job) -> Job | None:
         """The id the job carries, else the newest earlier job of the same name and user that
         the controller still lists (ended jobs stay there for MinJobAge, 300 s by default;

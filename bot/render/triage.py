@@ -121,9 +121,21 @@ def _versions(report: NodeReport) -> str:
     )
 
 
+def checked_fine(report: NodeReport) -> list[str]:
+    """The checks that ran on the node and found nothing, in words."""
+    failed = {f.kind for f in report.faults}
+    return [c.words for c in CHECKS if c.name not in report.not_run and not set(c.kinds) & failed]
+
+
 def render_node(
-    report: NodeReport, *, can_act: bool = True, dashboard_url: str | None = None
+    report: NodeReport,
+    *,
+    can_act: bool = True,
+    dashboard_url: str | None = None,
+    headings: bool = False,
 ) -> SlackMessage:
+    """`headings`: what was measured, what is only suspected and what was checked and found
+    fine, each under its own heading (the answer to a question in plain words)."""
     v = report.verdict
     # Out of scheduling already (drained or down): the answer offers Resume, and a reason is
     # Slurm's, not a proposal; else a node drained a minute ago still read "take it out".
@@ -136,6 +148,12 @@ def render_node(
     msg = Message(f"{report.node}: {v.level.value}")
     msg.header(f"{report.node}: {v.level.value.upper()}")
     msg.section(f"{ICON[v.level]} *{v.level.value}*: {advice}.")
+    if headings:
+        msg.section(
+            "*Confirmed*, measured now with its evidence:"
+            if report.faults
+            else "*Confirmed*: no fault measured."
+        )
     if report.faults:
         lines = []
         for f in report.faults[:MAX_FAULT_LINES]:
@@ -147,9 +165,14 @@ def render_node(
     if report.offenders:
         # The history beside the faults: why the verdict is worse than today's fault alone.
         msg.section(
-            "*Repeat offender*\n"
+            ("*Suspected* from its history, a repeat offender:\n" if headings else "")
+            + "*Repeat offender*\n"
             + "\n".join(offender_line(o, report.at, node=False) for o in report.offenders[:5])
         )
+    if headings:
+        fine = checked_fine(report)
+        if fine:
+            msg.section("*Checked and fine*: " + escape(", ".join(fine)) + ".")
     missing = _not_run(report.not_run)
     if missing:
         msg.context(missing)

@@ -22,6 +22,7 @@ BACKGROUND_POLL_S = 1.0
 BACKGROUND_QUIET_S = 1.5
 
 SHELL_HELP = """Type slash commands as in Slack, for example /node-health help.
+  @meowbot TEXT      ask in plain words, as a mention (e.g. @meowbot is gpu-0042 ok?)
   press N [CHOICE]   press button N (buttons are numbered across the screen; a menu takes a
                      choice: press 4 2)
   fill N TEXT        type TEXT into field N of the open form; submit, cancel
@@ -37,6 +38,7 @@ SHELL_HELP = """Type slash commands as in Slack, for example /node-health help.
   help               this text; commands: {commands}
   quit               leave (or Ctrl-D)"""
 
+MENTION = "@meowbot"
 VERBS = (
     "press",
     "fill",
@@ -106,7 +108,7 @@ def print_outputs(
 
 
 def is_shell_line(line: str) -> bool:
-    return line.startswith("/") or line.split(" ", 1)[0] in VERBS
+    return line.startswith(("/", MENTION)) or line.split(" ", 1)[0] in VERBS
 
 
 async def run_one(session: ShellSession, line: str) -> list[Output]:
@@ -114,6 +116,8 @@ async def run_one(session: ShellSession, line: str) -> list[Output]:
     line = line.strip()
     if line.startswith("/"):
         return await session.command(line)
+    if line.startswith(MENTION):
+        return await session.mention(line.removeprefix(MENTION).strip())
     verb, _, rest = line.partition(" ")
     rest = rest.strip()
     if verb == "home":
@@ -282,7 +286,10 @@ async def _interactive(session: ShellSession, *, as_json: bool, color: bool) -> 
                 print(SHELL_HELP.format(commands=" ".join(c.name for c in COMMANDS)))
                 continue
             if not is_shell_line(line):
-                print("Type a slash command (/node-health help), a shell verb, help or quit.")
+                print(
+                    "Type a slash command (/node-health help), @meowbot and a question, "
+                    "a shell verb, help or quit."
+                )
                 continue
             async with turn:
                 if not line.startswith("press"):

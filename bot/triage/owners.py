@@ -221,6 +221,9 @@ class TellingScheduler:
     async def job(self, job_id: str) -> Job | None:
         return await self.inner.job(job_id)
 
+    async def last_finished(self, user: str) -> Job | None:
+        return await self.inner.last_finished(user)
+
     async def previous_run(self, job: Job) -> Job | None:
         return await self.inner.previous_run(job)
 

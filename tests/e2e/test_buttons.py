@@ -368,6 +368,15 @@ async def test_every_button_and_form_of_every_message_answers(bot_slack: Slack) 
     await slack.command("/job-slow", "")
     await slack.command("/job-slow", two.job_id)
 
+    # Questions in plain words: one read two ways (a button per reading), and "my job" with
+    # two of ana's running (a button per job).
+    for question in ("is everything slow or is it just me", "why is my job slow?"):
+        ts = emu.workspace.next_ts()
+        said = f"<@{emu.workspace.bot_user_id}> {question}"
+        emu.workspace.add_message(CHANNEL, ts=ts, text=said, user=USER)
+        event = {"type": "app_mention", "user": USER, "text": said, "ts": ts, "channel": CHANNEL}
+        assert (await slack.event(emu.event_payload(event)))[0] == 200
+
     # An alert group of several nodes (a Drain and a Resume per node, one of them taken out by
     # an operator), and a warning group (drain after jobs).
     # Both nodes of the warning group are out of scheduling already (one by meowbot, one by

@@ -52,6 +52,7 @@ METHOD_SCOPES: dict[str, str | tuple[str, ...] | None] = {
 # Events (as the manifest names them) -> the bot scope each needs.
 EVENT_SCOPES: dict[str, str | None] = {
     "app_home_opened": None,
+    "app_mention": "app_mentions:read",
     "reaction_added": "reactions:read",
     "reaction_removed": "reactions:read",
     "message.channels": "channels:history",

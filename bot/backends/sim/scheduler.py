@@ -50,6 +50,10 @@ class SimScheduler:
             return None
         return self.fleet.job(job_id)
 
+    async def last_finished(self, user: str) -> Job | None:
+        ended = [j for j in self.fleet.jobs if j.user == user and j.end is not None]
+        return max(ended, key=lambda j: j.end or j.start, default=None)
+
     async def previous_run(self, job: Job) -> Job | None:
         return await self.job(job.prev_job_id) if job.prev_job_id else None
 

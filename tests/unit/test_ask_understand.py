@@ -1,0 +1,97 @@
+"""Reading questions: what the corpus does not pin down one by one."""
+
+from __future__ import annotations
+
+from bot.ask.entities import Vocabulary, clean, extract
+from bot.ask.models import DrainAsk, Entities, Intent, Menu, Route, Unsure
+from bot.ask.service import read_question
+from bot.ask.understand import Context, understand
+from bot.backends.thread_memory import MemoryThreadMemory
+from bot.errors import BackendError
+from tests.unit.test_ask_corpus import site
+
+
+def test_slack_markup_is_read_as_the_words_it_shows() -> None:
+    text = "<@U0MEOW> is <http://grafana/d/x|gpu-0042> ok? &lt;3 *now*"
+    assert clean(text) == "is gpu-0042 ok? <3 now"
+
+
+def test_apostrophes_are_not_quotes() -> None:
+    e = extract("what's broken on rack 7, it's been a bad day", site())
+    assert e.prompt is None and e.rack == "rack-07"
+    assert extract("prompt tiny-gpt with 'what's up'", site()).prompt == "what's up"
+
+
+def test_a_node_the_site_does_not_have_is_not_read_as_one() -> None:
+    e = extract("is gpu-9999 ok? and dgx-0042?", site())
+    assert e.nodes == ()
+
+
+def test_drain_without_a_node_drains_nothing() -> None:
+    assert not isinstance(understand("drain everything now", site()), DrainAsk)
+    found = understand("drain it", site(), Context(Intent.FAULTS, Entities(kind="xid")))
+    assert not isinstance(found, DrainAsk)
+
+
+def test_a_new_question_in_a_thread_is_read_afresh() -> None:
+    context = Context(Intent.FAULTS, Entities(kind="xid", since="2d"))
+    found = understand("is gpu-0100 healthy?", site(), context)
+    assert isinstance(found, Route) and found.typed == "/node-health gpu-0100"
+
+
+def test_neighbours_without_a_topology_fall_back_to_the_thread() -> None:
+    bare = Vocabulary.build([f"gpu-{i:04d}" for i in range(1, 9)])
+    context = Context(Intent.NODE_HEALTH, Entities(nodes=("gpu-0002",)))
+    found = understand("what about its neighbours?", bare, context)
+    assert isinstance(found, Route) and found.typed == "/node-health gpu-0002"
+
+
+def test_windows_beyond_what_a_command_reads_are_capped() -> None:
+    found = understand("xid errors in the last 3 weeks", site())
+    assert isinstance(found, Route) and found.typed == "/hw-faults xid --since 7d"
+    assert found.entities.since == "21d"
+
+
+def test_what_meowbot_does_not_do_gets_the_menu() -> None:
+    for question in ("cancel my job 4100123", "kill job 4100123", "submit my job for me"):
+        assert isinstance(understand(question, site()), Menu), question
+
+
+class Babbler:
+    """A model that answers, whatever it is asked, with `answer` (or fails)."""
+
+    def __init__(self, answer: str | None) -> None:
+        self.answer = answer
+        self.asked = 0
+
+    async def complete(self, system: str, prompt: str, *, deadline_s: float) -> str:
+        self.asked += 1
+        if self.answer is None:
+            raise BackendError("The model server", "did not answer.")
+        return self.answer
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_the_model_is_asked_only_when_unsure_and_only_picks() -> None:
+    vocab = site()
+    sure = Babbler('{"intent": "regressions"}')
+    assert isinstance(await read_question("is gpu-0042 ok?", vocab, picker=sure), Route)
+    assert sure.asked == 0
+    picks = Babbler('{"intent": "regressions", "entities": {"component": "kernel"}}')
+    found = await read_question("is everything slow or is it just me", vocab, picker=picks)
+    assert isinstance(found, Route) and found.typed == "/regressions kernel"
+    for answer in (None, "no idea", '{"intent": "node_health"}'):
+        found = await read_question(
+            "is everything slow or is it just me", vocab, picker=Babbler(answer)
+        )
+        assert isinstance(found, Unsure), answer
+
+
+async def test_the_thread_memory_without_redis() -> None:
+    memory = MemoryThreadMemory()
+    asked = Context(Intent.NODE_HEALTH, Entities(nodes=("gpu-0042",)))
+    await memory.remember("T", "C", "1.1", asked)
+    assert await memory.recall("T", "C", "1.1") == asked
+    assert await memory.recall("T", "C", "1.2") is None
