@@ -59,6 +59,7 @@ from bot.config_sections import (
     health_config,
     highlights_config,
     job_notices_config,
+    kubernetes_config,
     playground_config,
     precursors_config,
     regressions_config,
@@ -173,12 +174,33 @@ def make_fault_history(store: StateStore, health: HealthConfig) -> FaultHistory:
 
 
 def make_scheduler(settings: Settings) -> Scheduler | None:
-    if not settings.slurm_rest_url:
-        return None
-    from bot.backends.slurm import SlurmRest
+    """Slurm (SLURM_REST_URL), Kubernetes (KUBECONFIG or in-cluster), or both at once: then a
+    node in both is drained and resumed in both."""
+    slurm = None
+    if settings.slurm_rest_url:
+        from bot.backends.slurm import SlurmRest
 
-    token = settings.slurm_jwt.get_secret_value() if settings.slurm_jwt else ""
-    return SlurmRest(settings.slurm_rest_url, token=token, user=settings.slurm_user)
+        token = settings.slurm_jwt.get_secret_value() if settings.slurm_jwt else ""
+        slurm = SlurmRest(settings.slurm_rest_url, token=token, user=settings.slurm_user)
+    if not settings.kubernetes:
+        return slurm
+    from bot.backends.kubernetes import KubernetesScheduler
+
+    cfg = kubernetes_config(settings)
+    kube = KubernetesScheduler(
+        kubeconfig=settings.kubeconfig,
+        context=cfg.context,
+        in_cluster=settings.kubernetes_in_cluster,
+        user_rule=cfg.user_rule(),
+        node_selector=cfg.node_selector,
+        page_size=cfg.page_size,
+        timeout_s=cfg.timeout_s,
+    )
+    if slurm is None:
+        return kube
+    from bot.backends.both_schedulers import BothSchedulers
+
+    return BothSchedulers(slurm, kube)
 
 
 def prometheus_triage(
