@@ -102,11 +102,16 @@ class BothSchedulers:
 
     async def _each(self, node: str, verb: str, reason: str | None, now: bool) -> None:
         s, k = await self._both([node])
-        targets: list[SlurmRest | KubernetesScheduler] = [
-            t for t, known in ((self.slurm, node in s), (self.kube, node in k)) if known
+        known: list[tuple[SlurmRest | KubernetesScheduler, SchedulerNode]] = [
+            (t, seen[node]) for t, seen in ((self.slurm, s), (self.kube, k)) if node in seen
         ]
-        if not targets:
+        if not known:
             raise BackendError(self.name, f"know no node {node}.")
+        # A resume goes where the node is out of service: the side already in service (put
+        # back by hand) has nothing to undo, and Slurm refuses to resume an idle node.
+        targets = [t for t, n in known if reason is not None or n.out_of_service]
+        if not targets:
+            return
 
         async def one(target: SlurmRest | KubernetesScheduler) -> str | None:
             try:
