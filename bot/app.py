@@ -103,6 +103,7 @@ from handlers import regressions as regressions_handlers
 from handlers.alertmanager import ALERTMANAGER_PATH
 
 if TYPE_CHECKING:
+    from bot.backends.kubernetes import KubernetesScheduler
     from bot.backends.prometheus_rules import RuleGroup
     from bot.backends.sim.fleet import SimFleet
 
@@ -203,6 +204,18 @@ def make_scheduler(settings: Settings) -> Scheduler | None:
     return BothSchedulers(slurm, kube)
 
 
+def kubernetes_of(scheduler: Scheduler | None) -> KubernetesScheduler | None:
+    """The Kubernetes adapter inside the scheduler, when there is one (for Node labels)."""
+    from bot.backends.both_schedulers import BothSchedulers
+    from bot.backends.kubernetes import KubernetesScheduler
+
+    if isinstance(scheduler, KubernetesScheduler):
+        return scheduler
+    if isinstance(scheduler, BothSchedulers):
+        return scheduler.kube
+    return None
+
+
 def prometheus_triage(
     metrics: PrometheusMetrics,
     health: HealthConfig | None = None,
@@ -256,9 +269,18 @@ def make_triage(settings: Settings) -> Triage:
             settings.prometheus_url, node_label=health.node_label, recorded=health.recorded_rules
         )
         topology = Topology(topology_config(settings))
-        return prometheus_triage(
+        triage = prometheus_triage(
             metrics, health, stragglers, scheduler=scheduler, topology=topology
         )
+        kube = kubernetes_of(scheduler)
+        if kube is not None:
+            from bot.backends.kubernetes_inventory import KubernetesPlaces
+
+            cfg = kubernetes_config(settings)
+            triage.inventory = KubernetesPlaces(
+                triage.inventory, kube, rack_labels=cfg.rack_labels, switch_labels=cfg.switch_labels
+            )
+        return triage
     from bot.backends.sim.fleet import SimFleet
 
     fleet = SimFleet(settings.sim_nodes or 512, seed=settings.seed)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from bot.backends import kubernetes_nodes as kn
 from bot.backends.kubernetes_jobs import UserRule
 
 
@@ -24,6 +25,10 @@ class KubernetesConfig(BaseModel):
     """Whose a job is: `namespace` (one namespace per person) or `label:<key>` (a pod label)."""
     namespace_prefix: str = ""
     """Taken off a namespace to give the user (`u-ana` is ana with `u-`)."""
+    rack_labels: tuple[str, ...] = kn.RACK_LABELS
+    """Node labels naming the rack, the first a node has wins."""
+    switch_labels: tuple[str, ...] = kn.SWITCH_LABELS
+    """Node labels naming the leaf switch, the first a node has wins."""
     page_size: int = Field(5000, ge=1, le=100_000)
     timeout_s: float = Field(10.0, gt=0, le=300)
 

@@ -328,7 +328,7 @@ async def _scheduler_nodes(
     triage: Triage, nodes: Sequence[str] | None
 ) -> tuple[dict[str, SchedulerNode] | None, str | None]:
     if triage.scheduler is None:
-        return None, "No scheduler is configured (set SLURM_REST_URL)."
+        return None, "No scheduler is configured (set SLURM_REST_URL or KUBECONFIG)."
     if nodes is None:
         return None, None
     try:
@@ -570,7 +570,9 @@ class UserJobs:
 
 async def user_jobs(triage: Triage, cluster_user: str | None) -> UserJobs:
     if triage.scheduler is None:
-        return UserJobs(cluster_user, [], "No scheduler is configured (set SLURM_REST_URL).")
+        return UserJobs(
+            cluster_user, [], "No scheduler is configured (set SLURM_REST_URL or KUBECONFIG)."
+        )
     if cluster_user is None:
         return UserJobs(
             None, [], "I could not tell your cluster user name (map it under `users:`)."

@@ -409,3 +409,29 @@ async def test_a_node_in_both_is_drained_and_resumed_in_both(
         with contextlib.suppress(BackendError):
             await slurm.resume(node)
         await slurm.close()
+
+
+# ---------------------------------------------------------------- places from node labels
+
+
+async def test_rack_and_switch_come_from_node_labels(
+    api: KubeApi, kube: KubernetesScheduler
+) -> None:
+    from bot.backends.kubernetes_inventory import KubernetesPlaces
+    from bot.backends.sim.fleet import SimFleet
+    from bot.backends.sim.metrics import SimInventory
+
+    api.node("kn-place", rack="r42", labels={"network.topology.kubernetes.io/switch": "leaf-9"})
+    fleet = SimFleet(16, seed=1)
+    inner = SimInventory(fleet)
+    places = KubernetesPlaces(inner, kube)
+    await places.load()
+    found = places.place("kn-place")
+    assert found is not None and (found.rack, found.leaf_switch) == ("r42", "leaf-9")
+    assert places.leaf_switch("kn-place") == "leaf-9"
+    sim_node = inner.names()[0]
+    assert places.place(sim_node) == inner.place(sim_node)  # no labels: the inventory's own
+    assert places.names() == inner.names()
+    calls = kube.calls
+    await places.load()  # within the minute: no call
+    assert kube.calls == calls
