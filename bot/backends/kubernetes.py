@@ -70,6 +70,8 @@ NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 RBAC_FILE = "deploy/kubernetes-rbac.yaml"
 PAGE_SIZE = 5000
 CONFLICT_RETRIES = 3
+# Up to this many owners of one kind are read one by one; more are read with one list.
+OWNER_GETS = 4
 # What a plural is for the owner kinds a GPU cluster has; any other kind is guessed the way
 # Kubernetes names them (lower case, plus "s").
 _PLURALS = {
@@ -365,28 +367,67 @@ class KubernetesScheduler:
 
     # -- jobs
 
-    async def _owner_object(self, owner: Owner) -> dict[str, Any] | None:
-        group, _, version = owner.api_version.rpartition("/")
-        plural = _PLURALS.get(owner.kind, owner.kind.lower() + "s")
+    @staticmethod
+    def _kind_path(api_version: str, kind: str, namespace: str | None) -> str:
+        group, _, version = api_version.rpartition("/")
+        plural = _PLURALS.get(kind, kind.lower() + "s")
         base = f"/apis/{group}/{version}" if group else f"/api/{version}"
-        path = f"{base}/namespaces/{quote(owner.namespace)}/{plural}/{quote(owner.name)}"
+        return f"{base}/namespaces/{quote(namespace)}/{plural}" if namespace else f"{base}/{plural}"
+
+    async def _owners_of_kind(
+        self, api_version: str, kind: str, wanted: set[Owner]
+    ) -> dict[Owner, dict[str, Any]]:
+        """The owner objects of one kind: a GET each for a few, else one list (of their
+        namespace when they share one), so the reads grow with the kinds, not the jobs."""
+        found: dict[Owner, dict[str, Any]] = {}
         try:
-            return await self._get(path, f"read {owner.kind} {owner.namespace}/{owner.name}")
-        except BackendError:
-            # An owner meowbot may not read (a CRD outside its ClusterRole) ends the chain
-            # where the pods said: the job is still named, one level lower.
-            return None
+            if len(wanted) <= OWNER_GETS:
+                got = await asyncio.gather(
+                    *(
+                        self._get(
+                            f"{self._kind_path(api_version, kind, o.namespace)}/{quote(o.name)}",
+                            f"read {kind} {o.namespace}/{o.name}",
+                        )
+                        for o in wanted
+                    )
+                )
+                return {o: obj for o, obj in zip(wanted, got, strict=True) if obj is not None}
+            spaces = {o.namespace for o in wanted}
+            one = next(iter(spaces)) if len(spaces) == 1 else None
+            for obj in await self._list(
+                self._kind_path(api_version, kind, one), f"list {kind} objects"
+            ):
+                meta = obj.get("metadata") or {}
+                key = Owner(
+                    str(meta.get("namespace") or ""), api_version, kind, str(meta.get("name"))
+                )
+                if key in wanted:
+                    found[key] = obj
+        except (BackendError, ApiException):
+            # A kind meowbot may not read (a CRD outside its ClusterRole, or one this cluster
+            # does not serve) ends the chain where the pods said: the job is still named, one
+            # level lower.
+            return found
+        return found
 
     async def _tops(self, pods: Sequence[Mapping[str, Any]]) -> dict[Owner, Owner]:
-        """Each pod's first owner -> the top of its chain: every owner read once, the reads
-        of one level at once (calls grow with the jobs' owners, not with the nodes)."""
+        """Each pod's first owner -> the top of its chain, climbing a level at a time; each
+        level reads each kind once (`_owners_of_kind`)."""
         firsts = {pod_owner(p) for p in pods if is_live(p)}
         parents: dict[Owner, Owner | None] = {}
         level = {o for o in firsts if o.kind != "Pod"}
         while level:
-            got = await asyncio.gather(*(self._owner_object(o) for o in level))
+            kinds: dict[tuple[str, str], set[Owner]] = {}
+            for owner in level:
+                kinds.setdefault((owner.api_version, owner.kind), set()).add(owner)
+            got: dict[Owner, dict[str, Any]] = {}
+            for part in await asyncio.gather(
+                *(self._owners_of_kind(v, k, w) for (v, k), w in kinds.items())
+            ):
+                got.update(part)
             nxt: set[Owner] = set()
-            for owner, obj in zip(level, got, strict=True):
+            for owner in level:
+                obj = got.get(owner)
                 up = controller_of(obj) if obj is not None else None
                 parents[owner] = up
                 if up is not None and up not in parents:
