@@ -7,9 +7,10 @@ operator, one in 32 drained by meowbot) and a training pod on one node in four (
 each, half of them ana's), then answers over the simulated fleet's metrics with the Kubernetes
 adapter as the scheduler:
 
-- /node-health of one node, and of every node (a hostlist),
+- /node-health of one node, and of every node (a hostlist: its summary reads no scheduler),
 - App Home (the fleet at a glance, and ana's jobs),
-- a drain's look-up of the jobs on one node,
+- a drain's look-up of the jobs on one node, every job (what the alerts read), and the
+  scheduler state of every node,
 
 printing each answer's API calls (they must not grow with the node count) and its time.
 
@@ -125,6 +126,7 @@ async def _measure(n: int, kubeconfig: str) -> None:
         home_t, home_c, (_, mine) = await _timed(kube, home)
         on_t, on_c, on_node = await _timed(kube, lambda: kube.jobs_on(names[0]))
         all_jobs_t, all_jobs_c, every_job = await _timed(kube, kube.jobs)
+        states_t, states_c, states = await _timed(kube, lambda: kube.nodes(names))
     finally:
         await kube.close()
     print(f"{n:>5} Kubernetes nodes:")
@@ -143,7 +145,12 @@ async def _measure(n: int, kubeconfig: str) -> None:
     )
     print(
         f"  every job (the alerts' read)   {all_jobs_c:>2} API calls, {all_jobs_t * 1000:7.0f} ms "
-        f"({len(every_job)} jobs: one owner read per job)"
+        f"({len(every_job)} jobs, their owners read a kind at a time)"
+    )
+    drained = sum(1 for s in states.values() if s.draining)
+    print(
+        f"  state of every node            {states_c:>2} API calls, {states_t * 1000:7.0f} ms "
+        f"({len(states)} nodes, {drained} drained or cordoned)"
     )
 
 
