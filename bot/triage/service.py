@@ -89,6 +89,7 @@ class NodeReport:
     at: datetime
     window_s: float  # the counters' window, named in the answer
     offenders: list[Offender] = field(default_factory=list)  # the node's, with their history
+    scheduler_name: str = "Slurm"  # whose state `scheduler` is: "Kubernetes", or both
 
 
 @dataclass(frozen=True)
@@ -309,6 +310,7 @@ async def node_health(triage: Triage, text: str) -> NodeReport | FleetSummary | 
             at=run.at,
             window_s=cfg.window_s,
             offenders=[o for o in found if o.node == node],
+            scheduler_name=_state_title(triage.scheduler),
         )
     sched_task.cancel()
     ordered = sorted(by_node.values(), key=lambda v: (-v.level.rank, v.node))
@@ -322,6 +324,13 @@ async def node_health(triage: Triage, text: str) -> NodeReport | FleetSummary | 
         at=run.at,
         window_s=cfg.window_s,
     )
+
+
+def _state_title(scheduler: Scheduler | None) -> str:
+    """Whose state /node-health shows: the scheduler's name where Kubernetes is one of them;
+    else "Slurm", which the simulated scheduler stands in for."""
+    name = scheduler.name if scheduler is not None else ""
+    return name if "Kubernetes" in name else "Slurm"
 
 
 async def _scheduler_nodes(
