@@ -36,7 +36,7 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
@@ -271,17 +271,20 @@ class KubernetesScheduler:
         return out
 
     async def _patch_node(
-        self, name: str, build: Any, doing: str
-    ) -> tuple[dict[str, Any] | None, bool]:
+        self,
+        name: str,
+        build: Callable[[dict[str, Any]], list[dict[str, Any]] | None],
+        doing: str,
+    ) -> bool:
         """Reads the node and applies `build(node)`'s JSON patch, again when another writer
-        changed the node between the read and the write. (node read, whether it changed)."""
+        changed the node between the read and the write; whether anything changed."""
         for _ in range(CONFLICT_RETRIES):
             node = await self._get(f"/api/v1/nodes/{quote(name)}", f"read node {name}")
             if node is None:
                 raise BackendError(NAME, f"has no node {name}.")
             patch = build(node)
             if patch is None:
-                return node, False
+                return False
             try:
                 await self._call(
                     "PATCH",
@@ -295,7 +298,7 @@ class KubernetesScheduler:
                 if exc.status == 409 or (exc.status == 422 and "test" in _message(exc).lower()):
                     continue
                 raise BackendError(NAME, f"could not {doing}: {_message(exc)}.") from exc
-            return node, True
+            return True
         raise BackendError(NAME, f"could not {doing}: the node kept changing under the write.")
 
     async def drain(self, node: str, reason: str, *, now: bool = False) -> None:
@@ -336,7 +339,7 @@ class KubernetesScheduler:
             for p in await self.pods_on(node)
             if is_live(p)
             and gpus_requested(p) > 0
-            and (controller_of(p) is None or controller_of(p).kind != "DaemonSet")  # type: ignore[union-attr]
+            and getattr(controller_of(p), "kind", None) != "DaemonSet"
         ]
 
         async def evict(pod: dict[str, Any]) -> str | None:

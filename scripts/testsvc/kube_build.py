@@ -12,6 +12,7 @@ Runnable alone (`python scripts/testsvc/kube_build.py`) to warm the cache by han
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -145,7 +146,16 @@ def build(log: Path | None = None) -> Path:
         return binary
     work = cache_dir()
     work.mkdir(parents=True, exist_ok=True)
-    log = log or work / "build.log"
+    # Two test runs starting at once on a fresh machine build once: the second waits here
+    # and finds the binary.
+    with (work / "build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if binary.exists():
+            return binary
+        return _build(work, binary, log or work / "build.log")
+
+
+def _build(work: Path, binary: Path, log: Path) -> Path:
     started = time.monotonic()
     tar = _fetch_source(work, log)
     gopath = work / "gopath"
@@ -155,7 +165,11 @@ def build(log: Path | None = None) -> Path:
         tree.parent.mkdir(parents=True, exist_ok=True)
         with tarfile.open(tar) as tf:
             top = tf.getmembers()[0].name.split("/")[0]
-            tf.extractall(tree.parent, filter="tar")
+            # Extraction filters came in 3.11.4; Debian 12's Python is 3.11.2.
+            if hasattr(tarfile, "tar_filter"):
+                tf.extractall(tree.parent, filter="tar")
+            else:
+                tf.extractall(tree.parent)  # Debian's own signed source package
         (tree.parent / top).rename(tree)
     env = {
         **os.environ,

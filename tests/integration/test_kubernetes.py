@@ -12,11 +12,13 @@ import contextlib
 import json
 import os
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from bot.backends import kubernetes_nodes as kn
 from bot.backends.both_schedulers import BothSchedulers
@@ -146,6 +148,32 @@ async def test_an_operators_taint_and_cordon_are_left_alone(
     raw = _node(api, "kn-operator")
     assert raw["spec"]["unschedulable"] is True  # the operator's cordon stays
     assert theirs in raw["spec"]["taints"] and _own_taints(raw) == []
+
+
+async def test_a_drain_patch_from_a_stale_read_is_refused_not_applied(
+    api: KubeApi, kube: KubernetesScheduler
+) -> None:
+    """The resourceVersion `test` is what keeps an operator's change made between meowbot's
+    read and its write: the server refuses the stale patch (the adapter reads again)."""
+    api.node("kn-race")
+    stale = _node(api, "kn-race")
+    theirs = {"key": "nvidia.com/gpu-health", "value": "xid48", "effect": "NoSchedule"}
+    api.merge("/api/v1/nodes/kn-race", {"spec": {"taints": [theirs]}})
+    patch = kn.drain_patch(stale, REASON, datetime.now(UTC))
+    with pytest.raises(ApiException) as caught:
+        await kube._call(
+            "PATCH",
+            "/api/v1/nodes/kn-race",
+            "cordon and taint node kn-race",
+            body=patch,
+            content_type="application/json-patch+json",
+        )
+    assert caught.value.status in {409, 422}, caught.value
+    assert "test" in caught.value.body.lower()
+    # Through the adapter, the drain reads again and keeps the operator's taint.
+    await kube.drain("kn-race", REASON)
+    after = _node(api, "kn-race")
+    assert theirs in after["spec"]["taints"] and len(_own_taints(after)) == 1
 
 
 async def test_drain_now_evicts_gpu_pods_and_names_what_a_budget_keeps(
