@@ -278,10 +278,16 @@ class KubernetesScheduler:
     ) -> bool:
         """Reads the node and applies `build(node)`'s JSON patch, again when another writer
         changed the node between the read and the write; whether anything changed."""
+        refused: str | None = None
+        refused_rv: object = None
         for _ in range(CONFLICT_RETRIES):
             node = await self._get(f"/api/v1/nodes/{quote(name)}", f"read node {name}")
             if node is None:
                 raise BackendError(NAME, f"has no node {name}.")
+            rv = (node.get("metadata") or {}).get("resourceVersion")
+            if refused is not None and rv == refused_rv:
+                # Refused, and nobody wrote in between: the patch itself was wrong.
+                raise BackendError(NAME, f"could not {doing}: {refused}.")
             patch = build(node)
             if patch is None:
                 return False
@@ -294,8 +300,10 @@ class KubernetesScheduler:
                     content_type="application/json-patch+json",
                 )
             except ApiException as exc:
-                # The `test` of the resourceVersion failed: someone wrote in between.
-                if exc.status == 409 or (exc.status == 422 and "test" in _message(exc).lower()):
+                # A failed `test` of the resourceVersion is a 422 ("the server rejected our
+                # request"), like any invalid patch: the read above tells them apart.
+                if exc.status in {409, 422}:
+                    refused, refused_rv = _message(exc), rv
                     continue
                 raise BackendError(NAME, f"could not {doing}: {_message(exc)}.") from exc
             return True
