@@ -66,7 +66,7 @@ unit: $(TEST_STAMP)
 	$(PY) -m pytest -q tests/unit
 
 bench: $(TEST_STAMP)
-	$(PY) scripts/testenv.py -- sh -c '$(PY) bench/ack.py && $(PY) bench/health.py && $(PY) bench/diagnosis.py && $(PY) bench/health_prometheus.py && $(PY) bench/storm.py && $(PY) bench/storm.py --replicas 3 && $(PY) bench/storm.py --replicas 3 --scenario one-cause && $(PY) bench/fault_latency.py && $(PY) bench/highlights.py && $(PY) bench/playground.py'
+	$(PY) scripts/testenv.py -- sh -c '$(PY) bench/ack.py && $(PY) bench/health.py && $(PY) bench/diagnosis.py && $(PY) bench/health_prometheus.py && $(PY) bench/storm.py && $(PY) bench/storm.py --replicas 3 && $(PY) bench/storm.py --replicas 3 --scenario one-cause && $(PY) bench/fault_latency.py && $(PY) bench/highlights.py && $(PY) bench/playground.py && $(PY) bench/kube.py'
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) .mypy_cache .ruff_cache .import_linter_cache

@@ -62,6 +62,7 @@ from bot.config_sections import (
     health_config,
     highlights_config,
     job_notices_config,
+    kubernetes_config,
     playground_config,
     precursors_config,
     regressions_config,
@@ -106,6 +107,7 @@ from handlers import regressions as regressions_handlers
 from handlers.alertmanager import ALERTMANAGER_PATH
 
 if TYPE_CHECKING:
+    from bot.backends.kubernetes import KubernetesScheduler
     from bot.backends.prometheus_rules import RuleGroup
     from bot.backends.sim.fleet import SimFleet
 
@@ -190,12 +192,45 @@ def make_fault_history(store: StateStore, health: HealthConfig) -> FaultHistory:
 
 
 def make_scheduler(settings: Settings) -> Scheduler | None:
-    if not settings.slurm_rest_url:
-        return None
-    from bot.backends.slurm import SlurmRest
+    """Slurm (SLURM_REST_URL), Kubernetes (KUBECONFIG or in-cluster), or both at once: then a
+    node in both is drained and resumed in both."""
+    slurm = None
+    if settings.slurm_rest_url:
+        from bot.backends.slurm import SlurmRest
 
-    token = settings.slurm_jwt.get_secret_value() if settings.slurm_jwt else ""
-    return SlurmRest(settings.slurm_rest_url, token=token, user=settings.slurm_user)
+        token = settings.slurm_jwt.get_secret_value() if settings.slurm_jwt else ""
+        slurm = SlurmRest(settings.slurm_rest_url, token=token, user=settings.slurm_user)
+    if not settings.kubernetes:
+        return slurm
+    from bot.backends.kubernetes import KubernetesScheduler
+
+    cfg = kubernetes_config(settings)
+    kube = KubernetesScheduler(
+        kubeconfig=settings.kubeconfig,
+        context=cfg.context,
+        in_cluster=settings.kubernetes_in_cluster,
+        user_rule=cfg.user_rule(),
+        node_selector=cfg.node_selector,
+        page_size=cfg.page_size,
+        timeout_s=cfg.timeout_s,
+    )
+    if slurm is None:
+        return kube
+    from bot.backends.both_schedulers import BothSchedulers
+
+    return BothSchedulers(slurm, kube)
+
+
+def kubernetes_of(scheduler: Scheduler | None) -> KubernetesScheduler | None:
+    """The Kubernetes adapter inside the scheduler, when there is one (for Node labels)."""
+    from bot.backends.both_schedulers import BothSchedulers
+    from bot.backends.kubernetes import KubernetesScheduler
+
+    if isinstance(scheduler, KubernetesScheduler):
+        return scheduler
+    if isinstance(scheduler, BothSchedulers):
+        return scheduler.kube
+    return None
 
 
 def prometheus_triage(
@@ -251,9 +286,18 @@ def make_triage(settings: Settings) -> Triage:
             settings.prometheus_url, node_label=health.node_label, recorded=health.recorded_rules
         )
         topology = Topology(topology_config(settings))
-        return prometheus_triage(
+        triage = prometheus_triage(
             metrics, health, stragglers, scheduler=scheduler, topology=topology
         )
+        kube = kubernetes_of(scheduler)
+        if kube is not None:
+            from bot.backends.kubernetes_inventory import KubernetesPlaces
+
+            cfg = kubernetes_config(settings)
+            triage.inventory = KubernetesPlaces(
+                triage.inventory, kube, rack_labels=cfg.rack_labels, switch_labels=cfg.switch_labels
+            )
+        return triage
     from bot.backends.sim.fleet import SimFleet
 
     fleet = SimFleet(settings.sim_nodes or 512, seed=settings.seed)

@@ -58,6 +58,8 @@ EXPECTS: dict[str, str] = {
     "SLURM_REST_URL": "an http(s) URL like http://slurmrestd:6820",
     "SLURM_JWT": "a Slurm JWT (scontrol token)",
     "SLURM_USER": "the Slurm user name sent with the token",
+    "KUBECONFIG": "the path of a kubeconfig file (or several, separated by ':')",
+    "MEOWBOT_KUBERNETES_IN_CLUSTER": "true or false",
     "PLAYGROUND_ENDPOINTS": "base URLs separated by ';', each optionally followed by ',key=...'",
     "PLAYGROUND_CHECKPOINT_DIRS": "folders separated by ':' or ','",
     "MEOWBOT_ASK_MODEL_URL": "an OpenAI-compatible base URL ending in /v1",
@@ -110,6 +112,8 @@ class Settings(BaseSettings):
     slurm_rest_url: str | None = Field(None, alias="SLURM_REST_URL")
     slurm_jwt: SecretStr | None = Field(None, alias="SLURM_JWT")
     slurm_user: str = Field("root", alias="SLURM_USER")
+    kubeconfig: str | None = Field(None, alias="KUBECONFIG")
+    kubernetes_in_cluster: bool = Field(False, alias="MEOWBOT_KUBERNETES_IN_CLUSTER")
     playground_endpoints: str | None = Field(None, alias="PLAYGROUND_ENDPOINTS")
     playground_checkpoint_dirs: str | None = Field(None, alias="PLAYGROUND_CHECKPOINT_DIRS")
     # The language model that picks a reading of an unsure question (optional).
@@ -245,12 +249,17 @@ class Settings(BaseSettings):
         """Nodes of the simulated fleet, or None when a real cluster backend is configured."""
         fleet = self.fleet
         if fleet is None:
-            if self.prometheus_url or self.slurm_rest_url:
+            if self.prometheus_url or self.slurm_rest_url or self.kubernetes:
                 return None
             fleet = "sim"
         m = _FLEET_RE.match(fleet)
         assert m is not None  # validated above
         return int(m.group(1)) if m.group(1) else 512
+
+    @property
+    def kubernetes(self) -> bool:
+        """Whether a Kubernetes cluster is configured (a kubeconfig, or in-cluster)."""
+        return bool(self.kubeconfig) or self.kubernetes_in_cluster
 
     @property
     def admin_list(self) -> tuple[str, ...]:
@@ -263,6 +272,7 @@ class Settings(BaseSettings):
             "redis": "configured" if self.redis_url else "in-process stand-in",
             "prometheus": "configured" if self.prometheus_url else "not configured",
             "slurm": "configured" if self.slurm_rest_url else "not configured",
+            "kubernetes": "configured" if self.kubernetes else "not configured",
             "alertmanager": "configured" if self.alertmanager_url else "not configured",
             "playground": "configured" if self.playground_endpoints else "not configured",
             "fleet": f"simulated ({sim} nodes)" if sim else "real cluster",

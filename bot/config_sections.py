@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from bot.alerts.config import AlertsConfig
+from bot.backends.kubernetes_config import KubernetesConfig
 from bot.config import ConfigError, Settings
 from bot.highlights.config import HighlightsConfig
 from bot.playground.config import PlaygroundConfig, parse_dirs, parse_endpoints
@@ -41,6 +42,11 @@ def _validated(key: str, raw: Any, model: type[M]) -> M:
 
 def topology_config(settings: Settings) -> TopologyConfig:
     return _section(settings, "topology", TopologyConfig)
+
+
+def kubernetes_config(settings: Settings) -> KubernetesConfig:
+    """`kubernetes:`: the node selector, the user rule and the context of the kubeconfig."""
+    return _section(settings, "kubernetes", KubernetesConfig)
 
 
 def health_config(settings: Settings) -> HealthConfig:

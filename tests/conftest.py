@@ -23,6 +23,16 @@ from scripts.testsvc.redis import redis_command
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests of the real kube-apiserver run last. On a fresh machine it is built in the
+    background (scripts/testsvc/kube.py, about 3.5 minutes on two cores) while every other
+    test runs, so they find it ready instead of waiting for it."""
+    items.sort(key=lambda item: item.path.name in KUBE_TEST_FILES)
+
+
+KUBE_TEST_FILES = frozenset({"test_kubernetes.py", "test_kubernetes_both.py"})
+
+
 def need_service(var: str) -> str:
     value = os.environ.get(var)
     if not value:

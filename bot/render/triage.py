@@ -181,9 +181,9 @@ def render_node(
         s = report.scheduler
         state = s.state + ("+" + "+".join(s.flags) if s.flags else "")
         reason = f" — {escape(s.reason)}" if s.reason else ""
-        fields.append(("Slurm", f"{escape(state)}{reason}"))
+        fields.append((report.scheduler_name, f"{escape(state)}{reason}"))
     elif report.scheduler_note:
-        fields.append(("Slurm", escape(report.scheduler_note)))
+        fields.append((report.scheduler_name, escape(report.scheduler_note)))
     info = report.info
     if info is not None:
         fields.append(

@@ -32,7 +32,10 @@ async def drain(
 ) -> Done:
     """Drains `node` with the reason `meowbot: <cause> by @<user>`; `now` stops its jobs too."""
     if scheduler is None:
-        return Done("No scheduler is configured (set SLURM_REST_URL), so I cannot drain anything.")
+        return Done(
+            "No scheduler is configured (set SLURM_REST_URL or KUBECONFIG), so I cannot drain "
+            "anything."
+        )
     if not NODE_RE.fullmatch(node):
         return Done("That button carries no valid node name; nothing was changed.")
     reason = drain_reason.by_user(cause, user_name)
@@ -81,7 +84,10 @@ async def resume(
     """Returns `node` to service; a reason meowbot did not set needs `force` (a confirmation).
     The resume is remembered (`memory`): the Xids it was taken out for are history then."""
     if scheduler is None:
-        return Done("No scheduler is configured (set SLURM_REST_URL), so I cannot resume anything.")
+        return Done(
+            "No scheduler is configured (set SLURM_REST_URL or KUBECONFIG), so I cannot resume "
+            "anything."
+        )
     if not NODE_RE.fullmatch(node):
         return Done("That button carries no valid node name; nothing was changed.")
     try:

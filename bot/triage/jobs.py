@@ -89,7 +89,8 @@ async def find_job(triage: Triage, text: str, cfg: StragglerConfig) -> Job | Use
         return job_id
     if triage.scheduler is None:
         return UserError(
-            "No scheduler is configured (set SLURM_REST_URL): I need it for the job's nodes."
+            "No scheduler is configured (set SLURM_REST_URL or KUBECONFIG): I need it for the "
+            "job's nodes."
         )
     try:
         job = await triage.scheduler.job(job_id)

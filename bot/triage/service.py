@@ -89,6 +89,7 @@ class NodeReport:
     at: datetime
     window_s: float  # the counters' window, named in the answer
     offenders: list[Offender] = field(default_factory=list)  # the node's, with their history
+    scheduler_name: str = "Slurm"  # whose state `scheduler` is: "Kubernetes", or both
 
 
 @dataclass(frozen=True)
@@ -309,6 +310,7 @@ async def node_health(triage: Triage, text: str) -> NodeReport | FleetSummary | 
             at=run.at,
             window_s=cfg.window_s,
             offenders=[o for o in found if o.node == node],
+            scheduler_name=_state_title(triage.scheduler),
         )
     sched_task.cancel()
     ordered = sorted(by_node.values(), key=lambda v: (-v.level.rank, v.node))
@@ -324,11 +326,18 @@ async def node_health(triage: Triage, text: str) -> NodeReport | FleetSummary | 
     )
 
 
+def _state_title(scheduler: Scheduler | None) -> str:
+    """Whose state /node-health shows: the scheduler's name where Kubernetes is one of them;
+    else "Slurm", which the simulated scheduler stands in for."""
+    name = scheduler.name if scheduler is not None else ""
+    return name if "Kubernetes" in name else "Slurm"
+
+
 async def _scheduler_nodes(
     triage: Triage, nodes: Sequence[str] | None
 ) -> tuple[dict[str, SchedulerNode] | None, str | None]:
     if triage.scheduler is None:
-        return None, "No scheduler is configured (set SLURM_REST_URL)."
+        return None, "No scheduler is configured (set SLURM_REST_URL or KUBECONFIG)."
     if nodes is None:
         return None, None
     try:
@@ -559,7 +568,9 @@ class UserJobs:
 
 async def user_jobs(triage: Triage, cluster_user: str | None) -> UserJobs:
     if triage.scheduler is None:
-        return UserJobs(cluster_user, [], "No scheduler is configured (set SLURM_REST_URL).")
+        return UserJobs(
+            cluster_user, [], "No scheduler is configured (set SLURM_REST_URL or KUBECONFIG)."
+        )
     if cluster_user is None:
         return UserJobs(
             None, [], "I could not tell your cluster user name (map it under `users:`)."

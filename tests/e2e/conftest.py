@@ -84,6 +84,7 @@ def bot_settings(emulator: SlackEmulator, redis_url: str, **extra: Any) -> Any:
     backends: dict[str, Any] = {
         "PROMETHEUS_URL": None,
         "SLURM_REST_URL": None,
+        "KUBECONFIG": None,
         "MEOWBOT_ADMINS": "",
     }
     return load_settings(

@@ -21,6 +21,8 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: pytest.TempPathFactory)
         "REDIS_URL",
         "PROMETHEUS_URL",
         "SLURM_REST_URL",
+        "KUBECONFIG",
+        "MEOWBOT_KUBERNETES_IN_CLUSTER",
         "MEOWBOT_FLEET",
         "MEOWBOT_CONFIG",
         "MEOWBOT_ADMINS",
