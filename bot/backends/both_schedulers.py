@@ -97,6 +97,11 @@ class BothSchedulers:
     async def job(self, job_id: str) -> Job | None:
         return await self._owner(job_id).job(job_id)
 
+    async def last_finished(self, user: str) -> Job | None:
+        s, k = await asyncio.gather(self.slurm.last_finished(user), self.kube.last_finished(user))
+        ended = [j for j in (s, k) if j is not None]
+        return max(ended, key=lambda j: j.end or j.start, default=None)
+
     async def previous_run(self, job: Job) -> Job | None:
         return await self._owner(job.job_id).previous_run(job)
 

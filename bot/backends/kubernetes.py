@@ -483,6 +483,11 @@ class KubernetesScheduler:
         )
         return next((j for j in await self._jobs_from(pods) if j.job_id == job_id), None)
 
+    async def last_finished(self, user: str) -> Job | None:
+        # Finished pods linger only until the garbage collector takes them, and their end
+        # is a container's, not the job's: "your last job" is not read from Kubernetes.
+        return None
+
     async def previous_run(self, job: Job) -> Job | None:
         # A rerun on Kubernetes is a new object under a new name: nothing links the two.
         return None
