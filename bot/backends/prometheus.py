@@ -22,8 +22,17 @@ from bot import metric_names as m
 from bot.backends import prometheus_rules as rules
 from bot.backends.http import Deadline, request_json
 from bot.errors import BackendError
+from bot.triage.job_ids import BadJobId, check_job_id
 from bot.triage.stragglers import PacePoint, RankTime, StragglerConfig
-from bot.triage.table import VERSION_LABELS, Column, MetricRequest, Reading, Table, node_name
+from bot.triage.table import (
+    VERSION_LABELS,
+    Column,
+    MetricRequest,
+    Reading,
+    Table,
+    node_in,
+    node_name,
+)
 from bot.triage.topology import Place, Topology
 
 BACKEND = "Prometheus"
@@ -157,11 +166,23 @@ def query_for(
 JOB_ID_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_.+-]{0,63}$")
 
 
+def _is_job_id(job_id: str) -> bool:
+    """A scheduler's id as it writes it: Slurm's (or a site's own word), or Kubernetes'
+    `namespace/kind/name` exactly as the adapter writes it."""
+    if JOB_ID_RE.fullmatch(job_id):
+        return True
+    try:
+        return check_job_id(job_id) == job_id
+    except BadJobId:
+        return False
+
+
 def step_selector(job_id: str, cfg: StragglerConfig, metric: str | None = None) -> str:
-    """The job's step-time series (or another per-rank metric's). The id is checked and
-    escaped: it comes from the user."""
+    """The job's step-time series (or another per-rank metric's), by its `job_id` label: a
+    Kubernetes job's exporter writes `namespace/kind/name` there (README, "Kubernetes beside
+    Slurm"). The id is checked and escaped: it comes from the user."""
     metric = metric or cfg.step_metric
-    if not JOB_ID_RE.fullmatch(job_id):
+    if not _is_job_id(job_id):
         raise ValueError(f"{job_id!r} is not a job id")
     if not METRIC_NAME_RE.fullmatch(metric):
         raise ValueError(f"{metric!r} is not a metric name")
@@ -427,17 +448,14 @@ class PrometheusMetrics:
         results, fleet_versions, present = await asyncio.gather(reads, versions, exists)
         columns: dict[str, Column] = {}
         absent: set[str] = set()
-        wanted = (
-            frozenset(nodes)
-            if nodes is not None and len(nodes) > self.select_in_process_above
-            else None
-        )
+        chosen = frozenset(nodes) if nodes is not None else None
+        wanted = chosen if nodes is not None and len(nodes) > self.select_in_process_above else None
         for request, (_, name), result in zip(requests, plans, results, strict=True):
             if name is not None:
                 _as_raw(result, request)
                 if wanted is not None:
                     result[:] = [r for r in result if _selected(r, wanted, self.node_label)]
-            column = _column(request.name, result, self.node_label)
+            column = _column(request.name, result, self.node_label, chosen)
             if len(column) or request.name in present:
                 columns[request.key] = column
             else:
@@ -560,13 +578,25 @@ async def _version_counts(
     return dict(pairs)
 
 
-def _column(name: str, result: list[dict[str, Any]], node_label: str) -> Column:
+def _column(
+    name: str,
+    result: list[dict[str, Any]],
+    node_label: str,
+    chosen: frozenset[str] | None = None,
+) -> Column:
+    """The rows as a column; for a read of `chosen` nodes, each row is the chosen node one of
+    its host labels names (on Kubernetes, dcgm-exporter's Hostname may be its own pod's name
+    and the node only in a relabelled `node`)."""
     labels: list[Mapping[str, str]] = []
     nodes: list[str] = []
     values: list[float] = []
     for row in result:
         metric = row.get("metric") or {}
-        node = node_name(metric, node_label=node_label)
+        node = (
+            node_name(metric, node_label=node_label)
+            if chosen is None
+            else node_in(metric, chosen, node_label=node_label)
+        )
         try:
             value = float(row["value"][1])
         except (KeyError, IndexError, TypeError, ValueError):

@@ -11,14 +11,15 @@ step times are equal on every rank and cannot name the node).
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from bot.errors import BackendError
 from bot.models import Fault, FaultKind, Job, JobState
+from bot.mrkdwn import code
 from bot.triage.checks import CHECKS_BY_NAME, enabled_checks, requests_for, run_checks
+from bot.triage.job_ids import ONE_ID, BadJobId, check_job_id
 from bot.triage.resumes import apply_resume_memory
 from bot.triage.service import Triage, UserError
 from bot.triage.stragglers import (
@@ -39,7 +40,6 @@ from bot.triage.stragglers import (
 )
 from bot.triage.table import Table
 
-JOB_ID_RE = re.compile(r"^[0-9]+(_[0-9]+)?$")  # Slurm: 123456, or an array task 123456_7
 HISTORY = timedelta(hours=48)
 DAY = timedelta(hours=24)
 PACE_STEP_S = 60  # a minute: stalls of a minute show; 2,880 points over 48 h
@@ -73,13 +73,16 @@ class SlowJobReport:
 
 
 def parse_job_id(text: str) -> str | UserError:
+    """The one job id `text` names (Slurm's number or Kubernetes' namespace/kind/name), or a
+    sentence saying why it is none: nothing else reaches a scheduler or a query."""
     words = text.split()
-    if len(words) != 1 or not JOB_ID_RE.fullmatch(words[0]):
-        shown = text.strip()[:40] or "nothing"
-        return UserError(
-            f"`{shown}` is not a job id: give the number Slurm shows, e.g. `/job-slow 4100123`."
-        )
-    return words[0]
+    shown = code(text.strip()[:40] or "nothing")
+    try:
+        if len(words) != 1:
+            raise BadJobId(ONE_ID)
+        return check_job_id(words[0])
+    except BadJobId as exc:
+        return UserError(f"{shown} is not a job id: {exc}")
 
 
 async def find_job(triage: Triage, text: str, cfg: StragglerConfig) -> Job | UserError:

@@ -9,7 +9,7 @@ node name at the edge (`node_name`), so the checks never see exporter label spel
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -140,3 +140,27 @@ def node_name(labels: Mapping[str, str], *, node_label: str = "node") -> str | N
         host, sep, port = instance.rpartition(":")
         return host if sep and port.isdigit() else instance
     return labels.get(node_label) or None
+
+
+def node_in(
+    labels: Mapping[str, str], nodes: Collection[str], *, node_label: str = "node"
+) -> str | None:
+    """The node of `nodes` a series belongs to, whichever of its host labels names it.
+
+    On Kubernetes, dcgm-exporter's Hostname is its own pod's name unless NODE_NAME is set in
+    its environment, and `instance` is that pod's address; the node is then only in a label
+    the scrape config copies from `__meta_kubernetes_pod_node_name` (`node_label`). A read of
+    chosen nodes matched the series by any of these, so the row is the chosen node one of
+    them names; `node_name`'s pick when none does."""
+    first = node_name(labels, node_label=node_label)
+    if first is None or first in nodes:
+        return first
+    for key in (*m.HOST_LABELS, node_label):
+        value = labels.get(key)
+        if value and value in nodes:
+            return value
+    instance = labels.get(m.LABEL_INSTANCE) or ""
+    host, sep, port = instance.rpartition(":")
+    if sep and port.isdigit() and host in nodes:
+        return host
+    return first
