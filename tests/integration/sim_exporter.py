@@ -11,7 +11,10 @@ their own ``instance`` and ``job`` labels, so Prometheus must scrape with ``hono
 
 ``--aliases F``: a JSON object {scenario job id: Slurm job id} that tests write once they have
 submitted a scenario job to the real Slurm (whose ids cannot be chosen); from then on the live
-step times of that job carry Slurm's id, as a real job's exporter would.
+step times of that job carry Slurm's id, as a real job's exporter would. A list of ids instead
+({scenario job id: [id, ...]}) writes each of the job's series once under each id: a test
+that runs a copy of a scenario job elsewhere (a Kubernetes job, `namespace/kind/name`) lists
+the scenario id too, so the tests that read the job under its own id still find it.
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ def write_history(fleet: SimFleet, path: str) -> None:
         out.write(EOF_LINE)
 
 
-def read_aliases(path: str | None) -> dict[str, str]:
+def read_aliases(path: str | None) -> dict[str, tuple[str, ...]]:
     if not path:
         return {}
     try:
@@ -75,12 +78,29 @@ def read_aliases(path: str | None) -> dict[str, str]:
             data = json.load(f)
     except (OSError, ValueError):
         return {}  # not written yet (or half-written): no aliases this scrape
-    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    return {
+        str(k): tuple(str(i) for i in v) if isinstance(v, list) else (str(v),)
+        for k, v in data.items()
+    }
 
 
-def aliased(body: str, aliases: dict[str, str]) -> str:
-    for scenario_id, real_id in aliases.items():
-        body = body.replace(f'{m.LABEL_JOB_ID}="{scenario_id}"', f'{m.LABEL_JOB_ID}="{real_id}"')
+def aliased(body: str, aliases: dict[str, tuple[str, ...]]) -> str:
+    for scenario_id, real_ids in aliases.items():
+        needle = f'{m.LABEL_JOB_ID}="{scenario_id}"'
+        if needle not in body or not real_ids:
+            continue
+        if len(real_ids) == 1:
+            body = body.replace(needle, f'{m.LABEL_JOB_ID}="{real_ids[0]}"')
+            continue
+        lines = []
+        for line in body.split("\n"):
+            if needle in line:
+                lines.extend(line.replace(needle, f'{m.LABEL_JOB_ID}="{i}"') for i in real_ids)
+            else:
+                lines.append(line)
+        body = "\n".join(lines)
     return body
 
 
