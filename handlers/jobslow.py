@@ -114,7 +114,8 @@ async def run(
             channel=channel,
             thread_ts=thread_ts or ts,
             content=png,
-            filename=f"job-{job.job_id}.png",
+            # A Kubernetes id is namespace/kind/name: no slashes in a file's name.
+            filename=f"job-{job.job_id.replace('/', '-')}.png",
             title=f"Job {job.job_id}: step time over 48 h and per node",
         )
     except SlackApiError as exc:
