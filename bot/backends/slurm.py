@@ -596,6 +596,8 @@ class SlurmRest:
         return max(earlier, key=lambda j: j.start, default=None)
 
     async def job(self, job_id: str) -> Job | None:
+        if not JOB_ID_RE.fullmatch(str(job_id).strip()):
+            return None  # another scheduler's id (Kubernetes' namespace/kind/name): not Slurm's
         jid = check_job_id(job_id)
         deadline = Deadline(self.timeout_s)
         api = await self.api(deadline)

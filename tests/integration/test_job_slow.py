@@ -367,15 +367,20 @@ async def test_a_healthy_slurm_job_with_ordinary_jitter_has_no_culprit(
     assert d.missing == []
 
 
-async def test_an_unknown_job_is_a_sentence_from_slurm(prom_url: str, slurm: SlurmRest) -> None:
+@pytest.mark.parametrize("job_id", ["98765432", "team-a/pytorchjob/llm-7b"])
+async def test_an_unknown_job_is_a_sentence_from_slurm(
+    prom_url: str, slurm: SlurmRest, job_id: str
+) -> None:
+    """A Kubernetes id asked of a Slurm-only meowbot is no Slurm job, said as for any."""
     metrics = PrometheusMetrics(prom_url, timeout_s=5.0)
     triage = Triage(metrics, PrometheusInventory(metrics), slurm, HEALTH, CFG)
     try:
-        answer = await find_job(triage, "98765432", CFG)
+        answer = await find_job(triage, job_id, CFG)
     finally:
         await metrics.close()
     assert isinstance(answer, UserError)
-    assert "98765432" in answer.sentence and "Traceback" not in answer.sentence
+    assert f"Slurm knows no job {job_id}" in answer.sentence
+    assert "Traceback" not in answer.sentence
 
 
 # ------------------------------------------------- the pace from the recording rules
