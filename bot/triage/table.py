@@ -147,8 +147,8 @@ def node_in(
 ) -> str | None:
     """The node of `nodes` a series belongs to, whichever of its host labels names it.
 
-    On Kubernetes, dcgm-exporter's Hostname is its own pod's name unless NODE_NAME is set in
-    its environment, and `instance` is that pod's address; the node is then only in a label
+    On Kubernetes, dcgm-exporter in a pod off the host's network takes the pod's name for its
+    Hostname, and `instance` is that pod's address; the node is then only in a label
     the scrape config copies from `__meta_kubernetes_pod_node_name` (`node_label`). A read of
     chosen nodes matched the series by any of these, so the row is the chosen node one of
     them names; `node_name`'s pick when none does."""

@@ -10,9 +10,10 @@ keeping the scenario id for the other tests), as a training exporter on Kubernet
 them. The job is asked for by that id, as `/job-slow team-k/pytorchjob/llm-7b` asks.
 
 The last test backfills its own Prometheus with a Kubernetes fleet's labels: dcgm-exporter
-without NODE_NAME (its Hostname is its own pod's name, `instance` that pod's address, the node
-only in the scrape's relabelled `node`, the workload's `pod` and `namespace` beside), and a
-training exporter scraped by pod (its `instance` a pod address, `node` from the downward API).
+in a pod off the host's network (its Hostname is its own pod's name, `instance` that pod's
+address, the node only in the scrape's relabelled `node`, the workload's `pod` and
+`namespace` beside), and a training exporter scraped by pod (its `instance` a pod address,
+`node` from the downward API).
 """
 
 from __future__ import annotations

@@ -86,7 +86,7 @@ def test_a_kubernetes_id_selects_its_step_times_by_the_job_id_label() -> None:
 
 
 def test_a_series_is_the_chosen_node_whichever_host_label_names_it() -> None:
-    """dcgm-exporter on Kubernetes without NODE_NAME: Hostname is its own pod, instance the
+    """dcgm-exporter in a pod off the host's network: Hostname is its own pod, instance the
     pod's address, the node only in the scrape's relabelled `node` label."""
     kube = {
         m.LABEL_HOSTNAME: "nvidia-dcgm-exporter-x7k2p",
@@ -99,7 +99,7 @@ def test_a_series_is_the_chosen_node_whichever_host_label_names_it() -> None:
     assert node_in(kube, {"gpu-0042"}, node_label="kubernetes_node") == "nvidia-dcgm-exporter-x7k2p"
     relabelled = {**kube, "kubernetes_node": "gpu-0043"}
     assert node_in(relabelled, {"gpu-0043"}, node_label="kubernetes_node") == "gpu-0043"
-    # With NODE_NAME set, Hostname is the node, as on a bare-metal host.
+    # On the host's network, Hostname is the node, as on a bare-metal host.
     assert node_in({**kube, m.LABEL_HOSTNAME: "gpu-0042"}, {"gpu-0042"}) == "gpu-0042"
     assert node_in({m.LABEL_INSTANCE: "gpu-0007:9100"}, {"gpu-0007"}) == "gpu-0007"
     # Not one of the chosen: the usual pick (the caller keeps or drops it).
