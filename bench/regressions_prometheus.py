@@ -5,8 +5,8 @@
 
 Target: the whole answer in < 10 s, with a number of PromQL queries that does not grow with
 the node count; this measures the read (`PrometheusFleetHistory.versions` of driver, kernel
-and firmware, and `job_paces`, concurrently, as /regressions reads them), the part that
-touches days of data. The statistics run on what it returns (bench/regressions.py).
+and firmware, then `job_paces` and `node_compute` concurrently, as /regressions reads them),
+the part that touches days of data. The statistics run on what it returns (bench/regressions.py).
 
 Set-up:
 1. ``now`` is the wall clock floored to the hour; ``SimFleet(n, seed=1)`` with no faults and a
@@ -15,9 +15,11 @@ Set-up:
    read loads, written straight from the simulator's history (``SimFleetHistory``): every
    node's ``node_uname_info`` (its kernel of the time), every GPU's ``DCGM_FI_DEV_GPU_TEMP``
    with its driver and VBIOS labels (32k series at 4,096 nodes), every rank's
-   ``training_step_time_seconds`` (its job's pace; job_id and node labels: the job-node map),
-   and the recording rules' series as if they had run all week (the pace of every job, each
-   node's values of each info metric, each job's nodes; with their sentinels). Samples are
+   ``training_step_time_seconds`` (its job's pace; job_id and node labels: the job-node map)
+   and ``training_compute_time_seconds`` (its node's compute time in the job), and the
+   recording rules' series as if they had run all week (the pace of every job, each node's
+   values of each info metric, each job's nodes, each node's compute time in each job; with
+   their sentinels). Samples are
    written at the instants the read's range queries land on (the adapter's bounded step over
    the window: 42 min for the node series and the recorded rows, 5 min for the recorded pace,
    5.5 h for the 32k GPU and rank series at 4,096 nodes) and at ``now``, not at every scrape
@@ -56,7 +58,7 @@ from bot.backends.prometheus_history import (  # noqa: E402
 from bot.backends.sim import SimFleet  # noqa: E402
 from bot.backends.sim.history import SimFleetHistory  # noqa: E402
 from bot.regressions.config import RegressionsConfig  # noqa: E402
-from bot.regressions.models import JobPace, VersionSpan  # noqa: E402
+from bot.regressions.models import JobPace, NodeCompute, VersionSpan  # noqa: E402
 from bot.triage.stragglers import StragglerConfig  # noqa: E402
 from scripts.testsvc.prometheus import BackfilledPrometheus, backfill_openmetrics  # noqa: E402
 
@@ -74,8 +76,9 @@ def grid(start_s: int, end_s: int, step: int) -> list[int]:
     return [*range(first, end_s + 1, step), *([end_s] if end_s % step else [])]
 
 
-def held(pace: JobPace, times: list[int]) -> Iterator[tuple[int, float]]:
-    """The job's pace at each instant: its latest sample (the sim's pace is sampled coarser)."""
+def held(pace: JobPace | NodeCompute, times: list[int]) -> Iterator[tuple[int, float]]:
+    """The job's pace (or a node's compute time in it) at each instant: its latest sample (the
+    sim's are sampled coarser)."""
     points = [(int(s.at.timestamp()), s.seconds) for s in pace.samples]
     k = 0
     for t in times:
@@ -99,6 +102,7 @@ def write_history(
     fleet: SimFleet,
     spans: list[VersionSpan],
     paces: list[JobPace],
+    computes: list[NodeCompute],
     start_s: int,
     end_s: int,
     steps: dict[str, int],
@@ -155,6 +159,21 @@ def write_history(
         f.writelines(out)
         out.clear()
 
+        position = {(p.job_id, node): k for p in paces for k, node in enumerate(p.nodes)}
+
+        def compute_ranks() -> Iterator[tuple[str, list[tuple[int, float]]]]:
+            # Each rank's compute time as a training exporter reports it: a node's GPUs alike.
+            for c in computes:
+                points = list(held(c, wide_grid))
+                first = position.get((c.job_id, c.node), 0) * fleet.gpus_per_node
+                for g in range(fleet.gpus_per_node):
+                    labels = f'{cfg.job_label}="{c.job_id}",node="{c.node}",rank="{first + g}"'
+                    yield labels, points
+
+        samples += family(out, cfg.compute_metric, compute_ranks())
+        f.writelines(out)
+        out.clear()
+
         name = rules.recorded_name(rules.pace_queries(cfg)[0], cfg.step_metric)
 
         def recorded() -> Iterator[tuple[str, list[tuple[int, float]]]]:
@@ -165,7 +184,7 @@ def write_history(
         samples += family(out, name, recorded())
         f.writelines(out)
         out.clear()
-        samples += write_recorded(out, fleet, by_node, paces, node_grid, pace_grid)
+        samples += write_recorded(out, fleet, by_node, paces, computes, node_grid, pace_grid)
         out.append("# EOF\n")
         f.writelines(out)
     return samples
@@ -176,11 +195,13 @@ def write_recorded(
     fleet: SimFleet,
     by_node: dict[tuple[str, str], list[VersionSpan]],
     paces: list[JobPace],
+    computes: list[NodeCompute],
     times: list[int],
     sentinel_times: list[int],
 ) -> int:
     """The recording rules of /regressions as they would have run all week: a row a node of
-    each info metric, a row a node of each job, each with its sentinel."""
+    each info metric, a row a node of each job, and a node's compute time in each job, each
+    with its sentinel."""
     config = RegressionsConfig()
     cfg = StragglerConfig()
     # The sentinel as often as the recorded pace's (a real one runs every minute).
@@ -221,7 +242,23 @@ def write_recorded(
         yield sentinel
 
     samples += family(out, rules.recorded_name(nodes, cfg.step_metric), job_rows())
+
+    def compute_rows() -> Iterator[tuple[str, list[tuple[int, float]]]]:
+        for c in computes:
+            yield f'{cfg.job_label}="{c.job_id}",node="{c.node}"', list(held(c, times))
+        yield sentinel
+
+    name = rules.recorded_name(rules.node_compute_query(cfg), cfg.compute_metric)
+    samples += family(out, name, compute_rows())
     return samples
+
+
+async def both_reads(
+    sim: SimFleetHistory, start: datetime, end: datetime
+) -> tuple[list[JobPace], list[NodeCompute]]:
+    return await asyncio.gather(
+        sim.job_paces(start=start, end=end), sim.node_compute(start=start, end=end)
+    )
 
 
 async def one_read(
@@ -231,14 +268,16 @@ async def one_read(
     history = PrometheusFleetHistory(metrics, RegressionsConfig(sample_budget=budget))
     try:
         t0 = time.perf_counter()
-        spans, paces = await asyncio.gather(
-            history.versions(COMPONENTS, start=start, end=end),
-            history.job_paces(start=start, end=end),
+        # As the service reads them (bot/regressions/service.py): the versions, then every
+        # job's pace and each node's compute time in it together.
+        spans = await history.versions(COMPONENTS, start=start, end=end)
+        paces, computes = await asyncio.gather(
+            history.job_paces(start=start, end=end), history.node_compute(start=start, end=end)
         )
         took = time.perf_counter() - t0
     finally:
         await metrics.close()
-    if not spans or not paces:
+    if not spans or not paces or not computes:
         raise SystemExit("the read came back empty: the backfill and the read disagree")
     return took, metrics.queries, dict(history.last_steps)
 
@@ -268,8 +307,9 @@ def main() -> None:
     sim = SimFleetHistory(fleet)
     t0 = time.perf_counter()
     spans = asyncio.run(sim.versions(COMPONENTS, start=start, end=end))
-    paces = [] if args.data else asyncio.run(sim.job_paces(start=start, end=end))
-    say(f"simulated history: {len(spans)} spans, {len(paces)} jobs "
+    paces, computes = ([], []) if args.data else asyncio.run(both_reads(sim, start, end))
+    say(f"simulated history: {len(spans)} spans, {len(paces)} jobs, "
+        f"{len(computes)} job-node compute series "
         f"({time.perf_counter() - t0:.0f} s)")  # fmt: skip
     span_s = end_s - start_s
     budget = args.budget
@@ -286,7 +326,7 @@ def main() -> None:
         data = args.data or args.keep or tmp / "data"
         if args.data is None:
             t0 = time.perf_counter()
-            samples = write_history(text, fleet, spans, paces, start_s, end_s, steps)
+            samples = write_history(text, fleet, spans, paces, computes, start_s, end_s, steps)
             say(f"wrote {samples / 1e6:.1f}M samples, {text.stat().st_size / 1e9:.1f} GB "
                 f"({time.perf_counter() - t0:.0f} s); steps {steps}")  # fmt: skip
             t0 = time.perf_counter()

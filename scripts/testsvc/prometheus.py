@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -47,6 +48,12 @@ BACKFILL_TIMEOUT_S = 180.0
 SCRAPE_TIMEOUT_S = 60.0  # the first scrapes of 144 targets, on a loaded 2-core machine
 RULES_TIMEOUT_S = 60.0  # every rule meowbot prints, on 2 busy cores
 RULES_INTERVAL_S = 1
+# The health counters' window groups compare every GPU's counter over its window; here every
+# series is younger than a day, so each run reads all its samples, and at one run a second
+# those groups alone kept a core busy for the whole suite. Every 10 s they cost a tenth; their
+# sentinels still say 1 s, so the bot reads them fresh for 62 s (two intervals and a minute).
+WINDOW_RULES_INTERVAL_S = 10
+WINDOW_GROUP = re.compile(r"^(- name: meowbot-health-\d+s-\S+\n  interval: )1s$", re.MULTILINE)
 SENTINELS = '{meowbot_recorded!=""}'  # bot/backends/prometheus_rules.py: one a rule
 
 
@@ -264,7 +271,9 @@ def _rules(tmp: Path) -> tuple[Path, int]:
         )
     if code != 0:
         _fail(f"meowbot prometheus-rules failed with {code}", [log])
-    count = sum(1 for line in rules.read_text().splitlines() if line.startswith("  - record: "))
+    text = WINDOW_GROUP.sub(rf"\g<1>{WINDOW_RULES_INTERVAL_S}s", rules.read_text())
+    rules.write_text(text)
+    count = sum(1 for line in text.splitlines() if line.startswith("  - record: "))
     return rules, count
 
 
