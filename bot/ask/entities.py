@@ -18,12 +18,20 @@ import hostlist
 
 from bot.ask.models import Entities
 from bot.triage.checks import CHECKS
+from bot.triage.job_ids import BadJobId, check_job_id
 
 # A node written loosely: letters, an optional separator, digits (gpu-0042, gpu42, dgx_7).
 _LOOSE_NODE = re.compile(r"\b([a-z][a-z]*?)[-_.]?(\d{1,6})\b")
 _HOSTLIST = re.compile(r"\b[A-Za-z][\w.-]*\[[\d,\-]+\][\w.-]*")
 _JOB = re.compile(r"(?:\bjob(?:\s*(?:id|#|no\.?|number))?\s*[:#]?\s*|#)(\d{3,12}(?:_\d{1,6})?)\b")
 _BARE_JOB = re.compile(r"(?<![\w.-])(\d{5,12})(?![\w.-])")
+# A Kubernetes job as the adapter names it, namespace/kind/name: the kind is a workload's (a
+# word with "job" in it, or a set or deployment), so a path in a pasted link is not a job.
+_KUBE_JOB = re.compile(
+    r"(?<![\w./-])([a-z0-9][a-z0-9-]{0,62}/"
+    r"(?:[a-z0-9]*job[a-z0-9]*|jobset|statefulset|replicaset|deployment)/"
+    r"[a-z0-9][a-z0-9.-]{0,252})(?![\w/])"
+)
 _STEPS = re.compile(
     r"\b(?:steps?|ckpts?|checkpoints?)\s*(\d{1,9})((?:\s*(?:,|and|&|vs\.?|versus|or|to)\s*"
     r"(?:step\s*)?\d{1,9})*)"
@@ -351,6 +359,16 @@ def _component(text: str, words: Sequence[str], components: Sequence[str]) -> st
     return None
 
 
+def _kube_job(text: str) -> str | None:
+    found = _KUBE_JOB.search(text)
+    if found is None:
+        return None
+    try:
+        return check_job_id(found.group(1))
+    except BadJobId:
+        return None
+
+
 def extract(question: str, vocab: Vocabulary) -> Entities:
     """Every entity the question names."""
     raw = clean(question)
@@ -365,8 +383,10 @@ def extract(question: str, vocab: Vocabulary) -> Entities:
     if m:
         steps = [int(m.group(1)), *(int(n) for n in _NUMBER.findall(m.group(2) or ""))]
         rest = rest.replace(m.group(0), " ")
-    job_match = _JOB.search(rest) or _BARE_JOB.search(rest)
-    job = job_match.group(1) if job_match else None
+    job = _kube_job(rest)
+    if job is None:
+        job_match = _JOB.search(rest) or _BARE_JOB.search(rest)
+        job = job_match.group(1) if job_match else None
     words = re.findall(r"[a-z][a-z0-9_-]*", rest)
     rack = _numbered(_RACK, rest, vocab.racks) or _named(rest, vocab.racks)
     switch = _numbered(_SWITCH, rest, vocab.switches) or _named(rest, vocab.switches)

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from bot.triage.job_ids import check_job_id
 
 
 class Intent(StrEnum):
@@ -27,7 +30,8 @@ class Entities(BaseModel):
 
     nodes: tuple[str, ...] = ()
     hostlist: str | None = Field(default=None, max_length=2000)
-    job: str | None = Field(default=None, pattern=r"^\d{1,12}(_\d{1,6})?$")
+    # Slurm's number or Kubernetes' namespace/kind/name, as the scheduler writes it.
+    job: Annotated[str, AfterValidator(check_job_id)] | None = None
     mine: bool = False  # "my job": the asker's
     run: str | None = Field(default=None, max_length=200)
     steps: tuple[int, ...] = ()

@@ -95,3 +95,17 @@ async def test_the_thread_memory_without_redis() -> None:
     await memory.remember("T", "C", "1.1", asked)
     assert await memory.recall("T", "C", "1.1") == asked
     assert await memory.recall("T", "C", "1.2") is None
+
+
+def test_a_kubernetes_job_is_read_as_its_id_and_a_link_is_not() -> None:
+    found = understand("why is team-a/PyTorchJob/llm-7b so slow today?", site())
+    assert isinstance(found, Route) and found.typed == "/job-slow team-a/pytorchjob/llm-7b"
+    assert extract("see https://grafana/d/gpu for gpu-0042", site()).job is None
+    # What the language model fills is held to the same ids.
+    assert Entities(job="ml/job/train-42").job == "ml/job/train-42"
+    for bad in ("4100123 or vector(1)", "Team/job/x", "a/b/c/d"):
+        try:
+            Entities(job=bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"{bad!r} was taken as a job id")
