@@ -75,23 +75,7 @@ def _make_node(api: KubeApi, i: int, name: str) -> None:
         )
     if i % 4 == 0:
         ns = "u-ana" if i % 8 == 0 else "u-bo"
-        job = api.create(
-            f"/apis/batch/v1/namespaces/{ns}/jobs",
-            {
-                "apiVersion": "batch/v1",
-                "kind": "Job",
-                "metadata": {"name": f"train-{i}"},
-                "spec": {
-                    "template": {
-                        "spec": {
-                            "restartPolicy": "Never",
-                            "containers": [{"name": "main", "image": "train:1"}],
-                        }
-                    }
-                },
-            },
-        )
-        job["apiVersion"], job["kind"] = "batch/v1", "Job"
+        job = api.batch_job(ns, f"train-{i}")
         api.pod(ns, f"train-{i}-0", name, owner=job)
 
 

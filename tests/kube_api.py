@@ -189,6 +189,32 @@ class KubeApi:
             )
         return self.get(f"/api/v1/namespaces/{ns}/pods/{name}")
 
+    def batch_job(self, ns: str, name: str, owner_refs: list[dict[str, Any]] | None = None) -> Any:
+        """A batch/v1 Job (no controller runs it: its pods are made with `pod(owner=...)`),
+        returned with its apiVersion and kind, which the API server leaves out of a create's
+        answer, so it can stand as their owner."""
+        meta: dict[str, Any] = {"name": name}
+        if owner_refs:
+            meta["ownerReferences"] = owner_refs
+        job = self.create(
+            f"/apis/batch/v1/namespaces/{ns}/jobs",
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": meta,
+                "spec": {
+                    "template": {
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [{"name": "main", "image": "train:1"}],
+                        }
+                    }
+                },
+            },
+        )
+        job["apiVersion"], job["kind"] = "batch/v1", "Job"
+        return job
+
     def crd(self, group: str, version: str, kind: str, plural: str) -> None:
         """A namespaced custom resource of any shape (JobSet, PyTorchJob, ...), established."""
         name = f"{plural}.{group}"

@@ -57,23 +57,7 @@ async def test_drain_and_resume_a_node_in_both_from_the_buttons(
     api = KubeApi.from_env()
     api.node(NODE)
     api.namespace("root")  # user_from: namespace, so the jobs here are root's
-    job = api.create(
-        "/apis/batch/v1/namespaces/root/jobs",
-        {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {"name": "train-e2e"},
-            "spec": {
-                "template": {
-                    "spec": {
-                        "restartPolicy": "Never",
-                        "containers": [{"name": "main", "image": "train:1"}],
-                    }
-                }
-            },
-        },
-    )
-    job["apiVersion"], job["kind"] = "batch/v1", "Job"
+    job = api.batch_job("root", "train-e2e")
     api.pod("root", "train-e2e-0", NODE, owner=job)
     scheduler = both.bot.deps.triage.scheduler
     inner = getattr(scheduler, "inner", scheduler)

@@ -241,34 +241,14 @@ def owners(api: KubeApi) -> dict[str, Any]:
         api.node(node)
     api.namespace("u-ana")
     api.namespace("u-cy")
-    job = api.create(
-        "/apis/batch/v1/namespaces/u-ana/jobs",
-        {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {
-                "name": "llm-workers-0",
-                "ownerReferences": [
-                    {
-                        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-                        "kind": "JobSet",
-                        "name": "llm",
-                        "uid": "00000000-0000-0000-0000-00000000000a",
-                        "controller": True,
-                    }
-                ],
-            },
-            "spec": {
-                "template": {
-                    "spec": {
-                        "restartPolicy": "Never",
-                        "containers": [{"name": "main", "image": "train:1"}],
-                    }
-                }
-            },
-        },
-    )
-    job["apiVersion"], job["kind"] = "batch/v1", "Job"
+    jobset = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "name": "llm",
+        "uid": "00000000-0000-0000-0000-00000000000a",
+        "controller": True,
+    }
+    job = api.batch_job("u-ana", "llm-workers-0", [jobset])
     api.pod("u-ana", "llm-0", "kn-job-a", owner=job)
     api.pod("u-ana", "llm-1", "kn-job-b", owner=job)
     torch = {
