@@ -28,7 +28,9 @@ class Update(Generic[T]):
 
 
 class AlertStore(Protocol):
-    async def group_of(self, fingerprint: str) -> str | None: ...
+    async def groups_of(self, fingerprints: Sequence[str]) -> list[str | None]:
+        """The group each fingerprint was indexed to (None: not seen), in one round trip."""
+        ...
 
     async def group(self, gid: str) -> AlertGroup | None: ...
 

@@ -69,9 +69,11 @@ class RedisAlertStore:
 
     # groups ---------------------------------------------------------------------------------
 
-    async def group_of(self, fingerprint: str) -> str | None:
-        value = await self.redis.get(self._k("fp", fingerprint))
-        return str(value) if value else None
+    async def groups_of(self, fingerprints: Sequence[str]) -> list[str | None]:
+        if not fingerprints:
+            return []
+        values = await self.redis.mget([self._k("fp", fp) for fp in fingerprints])
+        return [str(v) if v else None for v in values]
 
     async def group(self, gid: str) -> AlertGroup | None:
         raw = await self.redis.get(self._k("group", gid))

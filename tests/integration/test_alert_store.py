@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
@@ -64,7 +65,7 @@ async def test_concurrent_writers_join_each_alert_once(store: RedisAlertStore) -
     group = await store.group(KEY.id)
     assert group is not None and len(group.alerts) == 32
     assert len({m.fingerprint for m in group.alerts}) == 32
-    assert await store.group_of("fp-gpu-0005") == KEY.id
+    assert await store.groups_of(["fp-gpu-0005", "fp-unseen"]) == [KEY.id, None]
     assert await store.open_ids() == [KEY.id]
 
 
@@ -114,3 +115,32 @@ async def test_drains_are_counted_by_time_and_confirmations_taken_once(
     assert await store.take_pending("p1") is None
     await store.audit({"verb": "drain", "node": "gpu-0003", "user": "U0ADMIN"})
     assert (await store.audit_entries())[0]["node"] == "gpu-0003"
+
+
+async def test_a_groups_alerts_join_in_batches_as_they_would_one_by_one(
+    store: RedisAlertStore,
+) -> None:
+    """200 alerts of one cause: the group gets each once, in 4 transactions (64 a batch), not
+    200; the same alerts again are repeats and write nothing."""
+    from bot.alerts.config import AlertsConfig
+    from bot.alerts.dispatch import Change
+    from bot.alerts.ingest import BATCH, ingest
+
+    alerts = [alert(f"gpu-{i:04d}") for i in range(1, 201)]
+    writes: list[int] = []
+    real = store.update
+
+    async def counted(gid: str, change: Any, **kw: Any) -> Any:
+        writes.append(1)
+        return await real(gid, change, **kw)
+
+    store.update = counted  # type: ignore[method-assign]
+    first = await ingest(store, alerts, lambda n: None, AlertsConfig(), NOW)
+    assert len(writes) == -(-200 // BATCH) == 4
+    assert first.changes[Change.NEW_GROUP] == 1 and first.changes[Change.JOINED] == 199
+    (gid,) = first.groups
+    group = await store.group(gid)
+    assert group is not None and [m.node for m in group.alerts] == [a.node for a in alerts]
+    assert await store.groups_of([a.fingerprint for a in alerts]) == [gid] * 200
+    again = await ingest(store, alerts, lambda n: None, AlertsConfig(), NOW)
+    assert again.changes == {Change.REPEAT: 200} and again.groups == {gid}
