@@ -53,21 +53,9 @@ class Asking:
 
     async def mention(self, text: str, thread: str | None = None) -> tuple[str, float]:
         """Sends the mention; returns its thread and the seconds to the first answer in it."""
-        ws = self.emu.workspace
-        ts = ws.next_ts()
-        said = f"<@{ws.bot_user_id}> {text}"
-        ws.add_message(CHANNEL, ts=ts, text=said, user="U0USER", thread_ts=thread)
-        event: dict[str, Any] = {
-            "type": "app_mention",
-            "user": "U0USER",
-            "text": said,
-            "ts": ts,
-            "channel": CHANNEL,
-            "event_ts": ts,
-        }
-        if thread is not None:
-            event["thread_ts"] = thread
-        body = json.dumps(self.emu.event_payload(event))
+        payload = self.emu.mention(CHANNEL, "U0USER", text, thread=thread)
+        ts = payload["event"]["ts"]
+        body = json.dumps(payload)
         stamp = str(int(time.time()))
         headers = {
             "Content-Type": "application/json",

@@ -278,19 +278,7 @@ class ShellSession:
 
     async def mention(self, text: str) -> list[Output]:
         """Asks in plain words, as a mention in the channel: the bot answers in its thread."""
-        ws = self.emulator.workspace
-        ts = ws.next_ts()
-        said = f"<@{ws.bot_user_id}> {text}"
-        ws.add_message(SHELL_CHANNEL, ts=ts, text=said, user=self.user_id)
-        event = {
-            "type": "app_mention",
-            "user": self.user_id,
-            "text": said,
-            "ts": ts,
-            "channel": SHELL_CHANNEL,
-            "event_ts": ts,
-        }
-        return await self._post_event(self.emulator.event_payload(event))
+        return await self._post_event(self.emulator.mention(SHELL_CHANNEL, self.user_id, text))
 
     async def home(self) -> list[Output]:
         """Opens the App Home tab, as Slack's app_home_opened event does."""

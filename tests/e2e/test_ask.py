@@ -28,22 +28,7 @@ def mention(
     slack: Slack, text: str, *, user: str = "U0USER", thread: str | None = None
 ) -> dict[str, Any]:
     """The person's message in the channel (so its thread exists) and its app_mention event."""
-    emu = slack.emulator
-    ws = emu.workspace
-    ts = ws.next_ts()
-    said = f"<@{ws.bot_user_id}> {text}"
-    ws.add_message(CHANNEL, ts=ts, text=said, user=user, thread_ts=thread)
-    event: dict[str, Any] = {
-        "type": "app_mention",
-        "user": user,
-        "text": said,
-        "ts": ts,
-        "channel": CHANNEL,
-        "event_ts": ts,
-    }
-    if thread is not None:
-        event["thread_ts"] = thread
-    return emu.event_payload(event)
+    return slack.emulator.mention(CHANNEL, user, text, thread=thread)
 
 
 def direct(slack: Slack, text: str, *, user: str = "U0USER", **extra: Any) -> dict[str, Any]:

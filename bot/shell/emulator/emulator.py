@@ -277,6 +277,13 @@ class SlackEmulator:
         deliver for it (the emulator does not deliver events itself)."""
         return self._events.react(channel, ts, user, name, remove=remove)
 
+    def mention(
+        self, channel: str, user: str, text: str, *, thread: str | None = None
+    ) -> dict[str, Any]:
+        """``user`` mentions the bot in ``channel`` (in ``thread`` if given): the message is
+        stored, so its thread exists, and the ``app_mention`` event payload is returned."""
+        return self._events.mention(channel, user, text, thread)
+
     def edit_message(self, channel: str, ts: str, text: str) -> dict[str, Any]:
         """A person edits a stored message; returns the ``message_changed`` event payload."""
         return self._events.edit_message(channel, ts, text)

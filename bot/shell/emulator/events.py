@@ -70,6 +70,24 @@ class Events:
             event["item_user"] = msg["user"]
         return self.payload(event)
 
+    def mention(
+        self, channel: str, user: str, text: str, thread: str | None = None
+    ) -> dict[str, Any]:
+        msg_ts = self.ws.next_ts()
+        said = f"<@{self.ws.bot_user_id}> {text}"
+        self.ws.add_message(channel, ts=msg_ts, text=said, user=user, thread_ts=thread)
+        event: dict[str, Any] = {
+            "type": "app_mention",
+            "user": user,
+            "text": said,
+            "ts": msg_ts,
+            "channel": channel,
+            "event_ts": msg_ts,
+        }
+        if thread is not None:
+            event["thread_ts"] = thread
+        return self.payload(event)
+
     def edit_message(self, channel: str, ts: str, text: str) -> dict[str, Any]:
         msg = self.ws.find_message(channel, ts)
         previous = copy.deepcopy(msg)
