@@ -358,7 +358,7 @@ def make_alerting(
         return None  # alerts are shared state: without Redis there is nothing to share
     silencer = AlertmanagerClient(settings.alertmanager_url) if settings.alertmanager_url else None
     return Alerting(
-        RedisAlertStore(store.redis, wait_replicas=store.wait_replicas),
+        RedisAlertStore(store.redis, wait_replicas=store.wait_replicas, cpu=triage.cpu),
         SlackPoster(client),
         alerts_config(settings),
         triage,

@@ -18,6 +18,8 @@ from bot.alerts.dispatch import Change, group_key, merge
 from bot.alerts.lines import repeat_line
 from bot.alerts.models import Alert, AlertGroup, GroupKey
 from bot.alerts.ports import AlertStore, Update
+from bot.give_way import give_way
+from bot.offload import Offload
 from bot.ports import Fence, Located
 
 MAX_REPLIES = 50  # waiting thread lines a group keeps; a flapping alert cannot grow it forever
@@ -59,6 +61,7 @@ async def ingest(
     fence: Fence | None = None,
     describe: Callable[[str], Mapping[str, str]] | None = None,
     pause: Callable[[], Awaitable[None]] | None = None,
+    cpu: Offload | None = None,
 ) -> Ingested:
     """`describe`: what the inventory knows of a node (`Alert.facts`); an alert's own labels
     win over it. `pause` is awaited before each write: a sweep's thousands of alerts give way
@@ -67,18 +70,13 @@ async def ingest(
     The alerts of one group are written together, up to BATCH at a time: one transaction for
     them, not one each (a sweep of 50,000 nodes made some 26,000 Redis round trips, each of
     them a wait for the interpreter lock while workers evaluate the fleet). Within a batch
-    they join in the order given, as they would one by one."""
+    they join in the order given, as they would one by one. With `cpu` (the bot's worker
+    pool), the alerts are described and grouped on a worker: a sweep's thousands at once."""
     done = Ingested()
-    given = [
-        alert.model_copy(update={"facts": {**describe(alert.node), **alert.facts}})
-        if describe is not None and alert.node
-        else alert
-        for alert in alerts
-    ]
+    given = list(alerts)
     known = await store.groups_of([a.fingerprint for a in given])
-    by_group: dict[str, list[Alert]] = {}
-    for alert, gid in zip(given, known, strict=True):
-        by_group.setdefault(gid or group_key(alert, topology, cfg).id, []).append(alert)
+    grouping = (given, known, topology, cfg, describe)
+    by_group = await cpu.run(_grouped, *grouping) if cpu is not None else _grouped(*grouping)
     for gid, members in by_group.items():
         key = GroupKey.parse(gid)
         for first in range(0, len(members), BATCH):
@@ -89,6 +87,25 @@ async def ingest(
             done.changes.update(whats)
             done.groups.add(gid)
     return done
+
+
+def _grouped(
+    alerts: list[Alert],
+    known: list[str | None],
+    topology: Callable[[str], Located | None],
+    cfg: AlertsConfig,
+    describe: Callable[[str], Mapping[str, str]] | None,
+) -> dict[str, list[Alert]]:
+    """Group id -> its alerts in the order given, each with what the inventory knows of its
+    node: the group it fired in (`known`, by fingerprint), else the group its key names."""
+    by_group: dict[str, list[Alert]] = {}
+    for i, (alert, gid) in enumerate(zip(alerts, known, strict=True)):
+        if i % BATCH == BATCH - 1:
+            give_way()
+        if describe is not None and alert.node:
+            alert = alert.model_copy(update={"facts": {**describe(alert.node), **alert.facts}})
+        by_group.setdefault(gid or group_key(alert, topology, cfg).id, []).append(alert)
+    return by_group
 
 
 def _join(

@@ -17,15 +17,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from bot.alerts import acts, notify, pages, policy
-from bot.alerts.causes import kind_of
 from bot.alerts.config import AlertsConfig
 from bot.alerts.ingest import Ingested, ingest
-from bot.alerts.models import Alert, AlertGroup, AlertSource, AlertStatus, Page
+from bot.alerts.models import Alert, AlertGroup, AlertStatus, Page
 from bot.alerts.node_jobs import job_per_node
 from bot.alerts.ports import AlertMessages, AlertStore, Poster, Silencer, Update
 from bot.alerts.reported import fault_of, judged
 from bot.alerts.route import route
-from bot.alerts.sweep import alerts_from_faults, resolved_by_sweep
+from bot.alerts.sweep import swept
 from bot.errors import BackendError, FenceLost, PostError
 from bot.ports import Fence, Located
 from bot.triage.service import Triage, fleet_faults, judge_reported
@@ -124,7 +123,13 @@ class Alerting:
         alerts = await self.with_history(alerts, now)
         describe = self.describer(await self.running_jobs(alerts))
         done = await ingest(
-            self.store, alerts, await self.topology(), self.cfg, now, describe=describe
+            self.store,
+            alerts,
+            await self.topology(),
+            self.cfg,
+            now,
+            describe=describe,
+            cpu=self.triage.cpu,
         )
         self.wake.set()
         return done
@@ -151,26 +156,23 @@ class Alerting:
             return None
         now = self.clock()
         found = await fleet_faults(self.triage, self.cfg.sweep_window_s)
-        current = alerts_from_faults(found.faults, now)
         groups = await self.store.groups(await self.store.open_ids())
-        open_sweep = {
-            a.fingerprint: a
-            for g in groups.values()
-            for a in g.firing
-            # An `xid_79` alert is the Xid check's: a check that could not run resolves nothing.
-            if a.source is AlertSource.SWEEP and kind_of(a.cause) not in found.unchecked
-        }
-        resolved = resolved_by_sweep(open_sweep, current, now)
-        describe = self.describer(await self.running_jobs(current))
+        # Thousands of alerts at 50,000 nodes: built and compared on a worker, so that the
+        # acks of commands arriving meanwhile are not held back by the sweep's own work.
+        alerts = await self.triage.cpu.run(
+            swept, found.faults, found.unchecked, groups.values(), now
+        )
+        describe = self.describer(await self.running_jobs(alerts))
         done = await ingest(
             self.store,
-            [*current, *resolved],
+            alerts,
             await self.topology(),
             self.cfg,
             now,
             fence=fence,
             describe=describe,
             pause=self.triage.cpu.before,
+            cpu=self.triage.cpu,
         )
         self.wake.set()
         return done

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime
 
-from bot.alerts.causes import fault_cause
-from bot.alerts.models import Alert, AlertSource, AlertStatus
+from bot.alerts.causes import fault_cause, kind_of
+from bot.alerts.models import Alert, AlertGroup, AlertSource, AlertStatus
 from bot.models import Fault
 
 # The label of an alert whose fault is a repeat offender's: its history in a line.
@@ -73,3 +73,23 @@ def resolved_by_sweep(
         and alert.status is AlertStatus.FIRING
         and fp not in seen
     ]
+
+
+def swept(
+    faults: list[Fault],
+    unchecked: Collection[str],
+    groups: Iterable[AlertGroup],
+    now: datetime,
+) -> list[Alert]:
+    """A sweep's alerts: one firing per fault found, and a resolved copy of each open sweep
+    alert it no longer saw. Those of a check that could not run (`unchecked`, by kind) resolve
+    nothing. Pure; at 50,000 nodes it is thousands of alerts, so the bot runs it on a worker."""
+    current = alerts_from_faults(faults, now)
+    open_sweep = {
+        a.fingerprint: a
+        for g in groups
+        for a in g.firing
+        # An `xid_79` alert is the Xid check's: a check that could not run resolves nothing.
+        if a.source is AlertSource.SWEEP and kind_of(a.cause) not in unchecked
+    }
+    return [*current, *resolved_by_sweep(open_sweep, current, now)]

@@ -28,6 +28,8 @@ from bot.alerts.ports import Update
 from bot.backends.locks import RedisLocks
 from bot.backends.state import claim_once, key
 from bot.errors import FenceLost
+from bot.give_way import give_way
+from bot.offload import Offload
 from bot.ports import Fence
 
 T = TypeVar("T")
@@ -52,14 +54,48 @@ _CLEAN = (
 )
 
 
+# Groups decoded in one worker job before it stands aside for acks (bot/give_way.py).
+DECODE_STEP = 64
+
+
+def _decoded(gids: Sequence[str], raws: Sequence[str | None]) -> dict[str, AlertGroup]:
+    groups: dict[str, AlertGroup] = {}
+    for i, (gid, raw) in enumerate(zip(gids, raws, strict=True)):
+        if i % DECODE_STEP == DECODE_STEP - 1:
+            give_way()
+        if raw:
+            groups[gid] = AlertGroup.model_validate_json(raw)
+    return groups
+
+
+def _decided(
+    raw: str | None, change: Callable[[AlertGroup | None], Update[T]]
+) -> tuple[Update[T], str | None]:
+    """The change applied to the stored group, and the new group's JSON to write (None: no
+    write). Decoding, merging and encoding a group of thousands of alerts takes tens of
+    milliseconds: with an Offload it runs on a worker, not on the loop that sends the acks."""
+    upd = change(AlertGroup.model_validate_json(raw) if raw else None)
+    return upd, None if upd.group is None else upd.group.model_dump_json()
+
+
 class RedisAlertStore:
-    def __init__(self, redis: aioredis.Redis, team: str = "", *, wait_replicas: int = 0) -> None:
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        team: str = "",
+        *,
+        wait_replicas: int = 0,
+        cpu: Offload | None = None,
+    ) -> None:
         # redis-py's annotations make every reply a union of bytes, str, None and awaitables;
         # the replies here are decoded strings (decode_responses), checked where they matter.
         self.redis: Any = redis
         self.team = team
         # Under Sentinel, durable writes wait for this many replicas (bot/backends/state.py).
         self.wait_replicas = wait_replicas
+        # Where groups are decoded and changed: a worker of the bot's bounded pool (the running
+        # bot's), or the calling loop when None (tests, the shell).
+        self.cpu = cpu
         self.locks = RedisLocks(
             redis, lambda name: self._k("lock", name), lambda name: self._k("fence", name)
         )
@@ -83,7 +119,9 @@ class RedisAlertStore:
         if not gids:
             return {}
         raws = await self.redis.mget([self._k("group", g) for g in gids])
-        return {g: AlertGroup.model_validate_json(r) for g, r in zip(gids, raws, strict=True) if r}
+        if self.cpu is not None and len(gids) > DECODE_STEP:
+            return await self.cpu.run(_decoded, gids, raws)
+        return _decoded(gids, raws)
 
     async def open_ids(self) -> list[str]:
         return sorted(str(g) for g in await self.redis.smembers(self._k("open")))
@@ -132,26 +170,28 @@ class RedisAlertStore:
                         if held != fence.token:
                             raise FenceLost(fence.name)
                     raw = await pipe.get(gkey)
-                    current = AlertGroup.model_validate_json(raw) if raw else None
-                    upd = change(current)
+                    if self.cpu is not None:
+                        upd, encoded = await self.cpu.run(_decided, raw, change)
+                    else:
+                        upd, encoded = _decided(raw, change)
                     pipe.multi()
-                    if upd.group is not None:
-                        self._write(pipe, gid, upd)
+                    if upd.group is not None and encoded is not None:
+                        self._write(pipe, gid, upd, encoded)
                     await pipe.execute()
                     return upd.result
                 except WatchError:
                     continue
 
-    def _write(self, pipe: Any, gid: str, upd: Update[Any]) -> None:
+    def _write(self, pipe: Any, gid: str, upd: Update[Any], encoded: str) -> None:
         group = upd.group
         assert group is not None
         gkey = self._k("group", gid)
         if group.resolved and group.ts is not None and not upd.dirty:
             # Shown resolved: out of the open set, kept a while for late repeats and audits.
-            pipe.set(gkey, group.model_dump_json(), ex=RESOLVED_TTL_S)
+            pipe.set(gkey, encoded, ex=RESOLVED_TTL_S)
             pipe.srem(self._k("open"), gid)
         else:
-            pipe.set(gkey, group.model_dump_json())
+            pipe.set(gkey, encoded)
             pipe.sadd(self._k("open"), gid)
         for fp in upd.fingerprints:
             pipe.set(self._k("fp", fp), gid, ex=FP_TTL_S)

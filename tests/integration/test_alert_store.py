@@ -16,6 +16,7 @@ from bot.backends.alert_store import RedisAlertStore
 from bot.backends.locks import token_number
 from bot.errors import FenceLost
 from bot.models import Severity
+from bot.offload import Offload
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 KEY = GroupKey(cause="ib_link_down", scope=Scope.LEAF_SWITCH, scope_value="leaf-07")
@@ -44,11 +45,16 @@ def join(a: Alert) -> Callable[[AlertGroup | None], Update[bool]]:
     return change
 
 
-@pytest.fixture
-async def store(redis_url: str) -> AsyncIterator[RedisAlertStore]:
+# The running bot decodes and changes groups on its worker pool; tests and the shell on the loop.
+# Both ways must give the same atomic changes.
+@pytest.fixture(params=["loop", "workers"])
+async def store(redis_url: str, request: pytest.FixtureRequest) -> AsyncIterator[RedisAlertStore]:
     client = aioredis.Redis.from_url(redis_url, decode_responses=True)
     team = f"T{id(client)}"
-    yield RedisAlertStore(client, team)
+    cpu = Offload() if request.param == "workers" else None
+    yield RedisAlertStore(client, team, cpu=cpu)
+    if cpu is not None:
+        cpu.close()
     keys = [k async for k in client.scan_iter(f"meowbot:{team}:*")]
     if keys:
         await client.delete(*keys)
@@ -144,3 +150,23 @@ async def test_a_groups_alerts_join_in_batches_as_they_would_one_by_one(
     assert await store.groups_of([a.fingerprint for a in alerts]) == [gid] * 200
     again = await ingest(store, alerts, lambda n: None, AlertsConfig(), NOW)
     assert again.changes == {Change.REPEAT: 200} and again.groups == {gid}
+
+
+async def test_many_groups_read_at_once_are_the_groups_written(store: RedisAlertStore) -> None:
+    # More groups than one decoding step (a sweep reads every open group of a 50,000-node fleet).
+    keys = [
+        GroupKey(cause="ib_link_down", scope=Scope.LEAF_SWITCH, scope_value=f"leaf-{i:03d}")
+        for i in range(150)
+    ]
+
+    def opened(k: GroupKey, a: Alert) -> Callable[[AlertGroup | None], Update[bool]]:
+        group = AlertGroup(key=k, alerts=(a,), opened_at=NOW)
+        return lambda _: Update(group, True, dirty=True, fingerprints=(a.fingerprint,))
+
+    for i, k in enumerate(keys):
+        await store.update(k.id, opened(k, alert(f"gpu-{i:04d}")))
+    read = await store.groups([*(k.id for k in keys), "ib_link_down|leaf_switch|nowhere"])
+    assert list(read) == [k.id for k in keys]  # the unknown id is left out, the order kept
+    assert read[keys[77].id] == await store.group(keys[77].id)
+    assert [g.alerts[0].node for g in read.values()] == [f"gpu-{i:04d}" for i in range(150)]
+    assert sorted(await store.open_ids()) == sorted(k.id for k in keys)
