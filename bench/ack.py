@@ -53,7 +53,7 @@ from bot.app import create_bot
 from bot.backends.alert_store import RedisAlertStore
 from bot.backends.sim.fleet import SimFleet
 from bot.config import load_settings
-from bot.offload import keep_the_start
+from bot.offload import keep_the_start, loop_first
 from bot.server import LISTEN_BACKLOG, SLACK_EVENTS_PATH
 from bot.shell.emulator import SlackEmulator
 
@@ -431,6 +431,7 @@ if __name__ == "__main__":
         elif kind == "emulator":
             asyncio.run(serve_emulator(port))
         else:
-            asyncio.run(serve_bot(port, sweep=kind == "sweep"))
+            with asyncio.Runner(loop_factory=loop_first) as runner:  # as `meowbot run` serves
+                runner.run(serve_bot(port, sweep=kind == "sweep"))
     else:
         asyncio.run(main())

@@ -192,9 +192,11 @@ def main(argv: list[str] | None = None) -> int:
     if verb == "run" and settings.mode is not Mode.SHELL:
         setup_logging(settings.log_level)
         from bot.app import serve
+        from bot.offload import loop_first
 
         try:
-            asyncio.run(serve(settings))
+            with asyncio.Runner(loop_factory=loop_first) as runner:
+                runner.run(serve(settings))
         except ConfigError as exc:
             print(f"meowbot: {exc}", file=sys.stderr)
             return 2

@@ -16,6 +16,7 @@ the interpreter lock, so each one's acks rightly hold back every worker.
 
 from __future__ import annotations
 
+import selectors
 import threading
 
 MAX_WAIT_S = 0.25
@@ -56,3 +57,26 @@ def give_way() -> None:
     (the loop itself, a test, the shell) it returns at once: the loop must never wait here."""
     if getattr(_local, "gives_way", False) and not _clear.is_set():
         _clear.wait(MAX_WAIT_S)
+
+
+class LoopFirstSelector(selectors.DefaultSelector):
+    """The event loop's selector, which sets the workers aside while the loop has I/O to handle.
+
+    Between the moment a burst reaches the loop and the moment its first request is read and
+    counted (`hold` from bot/inflight.py), the loop accepts 200 connections one `accept()` at a
+    time, and each call gives up the interpreter lock: with a worker computing (a sweep of
+    50,000 nodes), taking it back cost up to a switch interval each, and the last connection
+    was accepted 100 ms late (bench/ack.py, README). So: from the moment `select` finds
+    anything ready until the loop waits again, workers stand aside at their next step."""
+
+    _held = False
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        if self._held:
+            self._held = False
+            release()
+        ready: list[tuple[selectors.SelectorKey, int]] = super().select(timeout)
+        if ready:
+            self._held = True
+            hold()
+        return ready

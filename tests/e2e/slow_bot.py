@@ -12,6 +12,7 @@ from typing import Any
 from bot.app import create_bot
 from bot.config import load_settings
 from bot.logs import setup_logging
+from bot.offload import loop_first
 
 FAST_S = 1.0
 SLOW_S = 300.0  # far past the shutdown grace: this work can only be handed over
@@ -46,4 +47,5 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    with asyncio.Runner(loop_factory=loop_first) as runner:  # the loop `meowbot run` serves on
+        runner.run(main())

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import selectors
+import socket
 import threading
 import time
 
+from bot import give_way
 from bot.app import sim_triage
 from bot.backends.sim.fleet import SimFleet
 from bot.inflight import InFlight
@@ -109,3 +112,42 @@ async def test_work_after_an_ack_waits_for_the_acks_on_their_way() -> None:
         started = time.perf_counter()
         await inflight.acks_out(max_s=0.05)
         assert 0.04 < time.perf_counter() - started < 1.0
+
+
+def test_a_worker_stands_aside_while_the_loop_has_io_to_handle() -> None:
+    # `meowbot run` serves on this loop: from the moment its selector finds anything ready (a
+    # burst's connections, before any request is read) until it waits again, a worker's next
+    # step waits, so that the loop's accept() calls do not each wait for the interpreter lock.
+    selector = give_way.LoopFirstSelector()
+    a, b = socket.socketpair()
+    returned: list[float] = []
+
+    def worker() -> None:
+        give_way.on_worker()
+        give_way.give_way()
+        returned.append(time.perf_counter())
+
+    try:
+        selector.register(a, selectors.EVENT_READ)
+        assert selector.select(0) == []  # nothing ready: nothing held
+        thread = threading.Thread(target=worker)
+        thread.start()
+        thread.join(1.0)
+        assert returned  # not held, the worker went on at once
+        returned.clear()
+
+        b.send(b"x")
+        assert len(selector.select(1.0)) == 1  # ready: the loop handles it, workers wait
+        thread = threading.Thread(target=worker)
+        thread.start()
+        time.sleep(0.05)
+        assert not returned
+        waited_from = time.perf_counter()
+        a.recv(1)
+        assert selector.select(0) == []  # the loop waits again: workers go on
+        thread.join(1.0)
+        assert returned and returned[0] >= waited_from
+    finally:
+        selector.close()
+        a.close()
+        b.close()
