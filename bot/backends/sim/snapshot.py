@@ -26,6 +26,7 @@ from bot.backends.sim.exposition import FAMILY_BY_NAME, Entity, Family, Labels, 
 from bot.backends.sim.faults import EFFECTS, Effect, InjectedFault
 from bot.backends.sim.inventory import GPU_MODEL
 from bot.backends.sim.workload import COMM_SHARE, REPORT_JITTER, STEP_JITTER
+from bot.give_way import give_way
 from bot.models import FaultKind
 from bot.triage.checks import CHECKS, Exported
 
@@ -587,6 +588,9 @@ class FleetSnapshot:
         if family.entity in ("xid", "health", "clock", "step"):
             raise KeyError(f"{metric} is sparse: use xid_counts(), health_rows(), step_times()")
         col = self._baseline(metric)
+        # A column of 400,000 rows at 50,000 nodes is tens of ms of Python: made in steps, and
+        # a worker stands aside between them while the loop has acks to send (bot/give_way.py).
+        give_way()
         mult = self.scope.mult[family.entity]
         pos_of = self.scope.pos_of
         for placed in self._placed_by_metric().get(metric, ()):
@@ -603,8 +607,10 @@ class FleetSnapshot:
         if family.entity == "gpu":
             for p in self.missing_gpus():
                 col[p] = math.nan
+            give_way()
             for p in self._older_exporter_rows(metric, mult):
                 col[p] = math.nan  # the older exporter does not export it: no series
+        give_way()
         # Kept as an array of doubles, which the garbage collector does not walk: a column is
         # 400,000 floats at 50,000 nodes, and the collector's full passes over the lists of a
         # cached snapshot stopped every thread, the event loop's included, for 0.1-0.3 s.
