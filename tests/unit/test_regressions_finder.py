@@ -61,7 +61,8 @@ def test_no_true_effect_is_said_to_be_none(seed: int) -> None:
     f = _run(replace(NOISY, effect=0.0), seed)
     assert f.verdict is Verdict.NO_EFFECT
     assert f.margin_pct > 0
-    assert abs(f.effect_pct) < 0.3
+    # Within 0.3 points in 97 % of such fleets (bench/regressions.py): not every one of them.
+    assert f.low_pct <= 0 <= f.high_pct and abs(f.effect_pct) < 0.5
     assert f.gpu_days_per_week == 0.0
 
 
