@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import selectors
 import threading
+from collections.abc import Iterator
 
 MAX_WAIT_S = 0.25
 """The longest a worker stands aside at one step: under a steady stream of requests some ack is
@@ -57,6 +58,15 @@ def give_way() -> None:
     (the loop itself, a test, the shell) it returns at once: the loop must never wait here."""
     if getattr(_local, "gives_way", False) and not _clear.is_set():
         _clear.wait(MAX_WAIT_S)
+
+
+def in_slices(length: int, size: int) -> Iterator[slice]:
+    """Slices of `size` over `length` rows, standing aside (`give_way`) between two: a column of
+    400,000 rows at 50,000 nodes is 15-30 ms of Python in one piece, which the acks wait for."""
+    for first in range(0, length, size):
+        if first:
+            give_way()
+        yield slice(first, first + size)
 
 
 class LoopFirstSelector(selectors.DefaultSelector):

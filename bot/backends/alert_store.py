@@ -175,7 +175,7 @@ class RedisAlertStore:
                     else:
                         upd, encoded = _decided(raw, change)
                     pipe.multi()
-                    if upd.group is not None and encoded is not None:
+                    if encoded is not None:  # the change left a group to write
                         self._write(pipe, gid, upd, encoded)
                     await pipe.execute()
                     return upd.result

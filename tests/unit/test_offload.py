@@ -151,3 +151,16 @@ def test_a_worker_stands_aside_while_the_loop_has_io_to_handle() -> None:
         selector.close()
         a.close()
         b.close()
+
+
+def test_a_column_is_walked_in_slices_with_a_stand_aside_between() -> None:
+    asked: list[int] = []
+    original = give_way.give_way
+    give_way.give_way = lambda: asked.append(1)  # type: ignore[assignment]
+    try:
+        parts = list(give_way.in_slices(10, 4))
+    finally:
+        give_way.give_way = original  # type: ignore[assignment]
+    assert [list(range(10))[p] for p in parts] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    assert len(asked) == 2  # between slices, not before the first
+    assert list(give_way.in_slices(0, 4)) == []

@@ -10,14 +10,14 @@ from __future__ import annotations
 import statistics
 from array import array
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 from bot import metric_names as m
 from bot.backends.sim.exposition import FAMILY_BY_NAME
 from bot.backends.sim.fleet import SimFleet
 from bot.backends.sim.snapshot import RANK_METRICS, FleetSnapshot
-from bot.give_way import give_way
+from bot.give_way import give_way, in_slices
 from bot.models import Node
 from bot.offload import Offload
 from bot.triage.stragglers import PacePoint, RankTime, StragglerConfig
@@ -101,7 +101,13 @@ class SimMetrics:
                 if before is None:
                     before = self.fleet.snapshot(at - timedelta(seconds=window_s), scope)
                 old = before.values(request.name) or values
-                pairs = (zip(vs, os, strict=True) for vs, os in _steps(values, old))  # lazily
+                if len(old) != len(values):
+                    raise ValueError("columns of different lengths")
+                # Lazily, a slice at a time: a worker stands aside between two.
+                pairs = (
+                    zip(values[part], old[part], strict=True)
+                    for part in in_slices(len(values), STEP_ROWS)
+                )
                 if request.reading in (Reading.INCREASE, Reading.EVENTS):
                     # Counters here never reset, so growth is the plain difference.
                     values = [v - o for pair in pairs for v, o in pair]
@@ -231,20 +237,7 @@ so a 10-minute window holds about this many distinct values, as Prometheus' samp
 
 
 STEP_ROWS = 65_536
-"""Rows of a column computed between two stand-asides (bot/give_way.py)."""
-
-
-def _steps(
-    now: Sequence[float], old: Sequence[float]
-) -> Iterator[tuple[Sequence[float], Sequence[float]]]:
-    """Two columns of one length in slices, a worker standing aside between them: 400,000 rows
-    at 50,000 nodes are 15 ms of Python, which the acks of a burst would wait for."""
-    if len(now) != len(old):
-        raise ValueError("columns of different lengths")
-    for first in range(0, len(now), STEP_ROWS):
-        if first:
-            give_way()
-        yield now[first : first + STEP_ROWS], old[first : first + STEP_ROWS]
+"""Rows of a column computed between two stand-asides (bot/give_way.py: in_slices)."""
 
 
 def _median_over(
