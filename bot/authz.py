@@ -6,11 +6,10 @@ bounded lifetime so a removed person loses the right within minutes.
 
 from __future__ import annotations
 
-import time
-
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot import ticks
 from bot.mrkdwn import escape, user_mention
 
 CACHE_TTL_S = 300.0
@@ -63,8 +62,7 @@ class Authorizer:
         return user_id in await self._group_members(client)
 
     async def _group_members(self, client: AsyncWebClient) -> frozenset[str]:
-        now = time.monotonic()
-        if self._members is not None and now - self._members[0] < CACHE_TTL_S:
+        if self._members is not None and ticks.since(self._members[0]) < CACHE_TTL_S:
             return self._members[1]
         ids = set(self.group_ids)
         try:
@@ -80,5 +78,5 @@ class Authorizer:
         except SlackApiError:
             # Fail closed: nobody in a group may act while Slack cannot tell us who is in it.
             return frozenset()
-        self._members = (now, frozenset(members))
+        self._members = (ticks.now(), frozenset(members))
         return self._members[1]

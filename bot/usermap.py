@@ -4,11 +4,12 @@ the Slack profile's email (`ana@example.org` -> `ana`), cached for a bounded tim
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Mapping
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
+
+from bot import ticks
 
 CACHE_TTL_S = 3600.0
 CLUSTER_USER_RE = re.compile(r"^[a-z_][a-z0-9._-]{0,31}$")
@@ -23,7 +24,7 @@ class UserMap:
         if slack_user in self.mapping:
             return self.mapping[slack_user]
         hit = self._cache.get(slack_user)
-        if hit is not None and time.monotonic() - hit[0] < CACHE_TTL_S:
+        if hit is not None and ticks.since(hit[0]) < CACHE_TTL_S:
             return hit[1]
         try:
             resp = await client.users_info(user=slack_user)
@@ -32,5 +33,5 @@ class UserMap:
         email = str((resp.get("user") or {}).get("profile", {}).get("email") or "")
         local = email.partition("@")[0].lower()
         name = local if CLUSTER_USER_RE.fullmatch(local) else None
-        self._cache[slack_user] = (time.monotonic(), name)
+        self._cache[slack_user] = (ticks.now(), name)
         return name

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +24,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 from slack_sdk.webhook.webhook_response import WebhookResponse
 
+from bot import ticks
 from bot.render.blocks import SlackMessage
 from handlers.registry import Middleware, Next
 
@@ -137,13 +137,12 @@ class ProgressEdits:
         self, client: AsyncWebClient, channel: str, ts: str, render: Callable[[str], SlackMessage]
     ) -> None:
         self.client, self.channel, self.ts, self.render = client, channel, ts, render
-        self.last = 0.0
+        self.last: float | None = None  # no edit yet
 
     async def __call__(self, step: str) -> None:
-        now = time.monotonic()
-        if now - self.last < EDIT_EVERY_S:
+        if ticks.since(self.last) < EDIT_EVERY_S:
             return
-        self.last = now
+        self.last = ticks.now()
         try:
             await update_message(self.client, self.channel, self.ts, self.render(step))
         except SlackApiError as exc:

@@ -14,8 +14,9 @@ import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
+from bot import ticks
 from bot.alerts import acts, notify, pages, policy
 from bot.alerts.config import AlertsConfig
 from bot.alerts.ingest import Ingested, ingest
@@ -50,14 +51,15 @@ class Alerting:
     messages: AlertMessages  # what the notifier posts, built at the edge
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
-    # The notifier's memory of its own calls, for Slack's one message a second a channel.
-    last_call_at: dict[str, datetime] = field(default_factory=dict)
+    # The notifier's memory of its own calls, for Slack's one message a second a channel: on
+    # the monotonic clock (`ticks`), so that a wall clock set back cannot hold a channel.
+    last_call_at: dict[str, float] = field(default_factory=dict)
     storm_shown: dict[str, str] = field(default_factory=dict)  # channel -> digest on show
     silencer: Silencer | None = None
     _fence: Fence | None = None
     # Thread lines were waiting at the last pass: the next one looks even with nothing queued.
     _replies_waiting: bool = False
-    _led_at: datetime | None = None
+    _led_at: float | None = None  # ticks.now() when this replica took the lead
     _auto_tried: set[tuple[str, str]] = field(default_factory=set)
 
     # ingest -----------------------------------------------------------------------------------
@@ -200,7 +202,7 @@ class Alerting:
             # first are still a second apart.
             self.last_call_at.clear()
             self.storm_shown.clear()
-            self._led_at = self.clock()
+            self._led_at = ticks.now()
         return self._fence
 
     def _routed(self, group: AlertGroup, now: datetime) -> AlertGroup | None:
@@ -240,10 +242,14 @@ class Alerting:
                 await self.store.clean(g.key.id, seen.get(g.key.id, 0.0))
         replies = {g.key.id: g.replies for g in (*everyone, *dirty) if g.replies}
         self._replies_waiting = bool(replies)
-        called = dict(self.last_call_at)
+        # The plan reads the calls as wall-clock times: each as long before `now` as it was.
+        called = {
+            c: now - timedelta(seconds=ticks.since(at)) for c, at in self.last_call_at.items()
+        }
         if self._led_at is not None:
+            led = now - timedelta(seconds=ticks.since(self._led_at))
             for g in (*dirty, *everyone):
-                called.setdefault(g.channel, self._led_at)
+                called.setdefault(g.channel, led)
         since: dict[str, str] = {}
         for channel, digest in self.storm_shown.items():
             ts = await self.store.storm_ts(channel) if digest else None
@@ -263,7 +269,7 @@ class Alerting:
         for step in steps:
             calls += await self._run_step(step, fence, seen)
             # From the call's end: a slow call must not let the next one arrive within 1 s.
-            self.last_call_at[step.channel] = self.clock()
+            self.last_call_at[step.channel] = ticks.now()
         if self.cfg.auto_drain_causes:
             await self._auto_drain(dirty, now, fence)
         return calls

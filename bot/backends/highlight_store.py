@@ -24,10 +24,10 @@ not at all, so Redis failing half-way can neither lose an event nor count one tw
 from __future__ import annotations
 
 import logging
-import time
 from datetime import UTC, datetime
 from typing import Any
 
+from bot import ticks
 from bot.backends.locks import RedisLocks
 from bot.backends.state import key
 from bot.highlights.models import Highlight, Reaction
@@ -137,7 +137,7 @@ class RedisHighlightStore:
         # asynchronous, and a write only the old primary had is gone after a failover.
         self.wait_replicas = wait_replicas
         self.unconfirmed = 0
-        self._alone_until = 0.0
+        self._alone_since: float | None = None  # the last WAIT no replica confirmed
         self._react = redis.register_script(_REACT)
         self._enrich = redis.register_script(_ENRICH)
         self._edit = redis.register_script(_EDIT)
@@ -198,7 +198,7 @@ class RedisHighlightStore:
         return Reacted(int(count), bool(created))
 
     async def _react_durably(self, keys: list[str], args: list[Any]) -> tuple[int, int]:
-        if not self.wait_replicas or time.monotonic() < self._alone_until:
+        if not self.wait_replicas or ticks.since(self._alone_since) < ALONE_S:
             count, created = await self._react(keys=keys, args=args)
             if self.wait_replicas:
                 self.unconfirmed += 1
@@ -216,7 +216,7 @@ class RedisHighlightStore:
             # No replica (a primary just promoted, a replica down): waiting WAIT_MS on every
             # reaction would buy nothing, so reactions go unconfirmed for a while, said once.
             self.unconfirmed += 1
-            self._alone_until = time.monotonic() + ALONE_S
+            self._alone_since = ticks.now()
             log.warning(
                 "no replica confirmed a reaction; not waiting for one for a while",
                 extra={"wait_ms": WAIT_MS, "for_s": ALONE_S},

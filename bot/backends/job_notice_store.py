@@ -9,12 +9,12 @@ terminal shell.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from bot import ticks
 from bot.backends.state import claim_once, key
 from bot.errors import BackendError
 
@@ -63,8 +63,9 @@ class MemoryJobNotices:
         self._out: set[str] = set()
 
     async def claim(self, key_: str, ttl_s: int) -> bool:
-        now = time.monotonic()
-        if self._claims.get(key_, 0.0) > now:
+        now = ticks.now()
+        until = self._claims.get(key_)
+        if until is not None and until > now:
             return False
         self._claims[key_] = now + ttl_s
         return True

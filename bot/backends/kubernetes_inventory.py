@@ -10,10 +10,9 @@ one paginated list of Nodes a minute, whatever the fleet.
 from __future__ import annotations
 
 import logging
-import math
-import time
 from collections.abc import Sequence
 
+from bot import ticks
 from bot.backends import kubernetes_nodes as kn
 from bot.backends.kubernetes import KubernetesScheduler
 from bot.errors import BackendError
@@ -42,18 +41,18 @@ class KubernetesPlaces:
         self.rack_labels = tuple(rack_labels)
         self.switch_labels = tuple(switch_labels)
         self._places: dict[str, Place] = {}
-        self._loaded_at = -math.inf
+        self._loaded_at: float | None = None  # never loaded yet
 
     async def load(self) -> None:
         await self.inner.load()
-        if time.monotonic() - self._loaded_at < self.REFRESH_S:
+        if ticks.since(self._loaded_at) < self.REFRESH_S:
             return
         try:
             raw = await self.kube.raw_nodes()
         except BackendError as exc:
             # The places known before (or the config's) serve until the API answers again.
             log.warning("Kubernetes node labels unread, places kept: %s", exc.user_text())
-            self._loaded_at = time.monotonic()
+            self._loaded_at = ticks.now()
             return
         places: dict[str, Place] = {}
         for node in raw:
@@ -62,7 +61,7 @@ class KubernetesPlaces:
             if name and (rack or leaf):
                 places[name] = Place(leaf_switch=leaf, rack=rack)
         self._places = places
-        self._loaded_at = time.monotonic()
+        self._loaded_at = ticks.now()
 
     def names(self) -> Sequence[str]:
         return self.inner.names()

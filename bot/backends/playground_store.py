@@ -3,10 +3,9 @@ in-process stand-in for the terminal shell."""
 
 from __future__ import annotations
 
-import time
-
 import redis.asyncio as aioredis
 
+from bot import ticks
 from bot.backends.state import key
 from bot.playground.models import Watch
 from bot.playground.ports import Limits, Refusal
@@ -129,7 +128,7 @@ class MemoryPlaygroundStore:
         self._runs: set[tuple[str, int]] = set()
 
     async def acquire(self, user_id: str, limits: Limits) -> Refusal | None:
-        now = time.monotonic()
+        now = ticks.now()
         recent = [t for t in self._rate.get(user_id, []) if now - t < 60]
         if self._inflight.get(user_id, 0) >= limits.per_user:
             return refusal(1, 0, limits)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import math
 import re
-import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import aiohttp
 
 from bot import metric_names as m
+from bot import ticks
 from bot.backends import prometheus_rules as rules
 from bot.backends.http import Deadline, request_json
 from bot.errors import BackendError
@@ -622,10 +622,10 @@ class PrometheusInventory:
         self.metrics = metrics
         self.topology = topology
         self._names: tuple[str, ...] = ()
-        self._loaded_at = -math.inf
+        self._loaded_at: float | None = None  # never loaded yet
 
     async def load(self) -> None:
-        if time.monotonic() - self._loaded_at < self.REFRESH_S:
+        if ticks.since(self._loaded_at) < self.REFRESH_S:
             return
         table = await self.metrics.read(
             [
@@ -637,7 +637,7 @@ class PrometheusInventory:
         )
         names = {col.node(i) for col in table.columns.values() for i in range(len(col))}
         self._names = tuple(sorted(names))
-        self._loaded_at = time.monotonic()
+        self._loaded_at = ticks.now()
 
     def names(self) -> Sequence[str]:
         return self._names

@@ -11,7 +11,6 @@ is answered 500 and Slack retries it later.
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,6 +19,7 @@ from typing import Any, Generic, TypeVar
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot import ticks
 from bot.highlights.models import ChannelInfo, MessageInfo, Person, Visibility
 from bot.render.blocks import SlackMessage
 
@@ -50,17 +50,17 @@ class TtlCache(Generic[T]):
 
     def get(self, k: str) -> tuple[bool, T | None]:
         hit = self._items.get(k)
-        if hit is None or hit[0] < time.monotonic():
+        if hit is None or hit[0] < ticks.now():
             return False, None
         return True, hit[1]
 
     def put(self, k: str, value: T) -> None:
         if len(self._items) >= self.max_items:
-            now = time.monotonic()
+            now = ticks.now()
             self._items = {k_: v for k_, v in self._items.items() if v[0] >= now}
             if len(self._items) >= self.max_items:
                 self._items.clear()
-        self._items[k] = (time.monotonic() + self.ttl_s, value)
+        self._items[k] = (ticks.now() + self.ttl_s, value)
 
     def clear(self) -> None:
         self._items.clear()

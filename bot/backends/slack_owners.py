@@ -18,7 +18,6 @@ change by trying and is not.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -26,6 +25,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot import ticks
 from bot.backends.slack_directory import TtlCache
 from bot.errors import BackendError
 from bot.render.blocks import SlackMessage
@@ -68,7 +68,7 @@ class SlackJobOwners:
         self.email_domain = email_domain.strip().lstrip("@")
         self._found: TtlCache[str | None] = TtlCache(CACHE_S)
         self._index: dict[str, str] = {}
-        self._index_at = 0.0
+        self._index_at: float | None = None  # never walked yet
 
     async def slack_user(self, cluster_user: str) -> str | None:
         if cluster_user in self._by_cluster_user:
@@ -104,9 +104,9 @@ class SlackJobOwners:
         return None if user.get("deleted") or user.get("is_bot") else str(user["id"])
 
     async def _by_local_part(self, cluster_user: str) -> str | None:
-        if time.monotonic() - self._index_at > CACHE_S:
+        if ticks.since(self._index_at) > CACHE_S:
             self._index = await self._walk()
-            self._index_at = time.monotonic()
+            self._index_at = ticks.now()
         return self._index.get(cluster_user.lower())
 
     async def _walk(self) -> dict[str, str]:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import secrets
-import time
 
 import redis.asyncio as aioredis
 
+from bot import ticks
 from bot.backends.redis_client import close_client, redis_client
 from bot.redis_url import sentinel_address
 
@@ -57,9 +57,10 @@ class MemoryStore:
         self._claims: dict[str, float] = {}
 
     async def claim(self, team_id: str, kind: str, key_: str, ttl_s: int) -> bool:
-        now = time.monotonic()
+        now = ticks.now()
         k = key(team_id, kind, key_)
-        if self._claims.get(k, 0.0) > now:
+        until = self._claims.get(k)
+        if until is not None and until > now:
             return False
         self._claims[k] = now + ttl_s
         return True

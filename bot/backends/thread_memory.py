@@ -4,10 +4,10 @@ replica, for a day; in memory without Redis."""
 from __future__ import annotations
 
 import json
-import time
 
 import redis.asyncio as aioredis
 
+from bot import ticks
 from bot.ask.models import Entities, Intent
 from bot.ask.understand import Context
 from bot.backends.state import key
@@ -50,11 +50,11 @@ class MemoryThreadMemory:
 
     async def recall(self, team: str, channel: str, thread: str) -> Context | None:
         hit = self._kept.get((team, channel, thread))
-        if hit is None or time.monotonic() - hit[0] > KEEP_S:
+        if hit is None or ticks.since(hit[0]) > KEEP_S:
             return None
         return _load(hit[1])
 
     async def remember(self, team: str, channel: str, thread: str, context: Context) -> None:
         if len(self._kept) >= MEMORY_CAP:
             self._kept.pop(next(iter(self._kept)))
-        self._kept[(team, channel, thread)] = (time.monotonic(), _dump(context))
+        self._kept[(team, channel, thread)] = (ticks.now(), _dump(context))

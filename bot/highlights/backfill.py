@@ -12,12 +12,12 @@ slack_sdk's retry handler with Retry-After.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from bot import ticks
 from bot.highlights.models import ChannelInfo, MessageInfo, Reaction, Visibility
 from bot.highlights.ports import HistoryWalker, ProgressStore
 from bot.highlights.rules import base_emoji, is_tracked
@@ -33,7 +33,7 @@ class Progress:
     scanned: int = 0
     found: int = 0
     reached: float | None = None  # ts of the oldest message read in the current channel
-    started: float = 0.0  # monotonic
+    started: float = field(default_factory=lambda: ticks.now())  # when the walk began
     resumed: bool = False
 
     def fraction(self, now: datetime) -> float:
@@ -45,7 +45,7 @@ class Progress:
 
     def eta_s(self, now: datetime) -> float | None:
         done = self.fraction(now)
-        elapsed = time.monotonic() - self.started
+        elapsed = ticks.since(self.started)
         if done <= 0.0 or elapsed <= 0.0:
             return None
         return elapsed * (1.0 - done) / done
@@ -129,7 +129,7 @@ async def backfill(
                 targets.append(info)
     else:
         targets = [c async for c in walker.member_public_channels()]
-    progress = Progress(since=since, channels=len(targets), started=time.monotonic())
+    progress = Progress(since=since, channels=len(targets))
     for index, ch in enumerate(targets):
         progress.index, progress.channel, progress.reached = index, f"#{ch.name}", None
         saved = await progress_store.backfill_progress(team, run, ch.id)

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from bot import ticks
 from bot.errors import BackendError, StreamStalled
 from bot.playground.catalog import (
     ServedModel,
@@ -47,7 +48,7 @@ class Playground:
     scan: Scanner
     training: Training | None = None
     _catalog: Catalog | None = None
-    _catalog_at: float = 0.0
+    _catalog_at: float | None = None  # never listed yet
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @property
@@ -63,7 +64,7 @@ class Playground:
     async def catalog(self, *, fresh: bool = False) -> Catalog:
         """Every run, cached for `discovery_ttl_s`; endpoints that are down are named in it."""
         async with self._lock:
-            age = time.monotonic() - self._catalog_at
+            age = ticks.since(self._catalog_at)
             if self._catalog is not None and not fresh and age < self.cfg.discovery_ttl_s:
                 return self._catalog
             listings = await asyncio.gather(
@@ -88,7 +89,7 @@ class Playground:
             self._catalog = build_catalog(
                 served, folders, self.cfg, datetime.now(UTC), [*down, *problems], metadata
             )
-            self._catalog_at = time.monotonic()
+            self._catalog_at = ticks.now()
             return self._catalog
 
     def choose(
