@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -95,3 +97,15 @@ def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def private_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A temporary folder of the test's own as the process's (and its children's, TMPDIR)
+    temporary folder: what a shell leaves there (its private Redis) is never another test's
+    or another process's on the machine. Short, for the Unix socket paths made in it."""
+    folder = Path(tempfile.mkdtemp(prefix="mw-"))
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    monkeypatch.setenv("TMPDIR", str(folder))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import os
 import shutil
 import signal
 import socket
@@ -28,19 +29,34 @@ PR_SET_PDEATHSIG = 1
 PREFIX = "meowbot-shell-redis-"
 
 
+def _shell_alive(folder: Path) -> bool:
+    """Whether the shell that made `folder` (its pid is in the name) still runs. A folder of an
+    older name is judged by its socket: a live server answers on it."""
+    pid = folder.name.removeprefix(PREFIX).partition("-")[0]
+    if pid.isdigit():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True  # another user's process
+        return True
+    with socket.socket(socket.AF_UNIX) as probe:
+        try:
+            probe.connect(str(folder / "redis.sock"))
+        except OSError:
+            return False
+    return True
+
+
 def _remove_stale(tmp: Path) -> None:
     """Folders of shells that were killed outright: their server died with them (see
-    `_die_with_parent`) but nobody removed the folder. A live server answers on its socket."""
+    `_die_with_parent`) but nobody removed the folder. A shell still running keeps its folder,
+    even while its server is starting and has no socket yet."""
     for folder in tmp.glob(f"{PREFIX}*"):
-        sock = folder / "redis.sock"
-        with socket.socket(socket.AF_UNIX) as probe:
-            try:
-                probe.connect(str(sock))
-                continue  # another shell's, alive
-            except OSError:
-                pass
-        with contextlib.suppress(OSError):
-            shutil.rmtree(folder)
+        if not _shell_alive(folder):
+            with contextlib.suppress(OSError):
+                shutil.rmtree(folder)
 
 
 def _die_with_parent() -> None:
@@ -66,7 +82,7 @@ class LocalRedis:
         if binary is None:
             return None
         _remove_stale(Path(tempfile.gettempdir()))
-        folder = Path(tempfile.mkdtemp(prefix=PREFIX))
+        folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
         argv = [
             binary,
             "--port",

@@ -12,6 +12,7 @@ import time
 from asyncio.subprocess import Process
 
 import aiohttp
+import pytest
 
 from bot.shell.emulator import SlackEmulator, validate_blocks
 
@@ -84,6 +85,7 @@ async def test_http_mode_logs_json_and_stops_on_sigterm(
     assert SECRET_TOKEN not in err.decode()
 
 
+@pytest.mark.usefixtures("private_tmp")  # the shell's private Redis goes there
 async def test_shell_json_prints_valid_block_kit() -> None:
     env = clean_env()
     proc = await meowbot("shell", "-c", "/node-health help", "--json", env=env)
@@ -97,6 +99,7 @@ async def test_shell_json_prints_valid_block_kit() -> None:
     assert all(set(r) == {"method", "args"} for r in records)
 
 
+@pytest.mark.usefixtures("private_tmp")
 async def test_run_without_tokens_opens_the_shell_and_says_so() -> None:
     env = clean_env()
     env["MEOWBOT_HISTORY"] = os.devnull

@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+from bot.shell.local_redis import PREFIX, _remove_stale
 from tests.conftest import need_service
 from tests.e2e.test_process import clean_env
 
@@ -34,7 +35,7 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-async def test_a_killed_shell_takes_its_redis_with_it() -> None:
+async def test_a_killed_shell_takes_its_redis_with_it(private_tmp: Path) -> None:
     need_service("REDIS_URL")  # the test services say redis-server is installed
     env = {**clean_env(), "MEOWBOT_HISTORY": os.devnull}
     proc = await asyncio.create_subprocess_exec(
@@ -61,9 +62,9 @@ async def test_a_killed_shell_takes_its_redis_with_it() -> None:
             await asyncio.sleep(0.1)
         await asyncio.wait_for(proc.wait(), 10)
         # Its folder is left behind; the next shell clears it.
-        folders = {p.name for p in Path(tempfile.gettempdir()).glob("meowbot-shell-redis-*")}
-        assert folders
-        await _next_shell_clears(folders)
+        folders = {p.name for p in private_tmp.glob(f"{PREFIX}*")}
+        assert len(folders) == 1
+        await _next_shell_clears(private_tmp, folders)
     finally:
         for pid in redis:  # when the test failed: the server it found, by its id
             if alive(pid):
@@ -80,7 +81,7 @@ def _cmdline(pid: int) -> bytes:
         return b""
 
 
-async def _next_shell_clears(folders: set[str]) -> None:
+async def _next_shell_clears(tmp: Path, folders: set[str]) -> None:
     env = {**clean_env(), "MEOWBOT_HISTORY": os.devnull}
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -94,5 +95,17 @@ async def _next_shell_clears(folders: set[str]) -> None:
         stderr=asyncio.subprocess.PIPE,
     )
     await asyncio.wait_for(proc.communicate(), 30)
-    left = {p.name for p in Path(tempfile.gettempdir()).glob("meowbot-shell-redis-*")}
+    left = {p.name for p in tmp.glob(f"{PREFIX}*")}
     assert not folders & left
+
+
+def test_a_starting_shells_folder_is_kept_and_a_dead_ones_cleared(private_tmp: Path) -> None:
+    # A shell that has just made its folder (its server has no socket yet) and one that died.
+    starting = private_tmp / f"{PREFIX}{os.getpid()}-abc"
+    starting.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, check=True, text=True)  # fmt: skip
+    gone = private_tmp / f"{PREFIX}{dead.stdout.strip()}-def"
+    gone.mkdir()
+    _remove_stale(private_tmp)
+    assert starting.exists() and not gone.exists()

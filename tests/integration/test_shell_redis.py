@@ -16,7 +16,7 @@ from tests.unit.test_shell import buttons, screen, shell_settings
 
 
 @pytest.fixture
-async def shell(tmp_path: Path) -> AsyncIterator[ShellSession]:
+async def shell(tmp_path: Path, private_tmp: Path) -> AsyncIterator[ShellSession]:
     need_service("REDIS_URL")  # the test services say redis-server is installed
     # No REDIS_URL given to the shell: it starts its own redis-server, as for a new user.
     session = ShellSession(shell_settings(), files_dir=tmp_path / "files")
@@ -35,7 +35,7 @@ def alert_of(text: str, title: str) -> str:
     return rest if end < 0 else rest[:end]
 
 
-async def test_the_shell_runs_its_own_redis_and_stops_it(tmp_path: Path) -> None:
+async def test_the_shell_runs_its_own_redis_and_stops_it(tmp_path: Path, private_tmp: Path) -> None:
     need_service("REDIS_URL")
     session = ShellSession(shell_settings(), files_dir=tmp_path)
     await session.start()
@@ -43,7 +43,7 @@ async def test_the_shell_runs_its_own_redis_and_stops_it(tmp_path: Path) -> None
     assert session.bot is not None and session.bot.deps.store.name == "redis"
     assert session.bot.deps.alerting is not None and session.bot.deps.highlights is not None
     folder = session.redis.folder
-    assert (folder / "redis.sock").exists()
+    assert folder.parent == private_tmp and (folder / "redis.sock").exists()
     await session.close()
     assert session.redis.process.poll() is not None
     assert not folder.exists()
