@@ -28,6 +28,7 @@ from bot.server import SLACK_EVENTS_PATH, Bot
 from bot.shell.emulator import SlackEmulator, validate_blocks
 from tests.conftest import RedisServer
 from tests.e2e.conftest import Slack, bot_settings
+from tests.waiting import eventually
 
 TEAM = "T0TEST"
 DIGEST = "C0DIGEST"
@@ -236,7 +237,8 @@ async def test_three_replicas_post_one_digest_a_week(start: Start, emulator: Sla
         r.bot.deps.digest.tick_s = 0.05
     for r in replicas:
         r.bot.start_background(sweep=False)
-    await asyncio.sleep(1.0)
+    await eventually(lambda: bool(posts(emulator, DIGEST)), "a replica posts the digest")
+    await asyncio.sleep(0.5)  # the others' ticks have come: they found it posted
     [digest] = posts(emulator, DIGEST)
     assert "@\u2060bob shipped it" in digest["blocks"][-1]["text"]["text"]  # @ defused
     assert "<@U0USER>" not in json.dumps(digest["blocks"])  # nobody pinged

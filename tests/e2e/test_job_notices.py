@@ -24,6 +24,7 @@ from handlers.alertmanager import ALERTMANAGER_PATH
 from tests.e2e.conftest import Slack, bot_settings
 from tests.e2e.test_alerts import am_alert, webhook
 from tests.e2e.test_triage_commands import press
+from tests.waiting import eventually
 
 NODE, OTHER, ZEDS = "gpu-0005", "gpu-0006", "gpu-0007"
 ALERTS = "C0ALERTS"
@@ -59,6 +60,11 @@ async def three(
             ):
                 fleet.add_job([node], user=user, job_id=job_id, name=f"llm-{job_id}")
         yield slacks
+
+
+def retries_waiting(slacks: list[Slack]) -> int:
+    """DMs the replicas will try again in the background."""
+    return sum(s.bot.deps.triage.scheduler.retries.waiting for s in slacks)  # type: ignore[union-attr]
 
 
 def dms(emu: SlackEmulator, user: str) -> list[dict[str, Any]]:
@@ -187,12 +193,10 @@ async def test_a_dm_slack_fails_to_take_once_is_delivered_once(
     await emulator.wait_for_responses(3, timeout=15)
     answers = [r[1]["text"] for r in emulator.responses]
     assert all(f"Draining `{NODE}`" in a for a in answers), answers
-    # Tried again (by a later replica's press or in the background) until it went through.
-    for _ in range(150):
-        if dms(emulator, "U0USER"):
-            break
-        await asyncio.sleep(0.1)
-    await asyncio.sleep(4)  # any retry left waiting has had its turn: still one DM
+    # Tried again (by a later replica's press or in the background) until it went through;
+    # once no replica has a try left waiting, still one DM.
+    await eventually(lambda: bool(dms(emulator, "U0USER")), "the DM is delivered")
+    await eventually(lambda: retries_waiting(three) == 0, "the tries in the background end")
     [dm] = dms(emulator, "U0USER")
     assert "`9100001` (llm-9100001)" in dm["blocks"][0]["text"]["text"]
     posts = emulator.calls_to("chat.postMessage")
@@ -210,7 +214,7 @@ async def test_a_dm_slack_refuses_for_good_is_not_tried_again(
     assert all(f"Draining `{NODE}`" in a for a in answers), answers
     assert sum("(1 DM refused by Slack)" in a for a in answers) == 1, answers
     assert sum("(1 told already)" in a for a in answers) == 2, answers
-    await asyncio.sleep(4)  # past the first retry's wait: none comes
+    assert retries_waiting(three) == 0  # none is tried again, now or later
     assert len(emulator.calls_to("conversations.open")) == 1
     assert dms(emulator, "U0USER") == []
     # The drain of the next node goes on as ever.

@@ -33,6 +33,7 @@ from bot.shell.emulator import SlackEmulator
 from scripts.testsvc.common import free_port
 from tests.conftest import need_service
 from tests.e2e.conftest import Slack, bot_settings
+from tests.waiting import eventually
 
 CHANNEL = "C0GENERAL"
 
@@ -365,8 +366,12 @@ async def test_watch_runs_a_new_checkpoint_once_and_rerun_uses_it(
     # Unwatch by its id.
     [watch] = await slack.bot.deps.playground.store.watches()  # type: ignore[union-attr]
     await slack.command("/playground", f"unwatch {watch.id}")
-    await asyncio.sleep(0.5)
-    assert await slack.bot.deps.playground.store.watches() == []  # type: ignore[union-attr]
+    store = slack.bot.deps.playground.store  # type: ignore[union-attr]
+
+    async def unwatched() -> bool:
+        return await store.watches() == []
+
+    await eventually(unwatched, "the watch is removed")
 
 
 async def test_limits_refuse_a_third_request_and_cancel_stops_streams(

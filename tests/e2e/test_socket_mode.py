@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
@@ -11,6 +10,7 @@ import pytest
 from bot.app import create_bot
 from bot.config import Mode, load_settings
 from bot.shell.emulator import SlackEmulator
+from tests.waiting import eventually
 
 
 async def test_socket_mode_slash_command(emulator: SlackEmulator, redis_url: str) -> None:
@@ -63,8 +63,12 @@ async def test_socket_mode_malformed_envelopes_are_refused_without_a_traceback(
         for kind, payload in malformed:
             ack = await emulator.socket_send(kind, payload)
             assert ack["envelope_id"]
-        await asyncio.sleep(0.3)
-        refused = [r for r in caplog.records if r.getMessage() == "slack request refused"]
+
+        def refusals() -> list[logging.LogRecord]:
+            return [r for r in caplog.records if r.getMessage() == "slack request refused"]
+
+        await eventually(lambda: len(refusals()) >= len(malformed), "each one refused")
+        refused = refusals()
         assert [r.__dict__["reason"] for r in refused] == [
             "slash command without user_id",
             "app_home_opened without user",

@@ -18,6 +18,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.shell.emulator import SlackEmulator, validate_blocks
+from tests.waiting import eventually
 
 
 @pytest.fixture
@@ -549,8 +550,8 @@ async def test_socket_pings_and_disconnect_reconnect(
     sm.socket_mode_request_listeners.append(listener)
     try:
         await sm.connect()
-        await asyncio.sleep(0.35)
-        assert sm.last_ping_pong_time is not None  # the emulator answered the client's pings
+        # The emulator answers the client's pings.
+        await eventually(lambda: sm.last_ping_pong_time is not None, "a pong")
         assert await sm.is_connected()
 
         await emu.socket_disconnect()

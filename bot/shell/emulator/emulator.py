@@ -20,6 +20,10 @@ from bot.shell.emulator.views import Triggers, ViewMethods
 from bot.shell.emulator.web_api import Call, WebApi
 from bot.shell.emulator.workspace import APP_ID, Workspace
 
+WAIT_S = 30.0
+"""How long the waits below wait by default: they return as soon as what they wait for is
+seen, so the bound is for a loaded machine, where seconds of delay are no failure."""
+
 
 class SlackEmulator:
     """See the package docstring. Use ``await emu.start()`` / ``await emu.stop()``."""
@@ -162,7 +166,7 @@ class SlackEmulator:
         self.calls.clear()
 
     async def wait_for_call(
-        self, method: str, *, count: int = 1, timeout: float = 5.0, ok: bool | None = None
+        self, method: str, *, count: int = 1, timeout: float = WAIT_S, ok: bool | None = None
     ) -> Call:
         """Wait until ``count`` calls to ``method`` (optionally only ok/failed) were seen."""
         deadline = time.monotonic() + timeout
@@ -177,7 +181,7 @@ class SlackEmulator:
                 )
             await asyncio.sleep(0.01)
 
-    async def wait_for_responses(self, count: int = 1, *, timeout: float = 5.0) -> None:
+    async def wait_for_responses(self, count: int = 1, *, timeout: float = WAIT_S) -> None:
         await self._response_urls.wait(count, timeout)
 
     # triggers and response urls ------------------------------------------------------------
