@@ -22,10 +22,12 @@ can import ``bot``. Standard library only here.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -34,7 +36,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
 from .common import fail, free_port, say, stop, wait_port
 
@@ -77,16 +79,69 @@ def prometheus_command(config: Path, data: Path, port: int) -> list[str]:
     ]
 
 
+BLOCK_S = 7200
+"""promtool writes blocks of 2 h, aligned to the epoch."""
+
+
+def split_by_block(text: Path, folder: Path) -> list[Path]:
+    """The OpenMetrics file `text` cut into one file a 2 h block in `folder` (each family's
+    header repeated in each file it has samples in). promtool 2.42 reads its whole input once
+    for each block it writes: three days of history were 37 reads of 150 MB (110 s on two
+    cores); cut first, each sample is read once."""
+    parts: dict[int, tuple[Path, TextIO]] = {}
+    family = 0  # a new one at each header, after samples
+    header: list[str] = []
+    written: dict[int, int] = {}  # block -> the family whose header it has last
+    in_header = False
+    with contextlib.ExitStack() as stack, text.open() as src:
+        for line in src:
+            if line.startswith("#"):
+                if line.startswith("# EOF"):
+                    break
+                if not in_header:
+                    header, in_header = [], True
+                    family += 1
+                header.append(line)
+                continue
+            in_header = False
+            block = int(float(line.rsplit(" ", 1)[1])) // BLOCK_S
+            if block not in parts:
+                path = folder / f"block-{block}.om"
+                parts[block] = (path, stack.enter_context(path.open("w")))
+            out = parts[block][1]
+            if written.get(block) != family:
+                out.writelines(header)
+                written[block] = family
+            out.write(line)
+        for _, out in parts.values():
+            out.write("# EOF\n")
+    return [path for _, (path, _) in sorted(parts.items())]
+
+
 def backfill_openmetrics(text: Path, data: Path, timeout_s: float = 300) -> None:
     """Writes the OpenMetrics history in `text` as blocks into `data`, then deletes `text`
-    (a week of a fleet is gigabytes of text)."""
-    subprocess.run(
-        ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(text), str(data)],
-        check=True,
-        capture_output=True,
-        timeout=timeout_s,
-    )
-    text.unlink()
+    (a week of a fleet is gigabytes of text): one promtool a 2 h block, on every core."""
+    folder = text.parent / f"{text.name}-blocks"
+    folder.mkdir(exist_ok=True)
+    try:
+        parts = split_by_block(text, folder)
+        text.unlink()
+        deadline = time.monotonic() + timeout_s
+
+        def one(part: Path) -> None:
+            subprocess.run(
+                ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(part), str(data)],
+                check=True,
+                capture_output=True,
+                timeout=max(1.0, deadline - time.monotonic()),
+            )
+            part.unlink()
+
+        with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+            for done in [pool.submit(one, part) for part in parts]:
+                done.result()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 class BackfilledPrometheus:
