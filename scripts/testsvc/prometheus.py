@@ -372,17 +372,13 @@ def _backfill(tmp: Path, now_s: int, data: Path) -> None:
         )
     if code != 0:
         _fail(f"writing the fleet's history failed with {code}", [log])
-    blog = tmp / "promtool.log"
-    with blog.open("wb") as out:
-        code = subprocess.call(
-            ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(history), str(data)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            timeout=BACKFILL_TIMEOUT_S,
-        )
-    if code != 0:
-        _fail(f"promtool backfill failed with {code}", [blog])
-    history.unlink()  # about 140 MB of text; the blocks hold it in about 2 MB
+    try:
+        # About 480 MB of text; the blocks hold it in a few MB.
+        backfill_openmetrics(history, data, timeout_s=BACKFILL_TIMEOUT_S)
+    except subprocess.CalledProcessError as exc:
+        blog = tmp / "promtool.log"
+        blog.write_bytes(exc.stdout + exc.stderr)
+        _fail(f"promtool backfill failed with {exc.returncode}", [blog])
 
 
 @contextlib.contextmanager
