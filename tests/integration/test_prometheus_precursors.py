@@ -154,8 +154,9 @@ async def test_the_precursor_is_found_as_the_simulator_finds_it_in_bounded_queri
     # 1 + (1 + 4) + (1 + 4) + (1 + 1) = 13 and one more for each refused recorded read: load's
     # windows, and its minutes around the events if any were read from before its rule ran.
     refused = 4 + 4 + 1 - metrics.recorded_reads
-    assert metrics.queries == 13 + refused
-    assert 1 <= refused <= 2
+    counts = {"queries": metrics.queries, "recorded reads": metrics.recorded_reads}
+    assert metrics.queries == 13 + refused, counts
+    assert 1 <= refused <= 2, counts
 
 
 def _table(report: PrecursorReport) -> list[tuple[object, ...]]:
