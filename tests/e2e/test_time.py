@@ -91,7 +91,7 @@ def node_with_a_job_either_hour() -> str:
 
 
 @pytest.fixture
-async def fresh_bot(emulator: SlackEmulator, redis_url: str) -> AsyncIterator[str]:
+async def fresh_bot(emulator: SlackEmulator, redis_url: str, tmp_path: Path) -> AsyncIterator[str]:
     """`meowbot run` (HTTP) on the simulated fleet, its clocks `AGE_S` s after boot; yields
     its Slack events URL."""
     prefix = fresh_boot_prefix()
@@ -106,6 +106,7 @@ async def fresh_bot(emulator: SlackEmulator, redis_url: str) -> AsyncIterator[st
         "MEOWBOT_FLEET": f"sim:{NODES}",
         "MEOWBOT_ADMINS": "U0ADMIN",
     }
+    log = (tmp_path / "meowbot.log").open("wb")  # a file: a pipe nobody reads would fill
     proc = await asyncio.create_subprocess_exec(
         *prefix,
         sys.executable,
@@ -114,11 +115,11 @@ async def fresh_bot(emulator: SlackEmulator, redis_url: str) -> AsyncIterator[st
         "run",
         env=env,
         stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
+        stderr=log,
         start_new_session=True,  # unshare holds SIGTERM back: the group gets it
     )
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60  # a bound for a loaded machine
         async with aiohttp.ClientSession() as http:
             while True:
                 try:
@@ -127,7 +128,7 @@ async def fresh_bot(emulator: SlackEmulator, redis_url: str) -> AsyncIterator[st
                             break
                 except aiohttp.ClientConnectionError:
                     pass
-                assert proc.returncode is None, "the bot exited at start"
+                assert proc.returncode is None, (tmp_path / "meowbot.log").read_text()[-2000:]
                 assert time.monotonic() < deadline, "the bot did not start"
                 await asyncio.sleep(0.1)
         assert monotonic_of(child_of(proc.pid)) < AGE_S + 60, "the bot's clock is not fresh"
@@ -140,6 +141,7 @@ async def fresh_bot(emulator: SlackEmulator, redis_url: str) -> AsyncIterator[st
             except TimeoutError:
                 os.killpg(proc.pid, signal.SIGKILL)
                 await proc.wait()
+        log.close()
 
 
 async def send(url: str, payload: dict[str, Any]) -> int:
