@@ -135,6 +135,15 @@ async def test_slurm_without_metrics_answers_from_slurm_and_never_the_simulator(
     regressions = await _answer(slack, "/regressions", "")
     assert "Set PROMETHEUS_URL" in regressions["text"], regressions["text"]
 
+    # App Home: the nodes by Slurm state, health not checked, the sources named.
+    event = {"type": "app_home_opened", "user": "U0ADMIN", "channel": "D0A", "tab": "home"}
+    await slack.event(slack.emulator.event_payload(event))
+    call = await slack.emulator.wait_for_call("views.publish", timeout=15)
+    home = json.dumps(call.args["view"])
+    assert "nodes in Slurm: idle" in home and "Health not checked: no metrics source" in home
+    assert "*metrics*\\nnone" in home and "*scheduler*\\nslurm" in home, home
+    assert "simulated" not in home
+
     # The sweep has nothing to read: it does not run, says so once, and posts nothing.
     alerting = slack.bot.deps.alerting
     assert alerting is not None and not alerting.can_sweep
