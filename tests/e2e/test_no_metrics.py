@@ -183,6 +183,58 @@ async def test_slurm_without_metrics_drains_and_resumes_on_slurms_state(
         _scontrol("update", f"nodename={node}", "state=resume")
 
 
+async def test_slurm_without_metrics_shows_a_nodes_jobs_and_cannot_say_why_one_is_slow(
+    slurm_only: Slack,
+) -> None:
+    slack, node = slurm_only, "gpu-0007"
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "SLURM_JWT"},
+        "SLURM_CONF": need_service("SLURM_CONF"),
+    }
+    out = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            "-N",
+            "1",
+            "-w",
+            node,
+            "-J",
+            "nometrics-job",
+            "-o",
+            "/dev/null",
+            "--chdir",
+            "/",
+            "--wrap",
+            "sleep 120",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    ).stdout
+    job_id = out.strip().split(";")[0]
+    scheduler = slack.bot.deps.triage.scheduler
+    assert scheduler is not None
+    try:
+        for _ in range(100):  # until Slurm runs it
+            job = await scheduler.job(job_id)
+            if job is not None and job.state.value == "running":
+                break
+            await asyncio.sleep(0.2)
+        shown = await _answer(slack, "/node-health", node)
+        assert f"`{job_id}` nometrics-job (root, running)" in json.dumps(shown["blocks"])
+        slow = await _answer(slack, "/job-slow", job_id)
+        assert slow["text"].startswith(
+            f"Job {job_id} (nometrics-job) runs on 1 node, but I cannot "
+            "tell why it is slow: no metrics source"
+        ), slow["text"]
+        # Said privately before anything is posted: no "looking at…" left in the channel.
+        assert slack.emulator.calls_to("chat.postMessage") == []
+    finally:
+        subprocess.run(["scancel", job_id], env=env, check=False)
+
+
 async def test_kubernetes_without_metrics_knows_its_nodes_only(kube_only: Slack) -> None:
     slack = kube_only
     backends = (await _healthz(slack))["backends"]
