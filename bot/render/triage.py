@@ -245,9 +245,7 @@ def render_unchecked(report: UncheckedNode, *, can_act: bool = True) -> SlackMes
     why, never a verdict. Drain and Resume act on the scheduler's own state."""
     msg = Message(f"{report.node}: {NOT_CHECKED}")
     msg.header(f"{report.node}: {NOT_CHECKED.upper()}")
-    msg.section(
-        f":grey_question: *{NOT_CHECKED}*: {escape(report.why.removeprefix('Health not checked: '))}"
-    )
+    msg.section(f":grey_question: *{NOT_CHECKED}*: {escape(report.why)}.")
     fields: list[tuple[str, str]] = []
     s = report.scheduler
     if s is not None:
@@ -288,9 +286,7 @@ def render_unchecked_nodes(r: UncheckedNodes) -> SlackMessage:
     summary = ", ".join(f"{escape(st)} {len(ns)}" for st, ns in by_state.items()) or "none listed"
     msg = Message(f"{count(r.asked, 'node')}: {NOT_CHECKED}; {r.scheduler_name}: {summary}")
     msg.header(count(r.asked, "node"))
-    msg.section(
-        f":grey_question: *{NOT_CHECKED}*: {escape(r.why.removeprefix('Health not checked: '))}"
-    )
+    msg.section(f":grey_question: *{NOT_CHECKED}*: {escape(r.why)}.")
     msg.lines(
         [f"*{escape(st)}* ({len(ns)}): {code(compress(ns))}" for st, ns in by_state.items()],
         max_items=MAX_GROUP_LINES,
@@ -483,7 +479,7 @@ def glance_lines(g: FleetGlance | StateGlance | UserError) -> list[str]:
         states = ", ".join(f"{escape(st)} {n:,}" for st, n in g.per_state.items()) or "none"
         return [
             f"*{g.nodes:,}* {plural(g.nodes, 'node')} in {escape(g.scheduler_name)}: {states}",
-            f":grey_question: {escape(g.why)}",
+            f":grey_question: Health not checked: {escape(g.why)}.",
         ]
     verdicts = ", ".join(f"{ICON[lv]} {lv.value} {n}" for lv, n in g.per_verdict.items())
     kinds = (

@@ -161,7 +161,7 @@ class UncheckedNode:
     scheduler_name: str
     jobs: list[Job]
     place: Located | None
-    why: str
+    why: str  # why health is not checked, e.g. NO_METRICS
     at: datetime
 
 
@@ -173,7 +173,7 @@ class UncheckedNodes:
     states: dict[str, SchedulerNode]
     unknown: list[str]
     scheduler_name: str
-    why: str
+    why: str  # why health is not checked, e.g. NO_METRICS
     at: datetime
 
 
@@ -392,10 +392,11 @@ async def _unchecked(
     for one node, its jobs); their health is not checked, and the answer says why."""
     at = datetime.now(UTC)
     title = _state_title(triage.scheduler)
-    why = f"Health not checked: {NO_METRICS}."
     if len(present) > 1:
         states, _ = await _scheduler_nodes(triage, present)
-        return UncheckedNodes(len(present) + len(unknown), states or {}, unknown, title, why, at)
+        return UncheckedNodes(
+            len(present) + len(unknown), states or {}, unknown, title, NO_METRICS, at
+        )
     node = present[0]
     (states, note), jobs = await asyncio.gather(
         _scheduler_nodes(triage, present), _jobs_on(triage, node)
@@ -407,7 +408,7 @@ async def _unchecked(
         scheduler_name=title,
         jobs=jobs,
         place=triage.inventory.place(node),
-        why=why,
+        why=NO_METRICS,
         at=at,
     )
 
@@ -637,7 +638,7 @@ class StateGlance:
     nodes: int
     per_state: dict[str, int]  # "idle", "allocated", "idle+DRAIN", ... most first
     scheduler_name: str
-    why: str
+    why: str  # why health is not checked
 
 
 async def _state_glance(triage: Triage) -> StateGlance | UserError:
@@ -654,7 +655,7 @@ async def _state_glance(triage: Triage) -> StateGlance | UserError:
         nodes=len(states),
         per_state=dict(per_state.most_common()),
         scheduler_name=triage.scheduler.name,
-        why=f"Health not checked: {NO_METRICS}.",
+        why=NO_METRICS,
     )
 
 
