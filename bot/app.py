@@ -278,17 +278,30 @@ def sim_triage(
 
 
 def make_triage(settings: Settings) -> Triage:
+    """Prometheus' metrics when PROMETHEUS_URL is set; else, with a real scheduler, its nodes
+    and no metrics (health is said not checked); the simulated fleet only when no cluster
+    source is configured at all (Settings refuses MEOWBOT_FLEET beside one)."""
     health = health_config(settings)
     stragglers = straggler_config(settings)
     scheduler = make_scheduler(settings)
-    if settings.prometheus_url:
-        metrics = PrometheusMetrics(
-            settings.prometheus_url, node_label=health.node_label, recorded=health.recorded_rules
-        )
+    if settings.prometheus_url or scheduler is not None:
         topology = Topology(topology_config(settings))
-        triage = prometheus_triage(
-            metrics, health, stragglers, scheduler=scheduler, topology=topology
-        )
+        if settings.prometheus_url:
+            metrics = PrometheusMetrics(
+                settings.prometheus_url,
+                node_label=health.node_label,
+                recorded=health.recorded_rules,
+            )
+            triage = prometheus_triage(
+                metrics, health, stragglers, scheduler=scheduler, topology=topology
+            )
+        else:
+            from bot.backends.scheduler_inventory import SchedulerInventory
+
+            assert scheduler is not None
+            triage = Triage(
+                None, SchedulerInventory(scheduler, topology), scheduler, health, stragglers
+            )
         kube = kubernetes_of(scheduler)
         if kube is not None:
             from bot.backends.kubernetes_inventory import KubernetesPlaces
@@ -311,8 +324,8 @@ def make_triage(settings: Settings) -> Triage:
         duration=timedelta(hours=24),
         effect=0.02,
     )
-    # The simulated fleet's own jobs, unless a real Slurm is named.
-    return sim_triage(fleet, health, stragglers, scheduler=scheduler, sim_scheduler=True, live=True)
+    # The simulated fleet's own jobs: no real scheduler is configured beside it.
+    return sim_triage(fleet, health, stragglers, sim_scheduler=True, live=True)
 
 
 def make_regressions_history(settings: Settings, triage: Triage) -> FleetHistory | None:

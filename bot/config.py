@@ -36,6 +36,18 @@ class ConfigError(Exception):
     """A setting is wrong; the message is one sentence for the person starting the bot."""
 
 
+class SimBesideCluster(ValueError):
+    """MEOWBOT_FLEET set beside a real cluster's variables: its sentence is the error."""
+
+    def __init__(self, real: tuple[str, ...]) -> None:
+        self.real = real
+        super().__init__(
+            f"MEOWBOT_FLEET runs the simulated fleet only when no cluster is configured, and "
+            f"{' and '.join(real)} {'is' if len(real) == 1 else 'are'} set: unset MEOWBOT_FLEET "
+            "to use the cluster (the simulator never stands in beside it)."
+        )
+
+
 class Mode(StrEnum):
     SOCKET = "socket"
     HTTP = "http"
@@ -244,17 +256,40 @@ class Settings(BaseSettings):
             return Mode.HTTP
         return Mode.SHELL
 
+    @model_validator(mode="after")
+    def _sim_alone(self) -> Settings:
+        """The simulated fleet never stands beside a real cluster: its nodes, faults and
+        buttons would pass for the cluster's."""
+        real = self.cluster_backends
+        if self.fleet is not None and real:
+            raise SimBesideCluster(real)
+        return self
+
+    @property
+    def cluster_backends(self) -> tuple[str, ...]:
+        """The real cluster sources configured, by their variables."""
+        named = {
+            "PROMETHEUS_URL": bool(self.prometheus_url),
+            "SLURM_REST_URL": bool(self.slurm_rest_url),
+            "KUBECONFIG": bool(self.kubeconfig),
+            "MEOWBOT_KUBERNETES_IN_CLUSTER": self.kubernetes_in_cluster,
+        }
+        return tuple(name for name, on in named.items() if on)
+
     @property
     def sim_nodes(self) -> int | None:
         """Nodes of the simulated fleet, or None when a real cluster backend is configured."""
-        fleet = self.fleet
-        if fleet is None:
-            if self.prometheus_url or self.slurm_rest_url or self.kubernetes:
-                return None
-            fleet = "sim"
-        m = _FLEET_RE.match(fleet)
+        if self.cluster_backends:
+            return None
+        m = _FLEET_RE.match(self.fleet or "sim")
         assert m is not None  # validated above
         return int(m.group(1)) if m.group(1) else 512
+
+    @property
+    def scheduler_kind(self) -> str:
+        """Which real scheduler answers: slurm, kubernetes, both or none."""
+        slurm, kube = bool(self.slurm_rest_url), self.kubernetes
+        return "both" if slurm and kube else "slurm" if slurm else "kubernetes" if kube else "none"
 
     @property
     def kubernetes(self) -> bool:
@@ -266,8 +301,18 @@ class Settings(BaseSettings):
         return tuple(_split(self.admins))
 
     def backends(self) -> dict[str, str]:
-        """Which backends are configured, for /healthz and the start-up line (no secrets)."""
+        """Which backends are configured, for /healthz, App Home and the start-up line (no
+        secrets): `fleet` only when it is simulated; else where metrics and the scheduler's
+        state come from (`none` said as such: nothing stands in for a missing source)."""
         sim = self.sim_nodes
+        sources = (
+            {"fleet": f"simulated ({sim} nodes)"}
+            if sim
+            else {
+                "metrics": "prometheus" if self.prometheus_url else "none",
+                "scheduler": self.scheduler_kind,
+            }
+        )
         return {
             "redis": "configured" if self.redis_url else "in-process stand-in",
             "prometheus": "configured" if self.prometheus_url else "not configured",
@@ -275,7 +320,7 @@ class Settings(BaseSettings):
             "kubernetes": "configured" if self.kubernetes else "not configured",
             "alertmanager": "configured" if self.alertmanager_url else "not configured",
             "playground": "configured" if self.playground_endpoints else "not configured",
-            "fleet": f"simulated ({sim} nodes)" if sim else "real cluster",
+            **sources,
         }
 
 
@@ -301,6 +346,9 @@ def load_settings(**overrides: Any) -> Settings:
     except ValidationError as exc:
         err = exc.errors()[0]
         name = _env_name(err["loc"])
+        cause = (err.get("ctx") or {}).get("error")
+        if isinstance(cause, SimBesideCluster):
+            raise ConfigError(str(cause)) from None
         if not err["loc"]:  # the model validator: only the YAML file is checked there
             raise ConfigError(f"MEOWBOT_CONFIG must be {EXPECTS['MEOWBOT_CONFIG']}.") from None
         got = err.get("input")

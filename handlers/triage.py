@@ -7,9 +7,16 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.deps import Deps
 from bot.render.blocks import SlackMessage
-from bot.render.triage import render_faults, render_node, render_summary, render_user_error
+from bot.render.triage import (
+    render_faults,
+    render_node,
+    render_summary,
+    render_unchecked,
+    render_unchecked_nodes,
+    render_user_error,
+)
 from bot.triage import service
-from bot.triage.service import NodeReport, Triage, UserError
+from bot.triage.service import NodeReport, Triage, UncheckedNode, UncheckedNodes, UserError
 from handlers import precursors
 from handlers.reply import Asker
 
@@ -24,6 +31,10 @@ async def node_health_answer(triage: Triage, text: str, *, headings: bool = Fals
         return render_user_error(result)
     if isinstance(result, NodeReport):
         return render_node(result, dashboard_url=triage.config.dashboard_url, headings=headings)
+    if isinstance(result, UncheckedNode):
+        return render_unchecked(result)
+    if isinstance(result, UncheckedNodes):
+        return render_unchecked_nodes(result)
     return render_summary(result)
 
 

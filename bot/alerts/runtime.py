@@ -151,8 +151,17 @@ class Alerting:
 
     # the sweep ----------------------------------------------------------------------------------
 
+    @property
+    def can_sweep(self) -> bool:
+        """Whether there are metrics to sweep: without them (a scheduler alone) the sweep
+        reads nothing, so it posts nothing, rather than "all clear"."""
+        return self.triage.metrics is not None
+
     async def sweep_once(self) -> Ingested | None:
-        """Sweeps the fleet unless another replica did within the interval."""
+        """Sweeps the fleet unless another replica did within the interval (None: not swept,
+        by another replica or for want of metrics)."""
+        if not self.can_sweep:
+            return None
         fence = await self.store.acquire(SWEEP_LOCK, int(self.cfg.sweep_interval_s * 1000))
         if fence is None:
             return None
@@ -180,6 +189,9 @@ class Alerting:
         return done
 
     async def sweeper(self, stop: asyncio.Event) -> None:
+        if not self.can_sweep:
+            log.warning("no metrics source: the passive sweep is off (set PROMETHEUS_URL)")
+            return
         while not stop.is_set():
             try:
                 await self.sweep_once()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from bot import drain_reason
 from bot.models import Fault, FaultKind, VerdictLevel
 from bot.mrkdwn import code, escape
+from bot.ports import SchedulerNode
 from bot.render.blocks import Block, Message, SlackMessage, button, confirm_dialog
 from bot.render.blocks import error as error_message
 from bot.triage.checks import CHECKS, CHECKS_BY_NAME
@@ -17,6 +19,9 @@ from bot.triage.service import (
     FleetGlance,
     FleetSummary,
     NodeReport,
+    StateGlance,
+    UncheckedNode,
+    UncheckedNodes,
     UserError,
     UserJobs,
 )
@@ -224,6 +229,75 @@ def render_node(
     return msg.build()
 
 
+# The cause a drain by hand carries where no check proposed one (no metrics source).
+BY_HAND = "by hand, health not checked"
+NOT_CHECKED = "health not checked"
+MAX_NODE_JOBS = 5
+
+
+def _state(s: SchedulerNode) -> str:
+    return s.state + ("+" + "+".join(s.flags) if s.flags else "")
+
+
+def render_unchecked(report: UncheckedNode, *, can_act: bool = True) -> SlackMessage:
+    """A node the scheduler lists, on a cluster without a metrics source: its state, its jobs
+    and its place as the scheduler and the config say them, and "health not checked" with
+    why, never a verdict. Drain and Resume act on the scheduler's own state."""
+    msg = Message(f"{report.node}: {NOT_CHECKED}")
+    msg.header(f"{report.node}: {NOT_CHECKED.upper()}")
+    msg.section(f":grey_question: *{NOT_CHECKED}*: {escape(report.why)}.")
+    fields: list[tuple[str, str]] = []
+    s = report.scheduler
+    if s is not None:
+        reason = f" — {escape(s.reason)}" if s.reason else ""
+        fields.append((report.scheduler_name, f"{escape(_state(s))}{reason}"))
+    elif report.scheduler_note:
+        fields.append((report.scheduler_name, escape(report.scheduler_note)))
+    if report.jobs:
+        shown = [
+            f"{code(j.job_id)} {escape(j.name)} ({escape(j.user)}, {j.state.value})"
+            for j in report.jobs[:MAX_NODE_JOBS]
+        ]
+        more = len(report.jobs) - MAX_NODE_JOBS
+        fields.append(("Jobs", "\n".join(shown) + (f"\n…and {more} more" if more > 0 else "")))
+    elif s is not None:
+        fields.append(("Jobs", "none"))
+    place = report.place
+    if place is not None and (place.rack or place.leaf_switch):
+        fields.append(
+            ("Place", f"rack {escape(place.rack or '?')}, leaf {escape(place.leaf_switch or '?')}")
+        )
+    if fields:
+        msg.fields(fields)
+    if can_act and s is not None:
+        if s.out_of_service:
+            msg.actions(resume_button(report.node, still_failing=False))
+        else:
+            msg.actions(drain_button(report.node, f"{drain_reason.PREFIX} {BY_HAND}"))
+    msg.context(f"Read from {report.scheduler_name} {report.at:%Y-%m-%d %H:%M} UTC")
+    return msg.build()
+
+
+def render_unchecked_nodes(r: UncheckedNodes) -> SlackMessage:
+    """A hostlist on a cluster without a metrics source: its nodes by scheduler state."""
+    by_state: dict[str, list[str]] = {}
+    for name, s in sorted(r.states.items()):
+        by_state.setdefault(_state(s), []).append(name)
+    summary = ", ".join(f"{escape(st)} {len(ns)}" for st, ns in by_state.items()) or "none listed"
+    msg = Message(f"{count(r.asked, 'node')}: {NOT_CHECKED}; {r.scheduler_name}: {summary}")
+    msg.header(count(r.asked, "node"))
+    msg.section(f":grey_question: *{NOT_CHECKED}*: {escape(r.why)}.")
+    msg.lines(
+        [f"*{escape(st)}* ({len(ns)}): {code(compress(ns))}" for st, ns in by_state.items()],
+        max_items=MAX_GROUP_LINES,
+        more_hint="narrow the hostlist",
+    )
+    if r.unknown:
+        msg.context(f"Unknown to {r.scheduler_name}, left out: {escape(compress(r.unknown))}")
+    msg.context(f"Read from {r.scheduler_name} {r.at:%Y-%m-%d %H:%M} UTC")
+    return msg.build()
+
+
 def drain_button(node: str, reason: str, label: str = "Drain node") -> Block:
     """Drain with an "are you sure?", as the alerts' Drain: one stray click takes a node out
     of scheduling. The value carries the reason the dialog names."""
@@ -397,10 +471,16 @@ def render_user_error(e: UserError) -> SlackMessage:
     return error_message(e.sentence)
 
 
-def glance_lines(g: FleetGlance | UserError) -> list[str]:
+def glance_lines(g: FleetGlance | StateGlance | UserError) -> list[str]:
     """Lines for the App Home tab: nodes per verdict, faults by kind in the last 24 h."""
     if isinstance(g, UserError):
         return [f":warning: {escape(g.sentence)}"]
+    if isinstance(g, StateGlance):
+        states = ", ".join(f"{escape(st)} {n:,}" for st, n in g.per_state.items()) or "none"
+        return [
+            f"*{g.nodes:,}* {plural(g.nodes, 'node')} in {escape(g.scheduler_name)}: {states}",
+            f":grey_question: Health not checked: {escape(g.why)}.",
+        ]
     verdicts = ", ".join(f"{ICON[lv]} {lv.value} {n}" for lv, n in g.per_verdict.items())
     kinds = (
         ", ".join(f"{escape(words(k))} {n:,}" for k, n in list(g.per_kind.items())[:12]) or "none"

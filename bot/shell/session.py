@@ -635,6 +635,9 @@ class ShellSession:
         alerting = self.bot.deps.alerting
         if alerting is None:
             return [Output("notice", {"text": _NEEDS_REDIS.format(what="Channel alerts")})]
+        if not alerting.can_sweep:
+            text = "no metrics source: a sweep has nothing to read (set PROMETHEUS_URL)"
+            return [Output("notice", {"text": text})]
         done = await self._sweep_now()
         # The background notifier posts what changed, one message a second a channel as in
         # Slack: wait until its queue is empty, so the answer to `sweep` is all of it.

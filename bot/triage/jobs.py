@@ -20,8 +20,9 @@ from bot.models import Fault, FaultKind, Job, JobState
 from bot.mrkdwn import code
 from bot.triage.checks import CHECKS_BY_NAME, enabled_checks, requests_for, run_checks
 from bot.triage.job_ids import ONE_ID, BadJobId, check_job_id
+from bot.triage.ports import Metrics
 from bot.triage.resumes import apply_resume_memory
-from bot.triage.service import Triage, UserError
+from bot.triage.service import NO_METRICS, Triage, UserError
 from bot.triage.stragglers import (
     COMPUTE,
     DRIFT,
@@ -110,6 +111,13 @@ async def find_job(triage: Triage, text: str, cfg: StragglerConfig) -> Job | Use
             f"Job {job_id} ({job.name}) {_STATE_WORDS[job.state]}{ended}: /job-slow looks at "
             "running jobs."
         )
+    if triage.metrics is None:
+        # Said before anything is posted: a "looking at…" would have nothing to look at.
+        return UserError(
+            f"Job {job_id} ({job.name}) runs on {len(job.nodes):,} "
+            f"{'node' if len(job.nodes) == 1 else 'nodes'}, but I cannot tell why it is slow: "
+            f"{NO_METRICS} (its step times and its nodes' hardware are read from metrics)."
+        )
     if len(job.nodes) > cfg.max_nodes:
         return UserError(
             f"Job {job_id} runs on {len(job.nodes):,} nodes, more than the {cfg.max_nodes:,} "
@@ -143,6 +151,8 @@ async def slow_job(
 ) -> SlowJobReport | UserError:
     """Read the job's step times, pace, health and proxies; diagnose."""
     metrics = triage.metrics
+    if metrics is None:
+        return UserError(f"I could not read job {job.job_id}'s metrics: {NO_METRICS}.")
     health = triage.config
     checks = enabled_checks(health)
     at = now or datetime.now(UTC)
@@ -157,7 +167,7 @@ async def slow_job(
             ),
             metrics.read(evidence_requests(cfg), nodes=job.nodes, window_s=cfg.average_s, at=at),
         )
-        comparison, yesterday = await _compare(triage, job, pace, cfg, at)
+        comparison, yesterday = await _compare(triage, metrics, job, pace, cfg, at)
         # The same findings as /node-health of the node: an old Xid of a node meowbot resumed
         # is history here too.
         checked = await triage.cpu.run(run_checks, health_table, health, checks)
@@ -221,7 +231,12 @@ async def _out_of_service(triage: Triage, nodes: list[str]) -> frozenset[str]:
 
 
 async def _compare(
-    triage: Triage, job: Job, pace: list[PacePoint], cfg: StragglerConfig, at: datetime
+    triage: Triage,
+    metrics: Metrics,
+    job: Job,
+    pace: list[PacePoint],
+    cfg: StragglerConfig,
+    at: datetime,
 ) -> tuple[Comparison | None, list[PacePoint]]:
     """Against the same job a day earlier, or its previous run when it is younger than that."""
     recent = _window(pace, at - DAY, at)
@@ -237,7 +252,7 @@ async def _compare(
     previous = await scheduler.previous_run(job) if scheduler is not None else None
     if previous is None or previous.end is None:
         return None, []
-    old = await triage.metrics.pace(
+    old = await metrics.pace(
         previous.job_id,
         cfg,
         start=previous.end - timedelta(hours=2),

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from bot.errors import BackendError
 from bot.models import Fault, FaultKind, Job, Node, Severity, Verdict, VerdictLevel
 from bot.offload import Offload
-from bot.ports import Inventory, ResumeMemory, Scheduler, SchedulerNode
+from bot.ports import Inventory, Located, ResumeMemory, Scheduler, SchedulerNode
 from bot.triage.checks import (
     CHECKS,
     CHECKS_BY_NAME,
@@ -52,9 +52,25 @@ log = logging.getLogger(__name__)
 SWITCH_SUSPECT_MIN_NODES = 4
 
 
+# What every health answer says when there is nothing to read health from: a real scheduler
+# without Prometheus. Never "healthy", never the simulator's word.
+NO_METRICS = "no metrics source: set PROMETHEUS_URL"
+
+
+class NoMetrics(BackendError):
+    """A read of health without a metrics source (a path that forgot to ask first)."""
+
+    def __init__(self) -> None:
+        super().__init__("metrics", NO_METRICS)
+
+    def user_text(self) -> str:
+        return NO_METRICS
+
+
 @dataclass
 class Triage:
-    metrics: Metrics
+    # None: a real scheduler without a metrics source; its nodes' health is not checked.
+    metrics: Metrics | None
     inventory: Inventory
     scheduler: Scheduler | None = None
     config: HealthConfig = field(default_factory=HealthConfig)
@@ -134,12 +150,42 @@ class UserError:
     sentence: str
 
 
+@dataclass(frozen=True)
+class UncheckedNode:
+    """A node the scheduler lists, where there is no metrics source: its scheduler state and
+    jobs as the scheduler says them, its health not checked (`why`)."""
+
+    node: str
+    scheduler: SchedulerNode | None
+    scheduler_note: str | None  # why there is no state, in a sentence
+    scheduler_name: str
+    jobs: list[Job]
+    place: Located | None
+    why: str  # why health is not checked, e.g. NO_METRICS
+    at: datetime
+
+
+@dataclass(frozen=True)
+class UncheckedNodes:
+    """A hostlist's nodes by their scheduler state, where there is no metrics source."""
+
+    asked: int
+    states: dict[str, SchedulerNode]
+    unknown: list[str]
+    scheduler_name: str
+    why: str  # why health is not checked, e.g. NO_METRICS
+    at: datetime
+
+
 async def _run(triage: Triage, nodes: Sequence[str] | None, window_s: float) -> HealthRun:
     cfg = triage.config
     checks = enabled_checks(cfg)
-    table = await triage.metrics.read(requests_for(checks, cfg), nodes=nodes, window_s=window_s)
+    metrics = triage.metrics
+    if metrics is None:
+        raise NoMetrics
+    table = await metrics.read(requests_for(checks, cfg), nodes=nodes, window_s=window_s)
     run = await triage.cpu.run(run_checks, table, cfg, checks)
-    return await apply_resume_memory(triage.metrics, triage.resumes, run, window_s)
+    return await apply_resume_memory(metrics, triage.resumes, run, window_s)
 
 
 def _judge_history(
@@ -266,7 +312,10 @@ def _nearest(name: str, names: Sequence[str]) -> str:
     return f" Did you mean {', '.join(f'`{c}`' for c in close)}?" if close else ""
 
 
-async def node_health(triage: Triage, text: str) -> NodeReport | FleetSummary | UserError:
+NodeAnswer = NodeReport | FleetSummary | UncheckedNode | UncheckedNodes | UserError
+
+
+async def node_health(triage: Triage, text: str) -> NodeAnswer:
     try:
         asked = expand_nodes(text)
     except BadInput as exc:
@@ -279,10 +328,14 @@ async def node_health(triage: Triage, text: str) -> NodeReport | FleetSummary | 
     known = triage.known()
     unknown = [n for n in asked if n not in known]
     if len(asked) == 1 and unknown:
-        return UserError(f"I don't know a node `{asked[0]}`.{_nearest(asked[0], known_names)}")
+        # Without metrics the nodes are the scheduler's list: it is who does not know it.
+        who = "I don't" if triage.metrics is not None else _lister(triage) + " does not"
+        return UserError(f"{who} know a node `{asked[0]}`.{_nearest(asked[0], known_names)}")
     present = [n for n in asked if n in known]
     if not present:
         return UserError(f"None of the {len(asked)} nodes in that hostlist is known.")
+    if triage.metrics is None:
+        return await _unchecked(triage, present, unknown)
     cfg = triage.config
     sched_task = asyncio.ensure_future(
         _scheduler_nodes(triage, present if len(present) == 1 else None)
@@ -324,6 +377,52 @@ async def node_health(triage: Triage, text: str) -> NodeReport | FleetSummary | 
         at=run.at,
         window_s=cfg.window_s,
     )
+
+
+def _lister(triage: Triage) -> str:
+    """Who lists the nodes when there are no metrics: the scheduler, by its name."""
+    name = triage.scheduler.name if triage.scheduler is not None else "the scheduler"
+    return name[:1].upper() + name[1:]
+
+
+async def _unchecked(
+    triage: Triage, present: list[str], unknown: list[str]
+) -> UncheckedNode | UncheckedNodes:
+    """What a cluster without a metrics source can say of nodes: the scheduler's state (and,
+    for one node, its jobs); their health is not checked, and the answer says why."""
+    at = datetime.now(UTC)
+    title = _state_title(triage.scheduler)
+    if len(present) > 1:
+        states, _ = await _scheduler_nodes(triage, present)
+        return UncheckedNodes(
+            len(present) + len(unknown), states or {}, unknown, title, NO_METRICS, at
+        )
+    node = present[0]
+    (states, note), jobs = await asyncio.gather(
+        _scheduler_nodes(triage, present), _jobs_on(triage, node)
+    )
+    return UncheckedNode(
+        node=node,
+        scheduler=states.get(node) if states else None,
+        scheduler_note=note,
+        scheduler_name=title,
+        jobs=jobs,
+        place=triage.inventory.place(node),
+        why=NO_METRICS,
+        at=at,
+    )
+
+
+async def _jobs_on(triage: Triage, node: str) -> list[Job]:
+    """The pending and running jobs the scheduler places on `node` (none when unread)."""
+    if triage.scheduler is None:
+        return []
+    try:
+        jobs = await triage.scheduler.jobs()
+    except BackendError as exc:
+        log.warning("jobs unread for %s: %s", node, exc)
+        return []
+    return sorted((j for j in jobs if node in j.nodes), key=lambda j: j.start)
 
 
 def _state_title(scheduler: Scheduler | None) -> str:
@@ -417,6 +516,13 @@ async def hw_faults(triage: Triage, text: str) -> FaultsReport | UserError:
         nodes, kinds, window, repeat = parse_faults_args(text)
     except BadInput as exc:
         return UserError(str(exc))
+    if triage.metrics is None:
+        # Absence of faults read from nothing is no finding: say what cannot be seen.
+        return UserError(
+            f"I cannot see hardware faults here: {NO_METRICS}. {_lister(triage)} lists the "
+            "nodes and their state (`/node-health <node>`); their GPUs, links and reboots are "
+            "read from metrics."
+        )
     # The offenders are judged as /node-health judges a node: over the health window.
     window_s = window or (triage.config.window_s if repeat else 86400.0)
     try:
@@ -525,13 +631,45 @@ class FleetGlance:
     offenders: list[Offender] = field(default_factory=list)  # repeat offenders across weeks
 
 
-async def fleet_glance(triage: Triage, window_s: float = 86400.0) -> FleetGlance | UserError:
+@dataclass(frozen=True)
+class StateGlance:
+    """The fleet at a glance where there is no metrics source: nodes per scheduler state."""
+
+    nodes: int
+    per_state: dict[str, int]  # "idle", "allocated", "idle+DRAIN", ... most first
+    scheduler_name: str
+    why: str  # why health is not checked
+
+
+async def _state_glance(triage: Triage) -> StateGlance | UserError:
+    if triage.scheduler is None:
+        return UserError(f"Health not checked: {NO_METRICS}.")
+    try:
+        states = await triage.scheduler.nodes()
+    except BackendError as exc:
+        return UserError(f"I could not list the nodes: {exc.user_text()}")
+    per_state = Counter(
+        s.state + ("+" + "+".join(s.flags) if s.flags else "") for s in states.values()
+    )
+    return StateGlance(
+        nodes=len(states),
+        per_state=dict(per_state.most_common()),
+        scheduler_name=triage.scheduler.name,
+        why=NO_METRICS,
+    )
+
+
+async def fleet_glance(
+    triage: Triage, window_s: float = 86400.0
+) -> FleetGlance | StateGlance | UserError:
     """The fleet at a glance (App Home): nodes per verdict, and faults by kind over the window.
 
     The verdicts are /node-health's (the same checks over the health window): judged over
     the day's counters instead, a node that rebooted this morning was "degraded" here and
     healthy in `/node-health` of the same hostlist. The faults by kind are the day's, as
     /hw-faults lists them; each is named with its window."""
+    if triage.metrics is None:
+        return await _state_glance(triage)
     verdict_window_s = triage.config.window_s
     try:
         await triage.inventory.load()

@@ -41,7 +41,6 @@ async def both(emulator: SlackEmulator, redis_url: str, redis_client: Any) -> As
         SLURM_JWT=need_service("SLURM_JWT"),
         SLURM_USER=os.environ.get("SLURM_USER", "root"),
         KUBECONFIG=need_service("MEOWBOT_TEST_KUBECONFIG"),
-        MEOWBOT_FLEET="sim:16",
         MEOWBOT_ADMINS="U0ADMIN",
     )
     bot = await create_bot(settings)

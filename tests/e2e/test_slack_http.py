@@ -166,6 +166,9 @@ async def test_healthz_and_metrics(slack: Slack) -> None:
             metrics = await resp.text()
     assert health["ok"] is True and health["redis"] == "ok" and health["mode"] == "http"
     assert health["backends"]["prometheus"] == "not configured"
+    # Simulated, and said so: a real cluster names its metrics and scheduler instead.
+    assert health["backends"]["fleet"] == "simulated (512 nodes)"
+    assert "metrics" not in health["backends"]
     assert 'meowbot_commands_total{command="/highlights"} 1.0' in metrics
     assert 'meowbot_ack_latency_seconds_count{kind="command"} 1.0' in metrics
 

@@ -106,7 +106,6 @@ async def three(
                 SLURM_REST_URL=need_service("SLURM_REST_URL"),
                 SLURM_JWT=need_service("SLURM_JWT"),
                 SLURM_USER=os.environ.get("SLURM_USER", "root"),
-                MEOWBOT_FLEET="sim:16",
                 MEOWBOT_ADMINS="U0ADMIN",
                 ALERTMANAGER_WEBHOOK_TOKEN=TOKEN,
                 MEOWBOT_ALERT_CHANNEL=CHANNEL,

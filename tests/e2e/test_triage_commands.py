@@ -130,7 +130,6 @@ async def slurm_slack(
         SLURM_REST_URL=need_service("SLURM_REST_URL"),
         SLURM_JWT=need_service("SLURM_JWT"),
         SLURM_USER=os.environ.get("SLURM_USER", "root"),
-        MEOWBOT_FLEET="sim:16",
         MEOWBOT_ADMINS="U0ADMIN",
     )
     bot = await create_bot(settings)

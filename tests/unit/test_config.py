@@ -114,5 +114,25 @@ def test_cluster_backend_turns_off_the_default_simulation(monkeypatch: pytest.Mo
     s = load_settings()
     assert s.sim_nodes is None
     assert s.prometheus_url == "http://127.0.0.1:9090"
+    assert s.backends()["metrics"] == "prometheus" and "fleet" not in s.backends()
+
+
+def test_the_simulated_fleet_beside_a_cluster_refuses_to_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The simulator beside a real source would answer for it: one sentence, no start.
     monkeypatch.setenv("MEOWBOT_FLEET", "sim:64")
     assert load_settings().sim_nodes == 64
+    assert load_settings().backends()["fleet"] == "simulated (64 nodes)"
+    for var, value in (
+        ("PROMETHEUS_URL", "http://127.0.0.1:9090"),
+        ("SLURM_REST_URL", "http://127.0.0.1:6820"),
+        ("KUBECONFIG", "/etc/kubeconfig"),
+    ):
+        with pytest.raises(ConfigError) as err:
+            load_settings(**{var: value})
+        assert str(err.value) == (
+            f"MEOWBOT_FLEET runs the simulated fleet only when no cluster is configured, and "
+            f"{var} is set: unset MEOWBOT_FLEET to use the cluster (the simulator never stands "
+            "in beside it)."
+        )

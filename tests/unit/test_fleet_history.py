@@ -68,8 +68,10 @@ def test_a_wrong_component_stops_start_up_with_a_sentence(
 def test_the_history_is_prometheus_with_its_url_and_the_sim_fleets_without(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Under scripts/testenv.py the environment names a Prometheus: the sim fleet is without.
-    monkeypatch.delenv("PROMETHEUS_URL", raising=False)
+    # Under scripts/testenv.py the environment names a Prometheus and a Slurm: the sim fleet is
+    # only without them.
+    for var in ("PROMETHEUS_URL", "SLURM_REST_URL", "KUBECONFIG"):
+        monkeypatch.delenv(var, raising=False)
     cfg = _config(tmp_path, "regressions:\n  components:\n    image: {metric: i, label: image}\n")
     settings = load_settings(PROMETHEUS_URL="http://127.0.0.1:9", MEOWBOT_CONFIG=cfg)
     triage = make_triage(settings)

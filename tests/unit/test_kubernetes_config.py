@@ -35,6 +35,7 @@ def test_kubeconfig_alone_is_kubernetes_and_a_real_cluster(tmp_path: Path) -> No
     s = load_settings(KUBECONFIG=str(tmp_path / "kubeconfig"))
     assert s.kubernetes and s.sim_nodes is None
     assert s.backends()["kubernetes"] == "configured"
+    assert s.backends()["scheduler"] == "kubernetes" and s.backends()["metrics"] == "none"
     scheduler = make_scheduler(s)
     assert isinstance(scheduler, KubernetesScheduler) and kubernetes_of(scheduler) is scheduler
 
@@ -49,6 +50,7 @@ def test_slurm_and_kubernetes_make_both(tmp_path: Path) -> None:
     assert isinstance(scheduler, BothSchedulers)
     assert isinstance(scheduler.slurm, SlurmRest) and kubernetes_of(scheduler) is scheduler.kube
     assert scheduler.name == "Slurm and Kubernetes"
+    assert s.backends()["scheduler"] == "both" and "fleet" not in s.backends()
 
 
 def test_in_cluster_without_kubeconfig() -> None:
