@@ -11,6 +11,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from bot.alerts.config import AlertsConfig
 from bot.alerts.models import AlertGroup
 from bot.alerts.pages import NodeRow
+from bot.alerts.standing import Standings
 from bot.ports import Fence
 
 T = TypeVar("T")
@@ -106,10 +107,10 @@ class AlertMessages(Protocol):
         group: AlertGroup,
         cfg: AlertsConfig,
         now: datetime,
-        out_of_service: frozenset[str] | None,
+        standings: Standings,
     ) -> Any:
-        """The group's message; `out_of_service`: its nodes out of scheduling now (None: the
-        scheduler cannot say)."""
+        """The group's message; `standings`: where its nodes stand in the scheduler now, which
+        decides their buttons (bot/alerts/standing.py)."""
         ...
 
     def page(
@@ -118,7 +119,7 @@ class AlertMessages(Protocol):
         rows: Sequence[NodeRow],
         index: int,
         cfg: AlertsConfig,
-        out_of_service: frozenset[str] | None,
+        standings: Standings,
     ) -> Any:
         """Reply `index` of the group's per-node detail in its thread: a line and buttons a
         node (bot/alerts/pages.py)."""
