@@ -81,6 +81,11 @@ class AlertStore(Protocol):
 
     async def take_pending(self, pid: str) -> dict[str, Any] | None: ...
 
+    async def watching(self, now: datetime, gap_s: float) -> datetime:
+        """Records a sweep at `now` and returns when the sweeps' unbroken run began (no two
+        sweeps further apart than `gap_s`): what came before it meowbot did not see."""
+        ...
+
 
 class Poster(Protocol):
     """Slack, as the notifier needs it. Raises `bot.errors.PostError` when Slack will not take

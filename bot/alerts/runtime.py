@@ -12,11 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from bot.alerts import acts, notify, pages, policy
+from bot.alerts.causes import fault_cause
 from bot.alerts.config import AlertsConfig
 from bot.alerts.ingest import Ingested, ingest
 from bot.alerts.models import Alert, AlertGroup, AlertStatus, Page
@@ -25,8 +26,9 @@ from bot.alerts.ports import AlertMessages, AlertStore, Poster, Silencer, Update
 from bot.alerts.reported import fault_of, judged
 from bot.alerts.route import route
 from bot.alerts.standing import NO_SCHEDULER, Standings, standings
-from bot.alerts.sweep import swept
+from bot.alerts.sweep import first_seen, sweep_fingerprint, swept
 from bot.errors import BackendError, FenceLost, PostError
+from bot.models import Fault
 from bot.ports import Fence, Located
 from bot.triage.service import Triage, fleet_faults, judge_reported
 
@@ -40,6 +42,8 @@ TOPOLOGY_TIMEOUT_S = 2.0
 # The scheduler's running jobs, read once an ingest for every alerting node: bounded, since a
 # webhook's answer and the sweep wait for it.
 JOBS_TIMEOUT_S = 2.0
+# Sweeps further apart than this, or three intervals, are two watches (bot/alerts/sweep.py).
+WATCH_GAP_MIN_S = 60.0
 
 
 @dataclass
@@ -157,11 +161,21 @@ class Alerting:
             return None
         now = self.clock()
         found = await fleet_faults(self.triage, self.cfg.sweep_window_s)
+        # Recorded once the fleet was read: a sweep that failed watched nothing.
+        watch_start = await self.store.watching(now, self.watch_gap_s)
         groups = await self.store.groups(await self.store.open_ids())
+        seen = await self.first_seen(found.faults, groups.values(), now)
         # Thousands of alerts at 50,000 nodes: built and compared on a worker, so that the
         # acks of commands arriving meanwhile are not held back by the sweep's own work.
         alerts = await self.triage.cpu.run(
-            swept, found.faults, found.unchecked, groups.values(), now
+            swept,
+            found.faults,
+            found.unchecked,
+            groups.values(),
+            now,
+            seen,
+            watch_start,
+            found.at,
         )
         describe = self.describer(await self.running_jobs(alerts))
         done = await ingest(
@@ -177,6 +191,38 @@ class Alerting:
         )
         self.wake.set()
         return done
+
+    @property
+    def watch_gap_s(self) -> float:
+        """Sweeps further apart than this (a restart, a stop) begin a new watch: what
+        happened between them meowbot did not see."""
+        return max(WATCH_GAP_MIN_S, 3.0 * self.cfg.sweep_interval_s)
+
+    async def first_seen(
+        self, faults: Sequence[Fault], groups: Iterable[AlertGroup], now: datetime
+    ) -> dict[str, datetime]:
+        """When the fault history first saw the faults that are not open alerts yet (by
+        sweep fingerprint): one bounded read of their nodes' history. Out of reach: none,
+        and the alerts start now (said as what meowbot saw, not more)."""
+        history = self.triage.history
+        open_fps = {a.fingerprint for g in groups for a in g.firing}
+        new = [
+            f for f in faults if sweep_fingerprint(fault_cause(f), f.node, f.gpu) not in open_fps
+        ]
+        if history is None or not new:
+            return {}
+        try:
+            stored = await asyncio.wait_for(
+                history.occurrences(sorted({f.node for f in new})), JOBS_TIMEOUT_S
+            )
+        except (BackendError, TimeoutError) as exc:
+            log.warning(
+                "fault history unread; new alerts start now",
+                extra={"error": str(exc) or type(exc).__name__},
+            )
+            return {}
+        gap_s = self.triage.config.repeat.gap_s
+        return await self.triage.cpu.run(first_seen, new, stored, now, gap_s)
 
     async def sweeper(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

@@ -211,6 +211,22 @@ def _picture_lines(group: AlertGroup) -> list[str]:
     return lines
 
 
+def since_line(group: AlertGroup, now: datetime) -> str:
+    """`Since 2026-12-06 02:10 UTC (2 h ago)`: from its earliest alert's start (the fault
+    history's first sighting, Alertmanager's startsAt), not from when meowbot opened the
+    group; a fault found when meowbot began watching says only that much."""
+    alerts = group.firing or group.alerts
+    if not alerts:
+        return f"Since {_when(group.opened_at, now)}"
+    start = min(a.starts_at for a in alerts)
+    if all(a.began_unseen for a in alerts if a.starts_at == start):
+        return (
+            f"Seen since meowbot began watching at {_when(start, now)}; "
+            "how long before that is not known"
+        )
+    return f"Since {_when(start, now)}"
+
+
 def render_group(
     group: AlertGroup,
     cfg: AlertsConfig,
@@ -243,7 +259,7 @@ def render_group(
         )
         if len(group.nodes) > 1:  # an event of several nodes names them, firing and resolved
             msg.lines(_picture_lines(group), bullet="")
-    context = [f"Since {_when(group.opened_at, now)}"]
+    context = [since_line(group, now)]
     if group.claim is not None:
         context.append(f":eyes: {user_mention(group.claim.user_id)} is on it")
     if group.silenced_until is not None and group.silenced_until > now:
@@ -287,7 +303,13 @@ def node_line(node: str, alerts: Sequence[Alert]) -> str:
     if note:
         text += f", {note}"
     if firing[0].starts_at:
-        text += f", since {min(a.starts_at for a in firing):%H:%M} UTC"
+        start = min(a.starts_at for a in firing)
+        unseen = all(a.began_unseen for a in firing if a.starts_at == start)
+        text += (
+            f", seen since meowbot began watching at {start:%Y-%m-%d %H:%M} UTC"
+            if unseen
+            else f", since {start:%Y-%m-%d %H:%M} UTC"
+        )
     return text
 
 
