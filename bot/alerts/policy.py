@@ -114,4 +114,6 @@ def auto_drain(group: AlertGroup, cfg: AlertsConfig) -> bool:
         named_in(group.key.cause, cfg.auto_drain_causes)
         and not group.resolved
         and any(a.node for a in group.firing)
+        # `xid` names an application's Xid 13 too, which says nothing against its node.
+        and bool({DRAIN_NOW, DRAIN_AFTER_JOBS} & set(offered_actions(group)))
     )

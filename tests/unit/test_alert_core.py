@@ -648,12 +648,19 @@ def test_blast_radius_at_the_boundary() -> None:
 
 
 def test_auto_drain_only_for_named_causes() -> None:
-    g = group_of(alert("a", cause="xid", severity=Severity.CRITICAL))
+    g = group_of(
+        alert("a", cause="xid", severity=Severity.CRITICAL).model_copy(
+            update={"action": Action.DRAIN}
+        )
+    )
     assert not auto_drain(g, AlertsConfig())
     assert auto_drain(g, AlertsConfig(auto_drain_causes=frozenset({"xid"})))
     assert not auto_drain(
         group_of(alert("a", cause="ecc_dbe")), AlertsConfig(auto_drain_causes=frozenset({"xid"}))
     )
+    # `xid` does not drain a node for an application's Xid (info): nothing against the node.
+    xid13 = group_of(alert("a", cause="xid_13", severity=Severity.INFO))
+    assert not auto_drain(xid13, AlertsConfig(auto_drain_causes=frozenset({"xid"})))
 
 
 def test_only_what_alerts_post_names_goes_to_a_channel() -> None:
