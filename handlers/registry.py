@@ -21,6 +21,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 
 from bot import slack_payloads
+from bot.acting import acting_as, user_of
 from bot.inflight import Handover, InFlight
 from bot.render.blocks import action_id_pattern
 
@@ -149,8 +150,10 @@ class Registry:
             given = {n: getattr(args, n) for n in names}
             if "ack" in given:
                 given["ack"] = AcksFirst(given["ack"], self.inflight)
-            async with self.inflight.track(_handover(args)):
-                return await listener(**given)
+            # Who it is for, for words that depend on it (bot/acting.py).
+            with acting_as(user_of(args.body)):
+                async with self.inflight.track(_handover(args)):
+                    return await listener(**given)
 
         run.__qualname__ = run.__name__ = listener.__name__  # Bolt names a listener by this
         return run

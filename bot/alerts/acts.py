@@ -160,7 +160,9 @@ async def drain(
     at_once = DRAIN_NOW in offered_actions(group)
     done = await node_actions.drain(scheduler, node, group.key.cause, actor.user_name, now=at_once)
     if not done.changed:
-        return Outcome(done.sentence)
+        # Nothing done, often because the node's state changed since the message was drawn:
+        # the group comes back so that its message is redrawn with the state as it is.
+        return Outcome(done.sentence, group=group)
     await store.record_drain(node, now.timestamp())
     verb = "set down" if at_once else "drained"
     await _audit(store, actor, "drain_now" if at_once else "drain", gid, node)
@@ -214,7 +216,7 @@ async def resume(
         return Outcome(f"`{node}` is not part of that alert; nothing was changed.")
     done = await node_actions.resume(scheduler, node, actor.user_name, force=force, memory=memory)
     if not done.changed:
-        return Outcome(done.sentence, can_force=done.can_force)
+        return Outcome(done.sentence, group=group, can_force=done.can_force)
     await _audit(store, actor, "resume_confirmed" if force else "resume", gid, node)
     verb = "resumed (confirmed over another's reason)" if force else "resumed"
     return Outcome(done.sentence, audit_line(actor.user_name, verb, f"`{node}`"), group)

@@ -13,10 +13,12 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from bot.alerts.causes import lookup
+from bot.alerts.causes import lookup, named_in
 from bot.alerts.models import Scope
 from bot.config import ConfigError, Settings
 from bot.models import Severity
+
+SEVERITY_NAMES = frozenset(s.value for s in Severity)
 
 
 class _Cfg(BaseModel):
@@ -106,6 +108,26 @@ class AlertsConfig(_Cfg):
     runbook_template: str = ""
     """For causes without a runbook: a URL with `{cause}` in it, or empty for no button."""
     silence_durations_s: tuple[int, ...] = (3600, 14400, 86400)
+    post: frozenset[str] = frozenset({Severity.CRITICAL.value, Severity.WARNING.value})
+    """What goes to a channel: severities (`critical`, `warning`, `info`) and causes or fault
+    kinds (`xid_13`, `xid`). By default critical and warning only: an info finding (an
+    application's Xid 13, 31, 43, 45 on a healthy node) asks nobody to act, so it is kept
+    (the fault history, /hw-faults) but not posted."""
+
+    @field_validator("post")
+    @classmethod
+    def _post(cls, v: frozenset[str]) -> frozenset[str]:
+        # A severity in any case; a cause as spelled (an Alertmanager alertname keeps its case).
+        names = frozenset(
+            n.lower() if n.lower() in SEVERITY_NAMES else n for n in map(str.strip, v)
+        )
+        if not names or "" in names:
+            raise ValueError("name severities (critical, warning, info) or causes to post")
+        return names
+
+    def posts(self, severity: Severity, cause: str) -> bool:
+        """Whether a group of `severity` and `cause` is posted to a channel (`post`)."""
+        return severity.value in self.post or named_in(cause, self.post - SEVERITY_NAMES)
 
     @field_validator("silence_durations_s")
     @classmethod

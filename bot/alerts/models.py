@@ -57,6 +57,9 @@ class Alert(_Frozen):
     generator_url: str = ""
     event: str = ""
     """The Alertmanager grouping it came in (its group labels beyond the cause), "" if none."""
+    began_unseen: bool = False
+    """Found by the first sweep after meowbot began watching, with no history of it before:
+    it began before `starts_at`, and when is not known (a restart, a fresh store)."""
     facts: dict[str, str] = Field(default_factory=dict)
     """What is known of its node when it joined: `rack`, `leaf_switch`, `driver`, `kernel`,
     `job` (from its labels, else the inventory); what a group's nodes share and do not."""

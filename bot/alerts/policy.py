@@ -20,30 +20,50 @@ DRAIN_AFTER_JOBS = "drain_after_jobs"
 RESUME = "resume"
 
 
-def offered_actions(group: AlertGroup) -> list[str]:
-    """What the group's buttons offer: none once it is resolved; a drain only when it names nodes.
+def posted(group: AlertGroup, cfg: AlertsConfig) -> bool:
+    """Whether the group has a message in a channel, or is to get one: its severity or cause
+    is one `alerts.post` names (critical and warning by default). An info finding stays out
+    of the channel (still in the fault history and /hw-faults); a group posted once keeps
+    its message up to date whatever its severity becomes."""
+    return group.ts is not None or cfg.posts(group.severity, group.key.cause)
 
-    A critical group (an Xid 79, a double-bit ECC error) offers draining now; anything less
-    offers a drain that lets running jobs finish.
+
+def offered_actions(group: AlertGroup) -> list[str]:
+    """What the group's buttons may offer: none once it is resolved; a drain and a resume only
+    when it names nodes (which of them a node shows is its scheduler state's, render time).
+
+    A critical group whose fault makes its node one to drain (an Xid 79, a double-bit ECC
+    error) offers draining now; a warning offers a drain that lets running jobs finish, a
+    person's choice where /node-health only watches; an info finding offers no drain.
     """
     if group.resolved:
         return []
     actions = [ACK, SILENCE]
     if any(a.node for a in group.firing):
-        if any(_drain_worthy(a) for a in group.firing if a.node):
-            actions.append(DRAIN_NOW if group.severity >= Severity.CRITICAL else DRAIN_AFTER_JOBS)
+        on_nodes = [a for a in group.firing if a.node]
+        if group.severity >= Severity.CRITICAL and any(_drain_worthy(a) for a in on_nodes):
+            actions.append(DRAIN_NOW)
+        elif any(_worth_a_look(a) for a in on_nodes):
+            actions.append(DRAIN_AFTER_JOBS)
         actions.append(RESUME)
     return actions
 
 
 def _drain_worthy(alert: Alert) -> bool:
-    """Whether the alert's fault makes its node one to drain, as /node-health judges it (a
-    driver drift is watched, not drained, and an Xid 45 is ignored: their alerts offered a
-    drain /node-health did not). Alertmanager's alerts say no action of meowbot's: a person
-    decides, so a drain stays on offer."""
+    """Whether the alert's fault makes its node one to drain, as /node-health judges it.
+    Alertmanager's alerts say no action of meowbot's: a person decides, so a drain stays on
+    offer."""
     if alert.source is not AlertSource.SWEEP:
         return True
     return level_of(alert.severity, alert.action) >= VerdictLevel.DRAIN
+
+
+def _worth_a_look(alert: Alert) -> bool:
+    """Whether the alert says anything against its node (a warning, a watched fault): an
+    application's Xid (info) says nothing and offers no drain."""
+    if alert.source is not AlertSource.SWEEP:
+        return alert.severity > Severity.INFO
+    return level_of(alert.severity, alert.action) > VerdictLevel.HEALTHY
 
 
 class Outcome(StrEnum):
@@ -94,4 +114,6 @@ def auto_drain(group: AlertGroup, cfg: AlertsConfig) -> bool:
         named_in(group.key.cause, cfg.auto_drain_causes)
         and not group.resolved
         and any(a.node for a in group.firing)
+        # `xid` names an application's Xid 13 too, which says nothing against its node.
+        and bool({DRAIN_NOW, DRAIN_AFTER_JOBS} & set(offered_actions(group)))
     )

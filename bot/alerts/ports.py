@@ -11,6 +11,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from bot.alerts.config import AlertsConfig
 from bot.alerts.models import AlertGroup
 from bot.alerts.pages import NodeRow
+from bot.alerts.standing import Standings
 from bot.ports import Fence
 
 T = TypeVar("T")
@@ -80,6 +81,11 @@ class AlertStore(Protocol):
 
     async def take_pending(self, pid: str) -> dict[str, Any] | None: ...
 
+    async def watching(self, now: datetime, gap_s: float) -> datetime:
+        """Records a sweep at `now` and returns when the sweeps' unbroken run began (no two
+        sweeps further apart than `gap_s`): what came before it meowbot did not see."""
+        ...
+
 
 class Poster(Protocol):
     """Slack, as the notifier needs it. Raises `bot.errors.PostError` when Slack will not take
@@ -106,10 +112,10 @@ class AlertMessages(Protocol):
         group: AlertGroup,
         cfg: AlertsConfig,
         now: datetime,
-        out_of_service: frozenset[str] | None,
+        standings: Standings,
     ) -> Any:
-        """The group's message; `out_of_service`: its nodes out of scheduling now (None: the
-        scheduler cannot say)."""
+        """The group's message; `standings`: where its nodes stand in the scheduler now, which
+        decides their buttons (bot/alerts/standing.py)."""
         ...
 
     def page(
@@ -118,7 +124,7 @@ class AlertMessages(Protocol):
         rows: Sequence[NodeRow],
         index: int,
         cfg: AlertsConfig,
-        out_of_service: frozenset[str] | None,
+        standings: Standings,
     ) -> Any:
         """Reply `index` of the group's per-node detail in its thread: a line and buttons a
         node (bot/alerts/pages.py)."""

@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from bot import ticks
 from bot.alerts import acts, notify, pages, policy
+from bot.alerts.causes import fault_cause
 from bot.alerts.config import AlertsConfig
 from bot.alerts.ingest import Ingested, ingest
 from bot.alerts.models import Alert, AlertGroup, AlertStatus, Page
@@ -25,8 +26,10 @@ from bot.alerts.node_jobs import job_per_node
 from bot.alerts.ports import AlertMessages, AlertStore, Poster, Silencer, Update
 from bot.alerts.reported import fault_of, judged
 from bot.alerts.route import route
-from bot.alerts.sweep import swept
+from bot.alerts.standing import NO_SCHEDULER, Standings, standings
+from bot.alerts.sweep import first_seen, sweep_fingerprint, swept
 from bot.errors import BackendError, FenceLost, PostError
+from bot.models import Fault
 from bot.ports import Fence, Located
 from bot.triage.service import Triage, fleet_faults, judge_reported
 
@@ -40,6 +43,8 @@ TOPOLOGY_TIMEOUT_S = 2.0
 # The scheduler's running jobs, read once an ingest for every alerting node: bounded, since a
 # webhook's answer and the sweep wait for it.
 JOBS_TIMEOUT_S = 2.0
+# Sweeps further apart than this, or three intervals, are two watches (bot/alerts/sweep.py).
+WATCH_GAP_MIN_S = 60.0
 
 
 @dataclass
@@ -167,11 +172,21 @@ class Alerting:
             return None
         now = self.clock()
         found = await fleet_faults(self.triage, self.cfg.sweep_window_s)
+        # Recorded once the fleet was read: a sweep that failed watched nothing.
+        watch_start = await self.store.watching(now, self.watch_gap_s)
         groups = await self.store.groups(await self.store.open_ids())
+        seen = await self.first_seen(found.faults, groups.values(), now)
         # Thousands of alerts at 50,000 nodes: built and compared on a worker, so that the
         # acks of commands arriving meanwhile are not held back by the sweep's own work.
         alerts = await self.triage.cpu.run(
-            swept, found.faults, found.unchecked, groups.values(), now
+            swept,
+            found.faults,
+            found.unchecked,
+            groups.values(),
+            now,
+            seen,
+            watch_start,
+            found.at,
         )
         describe = self.describer(await self.running_jobs(alerts))
         done = await ingest(
@@ -187,6 +202,38 @@ class Alerting:
         )
         self.wake.set()
         return done
+
+    @property
+    def watch_gap_s(self) -> float:
+        """Sweeps further apart than this (a restart, a stop) begin a new watch: what
+        happened between them meowbot did not see."""
+        return max(WATCH_GAP_MIN_S, 3.0 * self.cfg.sweep_interval_s)
+
+    async def first_seen(
+        self, faults: Sequence[Fault], groups: Iterable[AlertGroup], now: datetime
+    ) -> dict[str, datetime]:
+        """When the fault history first saw the faults that are not open alerts yet (by
+        sweep fingerprint): one bounded read of their nodes' history. Out of reach: none,
+        and the alerts start now (said as what meowbot saw, not more)."""
+        history = self.triage.history
+        open_fps = {a.fingerprint for g in groups for a in g.firing}
+        new = [
+            f for f in faults if sweep_fingerprint(fault_cause(f), f.node, f.gpu) not in open_fps
+        ]
+        if history is None or not new:
+            return {}
+        try:
+            stored = await asyncio.wait_for(
+                history.occurrences(sorted({f.node for f in new})), JOBS_TIMEOUT_S
+            )
+        except (BackendError, TimeoutError) as exc:
+            log.warning(
+                "fault history unread; new alerts start now",
+                extra={"error": str(exc) or type(exc).__name__},
+            )
+            return {}
+        gap_s = self.triage.config.repeat.gap_s
+        return await self.triage.cpu.run(first_seen, new, stored, now, gap_s)
 
     async def sweeper(self, stop: asyncio.Event) -> None:
         if not self.can_sweep:
@@ -218,7 +265,10 @@ class Alerting:
         return self._fence
 
     def _routed(self, group: AlertGroup, now: datetime) -> AlertGroup | None:
-        """The group with its channel; None while it is held (quiet hours, no channel)."""
+        """The group with its channel; None while it is held (quiet hours, no channel) or
+        is not for a channel at all (`policy.posted`: an info finding, by default)."""
+        if not policy.posted(group, self.cfg):
+            return None
         if group.channel:
             return group
         where = route(group, self.cfg, now)
@@ -236,11 +286,13 @@ class Alerting:
             return 0
         seen = dict(queued)
         now = self.clock()
-        dirty = [
-            g
-            for g in (self._routed(g, now) for g in (await self.store.groups(list(seen))).values())
-            if g is not None
-        ]
+        queued_groups = list((await self.store.groups(list(seen))).values())
+        for g in queued_groups:
+            # Not for a channel (an info finding): nothing to post now; a change that makes
+            # it one (a warning joining) queues it again.
+            if not policy.posted(g, self.cfg):
+                await self.store.clean(g.key.id, seen.get(g.key.id, 0.0))
+        dirty = [g for g in (self._routed(g, now) for g in queued_groups) if g is not None]
         everyone = [
             g
             for g in (
@@ -278,8 +330,9 @@ class Alerting:
             storm_since=since,
         )
         calls = 0
+        stand = await self._standings(steps)
         for step in steps:
-            calls += await self._run_step(step, fence, seen)
+            calls += await self._run_step(step, fence, seen, stand)
             # From the call's end: a slow call must not let the next one arrive within 1 s.
             self.last_call_at[step.channel] = ticks.now()
         if self.cfg.auto_drain_causes:
@@ -310,7 +363,9 @@ class Alerting:
                 log.info("auto-drain", extra={"group": gid, "lines": len(lines)})
                 await self.store.update(gid, _add_replies(lines), fence=fence)
 
-    async def _run_step(self, step: notify.Step, fence: Fence, seen: dict[str, float]) -> int:
+    async def _run_step(
+        self, step: notify.Step, fence: Fence, seen: dict[str, float], stand: Standings
+    ) -> int:
         channel = step.channel
         try:
             if step.kind is notify.StepKind.STORM_SUMMARY:
@@ -343,8 +398,8 @@ class Alerting:
                 return 1
             now = self.clock()
             if step.kind is notify.StepKind.PAGE:
-                return await self._write_page(group, step.page, fence, seen)
-            message = self.messages.group(group, self.cfg, now, await self._out_of_service(group))
+                return await self._write_page(group, step.page, fence, seen, stand)
+            message = self.messages.group(group, self.cfg, now, stand)
             ts = group.ts
             if ts is None:
                 ts = await self.poster.post(channel, message)
@@ -372,14 +427,17 @@ class Alerting:
             return 1
 
     async def _write_page(
-        self, group: AlertGroup, index: int, fence: Fence, seen: dict[str, float]
+        self,
+        group: AlertGroup,
+        index: int,
+        fence: Fence,
+        seen: dict[str, float],
+        stand: Standings,
     ) -> int:
         """Posts or rewrites one reply of the group's per-node detail in its thread."""
         assert group.ts is not None
         rows = pages.pages(group)[index]
-        message = self.messages.page(
-            group, rows, index, self.cfg, await self._out_of_service(group)
-        )
+        message = self.messages.page(group, rows, index, self.cfg, stand)
         old = group.pages[index] if index < len(group.pages) else None
         if old is None:
             ts = await self.poster.post(group.channel, message, thread_ts=group.ts)
@@ -408,19 +466,33 @@ class Alerting:
             await self.store.clean(group.key.id, seen.get(group.key.id, 0.0))
         return 1
 
-    async def _out_of_service(self, group: AlertGroup) -> frozenset[str] | None:
-        """The group's firing nodes out of scheduling now, or None when the scheduler cannot
-        say: the message then offers Drain to a node in service and Resume to a drained one,
-        where it offered both and a drained node's Drain only answered "already draining"."""
+    async def _standings(self, steps: Sequence[notify.Step]) -> Standings:
+        """Where the nodes of the pass's messages and pages stand in the scheduler: one
+        bounded read for all of them, so each message's buttons fit its nodes' state
+        (bot/alerts/standing.py). Out of reach or slow: not known, said in the message."""
         scheduler = self.triage.scheduler
-        nodes = sorted({a.node for a in group.firing if a.node})
-        if scheduler is None or not nodes:
-            return None
+        if scheduler is None:
+            return NO_SCHEDULER
+        nodes = sorted(
+            {
+                a.node
+                for step in steps
+                if step.group is not None and step.kind is not notify.StepKind.THREAD_REPLY
+                for a in step.group.firing
+                if a.node
+            }
+        )
+        if not nodes:
+            return Standings(scheduler.name, {})
         try:
-            states = await scheduler.nodes(nodes)
-        except BackendError:
-            return None
-        return frozenset(n for n, state in states.items() if state.out_of_service)
+            states = await asyncio.wait_for(scheduler.nodes(nodes), JOBS_TIMEOUT_S)
+        except (BackendError, TimeoutError) as exc:
+            log.warning(
+                "node states unknown; alert buttons drawn without them",
+                extra={"nodes": len(nodes), "error": str(exc) or type(exc).__name__},
+            )
+            return Standings(scheduler.name, None)
+        return standings(scheduler.name, states, nodes)
 
     async def notifier(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

@@ -10,7 +10,8 @@ Keys, under `meowbot:<team>:alerts:`: `group:<id>` (the group as JSON), `fp:<fin
 group id), `open` (ids of groups not yet fully resolved and shown so), `dirty` (sorted set: group
 id -> change counter, the notifier's queue), `lock:<name>` and `fence:<name>`, `audit` (stream),
 `drains` (sorted set of drains by time, for the blast-radius limit), `pending:<id>`,
-`storm:<channel>` (the storm summary's message ts), `barrier` (a counter written only to ask
+`storm:<channel>` (the storm summary's message ts), `watch` (when the sweeps' unbroken run
+began and its last sweep), `barrier` (a counter written only to ask
 the replicas whether they have caught up).
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
@@ -52,6 +54,18 @@ _CLEAN = (
     "return redis.call('zrem', KEYS[1], ARGV[1]) end "
     "return 0"
 )
+
+# The sweeps' watch: a sweep within `gap` of the last one continues it, else one begins now.
+# Returns when the run began (seconds, as stored).
+_WATCH = (
+    "local last = tonumber(redis.call('hget', KEYS[1], 'last')) "
+    "local since = redis.call('hget', KEYS[1], 'since') "
+    "if not last or not since or tonumber(ARGV[1]) - last > tonumber(ARGV[2]) then "
+    "since = ARGV[1] end "
+    "redis.call('hset', KEYS[1], 'last', ARGV[1], 'since', since) "
+    "return since"
+)
+WATCH_TTL_S = 90 * 86400
 
 
 # Groups decoded in one worker job before it stands aside for acks (bot/give_way.py).
@@ -278,3 +292,11 @@ class RedisAlertStore:
     async def take_pending(self, pid: str) -> dict[str, Any] | None:
         raw = await self.redis.getdel(self._k("pending", pid))
         return dict(json.loads(raw)) if raw else None
+
+    async def watching(self, now: datetime, gap_s: float) -> datetime:
+        """Records a sweep at `now`; when the unbroken run of sweeps it belongs to began,
+        shared by every replica (one Lua call, so two replicas cannot both begin one)."""
+        key_ = self._k("watch")
+        since = await self.redis.eval(_WATCH, 1, key_, f"{now.timestamp():.3f}", str(gap_s))
+        await self.redis.expire(key_, WATCH_TTL_S)
+        return datetime.fromtimestamp(float(since), UTC)

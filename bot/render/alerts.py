@@ -18,6 +18,7 @@ from bot.alerts.correlate import node_facts, picture
 from bot.alerts.models import Alert, AlertGroup, AlertSource, AlertStatus, GroupKey, Scope
 from bot.alerts.pages import NODES_PER_PAGE, NodeRow, paged
 from bot.alerts.policy import ACK, DRAIN_AFTER_JOBS, DRAIN_NOW, RESUME, SILENCE, offered_actions
+from bot.alerts.standing import NO_SCHEDULER, Standing, Standings
 from bot.alerts.sweep import REPEAT_LABEL
 from bot.models import FaultKind, Severity
 from bot.mrkdwn import code, escape, link, truncate, user_mention
@@ -210,14 +211,31 @@ def _picture_lines(group: AlertGroup) -> list[str]:
     return lines
 
 
+def since_line(group: AlertGroup, now: datetime) -> str:
+    """`Since 2026-12-06 02:10 UTC (2 h ago)`: from its earliest alert's start (the fault
+    history's first sighting, Alertmanager's startsAt), not from when meowbot opened the
+    group; a fault found when meowbot began watching says only that much."""
+    alerts = group.firing or group.alerts
+    if not alerts:
+        return f"Since {_when(group.opened_at, now)}"
+    start = min(a.starts_at for a in alerts)
+    if all(a.began_unseen for a in alerts if a.starts_at == start):
+        return (
+            f"Seen since meowbot began watching at {_when(start, now)}; "
+            "how long before that is not known"
+        )
+    return f"Since {_when(start, now)}"
+
+
 def render_group(
     group: AlertGroup,
     cfg: AlertsConfig,
     now: datetime,
-    out_of_service: frozenset[str] | None = None,
+    stand: Standings = NO_SCHEDULER,
 ) -> SlackMessage:
     """The group's message: what, where, since when, who is on it, and the actions it offers.
-    `out_of_service`: the nodes the scheduler has out of scheduling now (None: it cannot say).
+    `stand`: where its nodes stand in the scheduler now, which decides each node's button
+    (bot/alerts/standing.py).
 
     A big event (more than `IN_MESSAGE_NODES` nodes) shows its nodes as hostlists with counts
     and leaves the per-node lines and buttons to its thread (`render_page`)."""
@@ -241,14 +259,18 @@ def render_group(
         )
         if len(group.nodes) > 1:  # an event of several nodes names them, firing and resolved
             msg.lines(_picture_lines(group), bullet="")
-    context = [f"Since {_when(group.opened_at, now)}"]
+    context = [since_line(group, now)]
     if group.claim is not None:
         context.append(f":eyes: {user_mention(group.claim.user_id)} is on it")
     if group.silenced_until is not None and group.silenced_until > now:
         context.append(f":mute: Silenced until {group.silenced_until:%Y-%m-%d %H:%M} UTC")
     msg.context(*context)
     if not group.resolved:
-        buttons = _buttons(group, cfg, None if big else out_of_service, per_node=not big)
+        if not big:
+            held = standing_lines(group, stand)
+            if held:
+                msg.context(*held)
+        buttons = _buttons(group, cfg, stand, per_node=not big)
         if buttons:
             msg.actions(*buttons)
         if big:
@@ -281,7 +303,13 @@ def node_line(node: str, alerts: Sequence[Alert]) -> str:
     if note:
         text += f", {note}"
     if firing[0].starts_at:
-        text += f", since {min(a.starts_at for a in firing):%H:%M} UTC"
+        start = min(a.starts_at for a in firing)
+        unseen = all(a.began_unseen for a in firing if a.starts_at == start)
+        text += (
+            f", seen since meowbot began watching at {start:%Y-%m-%d %H:%M} UTC"
+            if unseen
+            else f", since {start:%Y-%m-%d %H:%M} UTC"
+        )
     return text
 
 
@@ -290,10 +318,11 @@ def render_page(
     rows: Sequence[NodeRow],
     index: int,
     cfg: AlertsConfig,
-    out_of_service: frozenset[str] | None = None,
+    stand: Standings = NO_SCHEDULER,
 ) -> SlackMessage:
-    """Reply `index` of a big event's per-node detail: one section a node, its Drain (or
-    Resume) button beside it; the buttons carry the same values as the message's."""
+    """Reply `index` of a big event's per-node detail: one section a node, the button its
+    scheduler state gives beside it (Drain, Resume, or none and who holds it); the buttons
+    carry the same values as the message's."""
     total = -(-len(group.nodes) // NODES_PER_PAGE)
     first, last = rows[0][0], rows[-1][0]
     title = (
@@ -305,25 +334,84 @@ def render_page(
     offered = offered_actions(group)
     for node, alerts in rows:
         firing = any(a.status is AlertStatus.FIRING for a in alerts)
-        accessory = _node_button(group, node, offered, out_of_service) if firing else None
-        msg.section(node_line(node, alerts), accessory=accessory)
+        accessory = _node_button(group, node, offered, stand) if firing else None
+        line = node_line(node, alerts)
+        said = _standing_words(node, stand) if firing else ""
+        msg.section(f"{line} · {said}" if said else line, accessory=accessory)
+    note = _scheduler_note(stand)
+    if note and group.firing:
+        msg.context(note)
     return msg.build()
 
 
 def _node_button(
-    group: AlertGroup, node: str, offered: list[str], out_of_service: frozenset[str] | None
+    group: AlertGroup, node: str, offered: list[str], stand: Standings
 ) -> dict[str, object] | None:
-    """A node's one button in the thread: Drain while it is in service, Resume once it is out
-    (Drain when the scheduler cannot say: pressing it reads the state itself)."""
+    """A node's one button, by where it stands (bot/alerts/standing.py): Drain in service,
+    Resume once meowbot took it out, none where someone else holds it or no scheduler acts."""
+    if not stand.scheduler:
+        return None
     gid = group.key.id
-    out = out_of_service is not None and node in out_of_service
-    if out and RESUME in offered:
-        return button(f"Resume {node}", ALERT_RESUME_ACTION, f"{gid}|{node}")
+    standing = stand.of(node)
+    if standing is not None and standing.standing is Standing.OURS:
+        return (
+            button(f"Resume {node}", ALERT_RESUME_ACTION, f"{gid}|{node}")
+            if RESUME in offered
+            else None
+        )
+    if standing is not None and standing.standing is not Standing.IN_SERVICE:
+        return None
+    # In service, or the scheduler did not answer: a press reads the state before it acts.
     if DRAIN_NOW in offered:
         return _drain_now_button(gid, node)
     if DRAIN_AFTER_JOBS in offered:
         return button(f"Drain {node} after jobs", ALERT_DRAIN_ACTION, f"{gid}|{node}")
     return None
+
+
+def _standing_words(node: str, stand: Standings) -> str:
+    """`drained by root in Slurm ("maintenance"): left to them`, `drained by meowbot`; ""
+    for a node in service or when nothing is known."""
+    standing = stand.of(node)
+    if standing is None or standing.standing is Standing.IN_SERVICE:
+        return ""
+    where = escape(stand.scheduler)
+    if standing.standing is Standing.UNLISTED:
+        return f"not a node {where} lists: no Drain or Resume"
+    reason = f" ({code(truncate(standing.reason, 120, mrkdwn=False))})" if standing.reason else ""
+    if standing.standing is Standing.OURS:
+        return f"{standing.state} by meowbot in {where}{reason}"
+    if not standing.reason and not standing.by:
+        return (
+            f"{standing.state} in {where}, not by meowbot (no reason given): "
+            "no Drain or Resume here"
+        )
+    who = f"by {escape(standing.by)}" if standing.by else "by someone other than meowbot"
+    return f"{standing.state} {who} in {where}{reason}: left to them, no Drain or Resume here"
+
+
+def standing_lines(group: AlertGroup, stand: Standings) -> list[str]:
+    """What the message says of its firing nodes' scheduler state where it decides their
+    buttons: who holds a node meowbot leaves alone, which nodes meowbot took out, and when
+    the scheduler could not say or there is none."""
+    lines = []
+    for node in sorted({a.node for a in group.firing if a.node}):
+        said = _standing_words(node, stand)
+        if said:
+            lines.append(f"{code(node)} {said}")
+    note = _scheduler_note(stand) if any(a.node for a in group.firing) else ""
+    return [*lines, note] if note else lines
+
+
+def _scheduler_note(stand: Standings) -> str:
+    if not stand.scheduler:
+        return "No scheduler is configured (SLURM_REST_URL or KUBECONFIG): no Drain or Resume."
+    if stand.nodes is None:
+        return (
+            f"{escape(stand.scheduler)} did not answer when this was drawn: Drain is offered as "
+            "for a node in service (a press reads the node first), Resume is not."
+        )
+    return ""
 
 
 def _drain_now_button(gid: str, node: str) -> dict[str, object]:
@@ -344,7 +432,7 @@ def _drain_now_button(gid: str, node: str) -> dict[str, object]:
 def _buttons(
     group: AlertGroup,
     cfg: AlertsConfig,
-    out_of_service: frozenset[str] | None,
+    stand: Standings,
     *,
     per_node: bool = True,
 ) -> list[dict[str, object]]:
@@ -359,15 +447,9 @@ def _buttons(
         elements.append(select("Silence…", ALERT_SILENCE_ACTION, options))
     nodes = sorted({a.node for a in group.firing if a.node}) if per_node else []
     for node in nodes:
-        # A node out of scheduling already offers Resume, one in service Drain; both only
-        # when the scheduler could not say which it is.
-        out = out_of_service is not None and node in out_of_service
-        if not out and DRAIN_NOW in offered:
-            elements.append(_drain_now_button(gid, node))
-        elif not out and DRAIN_AFTER_JOBS in offered:
-            elements.append(button(f"Drain {node} after jobs", ALERT_DRAIN_ACTION, f"{gid}|{node}"))
-        if RESUME in offered and (out or out_of_service is None):
-            elements.append(button(f"Resume {node}", ALERT_RESUME_ACTION, f"{gid}|{node}"))
+        one = _node_button(group, node, offered, stand)
+        if one is not None:
+            elements.append(one)
     runbook = cfg.runbook(group.key.cause)
     if runbook:
         elements.append(button("Runbook", ALERT_RUNBOOK_ACTION, gid, url=runbook))
@@ -473,9 +555,9 @@ class BlockKitAlertMessages:
         group: AlertGroup,
         cfg: AlertsConfig,
         now: datetime,
-        out_of_service: frozenset[str] | None,
+        standings: Standings,
     ) -> SlackMessage:
-        return render_group(group, cfg, now, out_of_service)
+        return render_group(group, cfg, now, standings)
 
     def page(
         self,
@@ -483,9 +565,9 @@ class BlockKitAlertMessages:
         rows: Sequence[NodeRow],
         index: int,
         cfg: AlertsConfig,
-        out_of_service: frozenset[str] | None,
+        standings: Standings,
     ) -> SlackMessage:
-        return render_page(group, rows, index, cfg, out_of_service)
+        return render_page(group, rows, index, cfg, standings)
 
     def storm(
         self, groups: Sequence[AlertGroup], now: datetime, links: Mapping[str, str]

@@ -15,19 +15,32 @@ def render_job_notice(n: JobNotice) -> SlackMessage:
     went = "set down" if n.stopped else "drained"
     icon = ":octagonal_sign:" if n.stopped else ":hourglass_flowing_sand:"
     name = f" ({escape(n.job_name)})" if n.job_name else ""
-    head = f"Your job {n.job_id}{name}: node {n.node} was {went}"
-    return (
-        Message(f"{head}. {n.what_happens}")
-        .section(
-            f"{icon} Your job {code(n.job_id)}{name} {'ran' if n.stopped else 'runs'} on "
-            f"{code(n.node)}, which meowbot "
-            f"{went}.\n*Why:* {escape(n.why)}\n*Your job:* {escape(n.what_happens)}",
-            block_id="job_notice",
+    runs = "ran" if n.stopped else "runs"
+    if n.by_you:
+        # The owner pressed Drain: not news that someone took the node, but what it does to
+        # their own job.
+        verb = "set" if n.stopped else "drained"
+        node = f"{code(n.node)} down" if n.stopped else code(n.node)
+        head = f"Your job {n.job_id}{name}: you {went} node {n.node}, where it {runs}"
+        said = f"{icon} You {verb} {node}, where your job {code(n.job_id)}{name} {runs}."
+        why = "You get this because the job is yours: what the drain does to it."
+    else:
+        head = f"Your job {n.job_id}{name}: node {n.node} was {went}"
+        said = (
+            f"{icon} Your job {code(n.job_id)}{name} {runs} on {code(n.node)}, which meowbot "
+            f"{went}."
         )
-        .context(
+        why = (
             "You get this because the job is yours. Drains and node faults are said "
             "in the cluster's alerts channel."
         )
+    return (
+        Message(f"{head}. {n.what_happens}")
+        .section(
+            f"{said}\n*Why:* {escape(n.why)}\n*Your job:* {escape(n.what_happens)}",
+            block_id="job_notice",
+        )
+        .context(why)
         .actions(button("Stop these messages", JOB_NOTICE_STOP_ACTION, "stop"))
         .build()
     )

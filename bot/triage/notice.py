@@ -36,6 +36,8 @@ class JobNotice:
     node: str
     reason: str  # the drain reason as the scheduler holds it: `meowbot: xid79 gpu3 by @ana`
     fate: Fate
+    by_you: bool = False
+    """The owner pressed the drain themselves: told as "you drained", not as news."""
 
     @property
     def why(self) -> str:

@@ -13,6 +13,9 @@ Rules:
   Three replicas processing the same press send one DM; a later "drain now" of a drained node
   is a new event (the job is stopped now) and is told again.
 - A person who pressed "Stop these messages" is not told (the ledger keeps the opt-out).
+- The owner who drained the node themselves is still told what becomes of their job (a node
+  set down stops it), in words that fit: "you drained gpu-0042, where your job 1234 runs";
+  who pressed comes from the request under way (bot/acting.py).
 - An owner with no Slack user is logged and skipped: not an error to the person who drained,
   whose answer says how many were told.
 - A DM Slack fails to take for now (5xx, a timeout, `ratelimited` after slack_sdk's own waits,
@@ -34,6 +37,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict
 
 from bot import words
+from bot.acting import acting_user
 from bot.errors import BackendError
 from bot.models import Job, JobState
 from bot.ports import Scheduler, SchedulerNode
@@ -67,6 +71,7 @@ class Told:
     failed: int = 0  # DMs Slack refused for good
     retrying: int = 0  # DMs Slack failed to take for now: tried again shortly
     jobs: tuple[str, ...] = field(default=())  # ids of the running jobs the drain hit
+    yours: tuple[str, ...] = field(default=())  # those of them the person who drained owns
     error: str = ""  # why nobody could be told (the shared ledger or Slack out of reach)
 
     def sentence(self) -> str:
@@ -89,7 +94,14 @@ class Told:
             else "",
         ]
         said = "; ".join(n for n in notes if n)
-        return f"{told} told by DM" + (f" ({said})." if said else ".")
+        mine = ""
+        if self.yours:
+            ids = ", ".join(self.yours)
+            job = words.plural(len(self.yours), "job")
+            mine = f" Your own {job} {ids} {words.plural(len(self.yours), 'is', 'are')} "
+            them = words.plural(len(self.yours), "it", "them")
+            mine += f"among them: your DM says what becomes of {them}."
+        return f"{told} told by DM" + (f" ({said})." if said else ".") + mine
 
 
 def running_on(jobs: Sequence[Job], node: str) -> list[Job]:
@@ -137,13 +149,16 @@ async def tell_owners(
     *,
     now: bool,
     retries: Retries | None = None,
+    by: str = "",
 ) -> Told:
     """DMs the owner of each of `jobs` (the running jobs of `node`, read before the drain); a DM
     Slack failed to take for now goes to `retries` (without them, it waits for the next drain
-    of the same event)."""
+    of the same event). `by`: the Slack id of the person who drained, whose own jobs' DMs
+    say that they drained it."""
     opted = already = failed = again = 0
     unknown: list[str] = []
     told: set[str] = set()
+    yours: list[str] = []
     for job in jobs:
         slack_user = await owners.slack_user(job.user) if job.user else None
         if slack_user is None:
@@ -157,7 +172,10 @@ async def tell_owners(
             opted += 1
             continue
         key = claim_key(node, reason, now=now, job_id=job.job_id)
-        notice = JobNotice(job.job_id, job.name, node, reason, fate(job.requeue, now=now))
+        mine = bool(by) and slack_user == by
+        notice = JobNotice(
+            job.job_id, job.name, node, reason, fate(job.requeue, now=now), by_you=mine
+        )
         done = await deliver(owners, ledger, key, slack_user, notice)
         if done is Delivery.ALREADY:
             already += 1
@@ -172,6 +190,8 @@ async def tell_owners(
                 )
         else:
             told.add(slack_user)
+            if mine:
+                yours.append(job.job_id)
     return Told(
         told=len(told),
         opted_out=opted,
@@ -180,6 +200,7 @@ async def tell_owners(
         failed=failed,
         retrying=again,
         jobs=tuple(j.job_id for j in jobs),
+        yours=tuple(yours),
     )
 
 
@@ -255,7 +276,14 @@ class TellingScheduler:
             return Told()
         try:
             return await tell_owners(
-                self.owners, self.ledger, hit, node, reason, now=now, retries=self.retries
+                self.owners,
+                self.ledger,
+                hit,
+                node,
+                reason,
+                now=now,
+                retries=self.retries,
+                by=acting_user(),
             )
         except BackendError as exc:
             # The drain is done: what failed is the telling, and the answer says so.

@@ -222,3 +222,30 @@ async def test_a_dm_slack_refuses_for_good_is_not_tried_again(
     await emulator.wait_for_responses(4, timeout=15)
     assert "1 job owner was told by DM." in emulator.responses[-1][1]["text"]
     assert len(dms(emulator, "U0USER")) == 1
+
+
+async def test_the_owner_who_drains_their_own_jobs_node_is_told_as_the_one_who_did(
+    emulator: SlackEmulator, redis_url: str, redis_client: Any
+) -> None:
+    """Bob may drain; his job runs on the node he drains. His DM says that he drained it and
+    what becomes of his job, not that "meowbot drained" it as news; his answer says he was
+    told too."""
+    async with AsyncExitStack() as stack:
+        http = await stack.enter_async_context(aiohttp.ClientSession())
+        bot = await create_bot(bot_settings(emulator, redis_url, MEOWBOT_ADMINS="U0USER"))
+        stack.push_async_callback(bot.close)
+        port = await bot.start_http("127.0.0.1", 0)
+        slack = Slack(emulator, bot, f"http://127.0.0.1:{port}{SLACK_EVENTS_PATH}", http)
+        fleet = bot.deps.triage.inventory.fleet  # type: ignore[attr-defined]
+        fleet.add_job([NODE], user="bob", job_id="9100001", name="llm-9100001")
+        await slack.interactive(press(emulator, DRAIN_ACTION, f"{NODE}|meowbot: xid79", "U0USER"))
+        await emulator.wait_for_responses(1, timeout=15)
+        said = emulator.responses[-1][1]["text"]
+        assert f"Draining `{NODE}`" in said, said
+        assert "Your own job 9100001 is among them" in said, said
+        [dm] = dms(emulator, "U0USER")
+        assert validate_blocks(dm["blocks"]) == []
+        body = dm["blocks"][0]["text"]["text"]
+        assert body.startswith(f":hourglass_flowing_sand: You drained `{NODE}`, where your job")
+        assert "`9100001` (llm-9100001)" in body and "which meowbot drained" not in body
+        assert "keeps running to its end" in body

@@ -170,3 +170,21 @@ async def test_many_groups_read_at_once_are_the_groups_written(store: RedisAlert
     assert read[keys[77].id] == await store.group(keys[77].id)
     assert [g.alerts[0].node for g in read.values()] == [f"gpu-{i:04d}" for i in range(150)]
     assert sorted(await store.open_ids()) == sorted(k.id for k in keys)
+
+
+async def test_the_sweeps_watch_begins_after_a_gap_and_is_shared(
+    store: RedisAlertStore,
+) -> None:
+    """Sweeps within the gap of each other are one watch, whichever replica sweeps; a sweep
+    after a longer pause (a restart, the bot stopped) begins a new one."""
+    from datetime import timedelta
+
+    first = await store.watching(NOW, 60)
+    assert first == NOW
+    # Two replicas sweeping 5 s apart, then 10 s later: still the watch begun at NOW.
+    assert await store.watching(NOW + timedelta(seconds=5), 60) == NOW
+    assert await store.watching(NOW + timedelta(seconds=15), 60) == NOW
+    # Two minutes with no sweep: what happened meanwhile nobody saw.
+    later = NOW + timedelta(seconds=135)
+    assert await store.watching(later, 60) == later
+    assert await store.watching(later + timedelta(seconds=5), 60) == later

@@ -621,9 +621,11 @@ def test_offered_actions_follow_severity() -> None:
     xid45 = alert("a", cause="xid_45", severity=Severity.INFO)
     assert offered_actions(group_of(xid45)) == [ACK, SILENCE, RESUME]
     assert offered_actions(group_of(alert("a", status=AlertStatus.RESOLVED))) == []
-    # A sweep alert offers a drain only where /node-health's verdict is drain or worse.
-    drift = alert("a", cause="driver_drift").model_copy(update={"action": Action.WATCH})
-    assert offered_actions(group_of(drift)) == [ACK, SILENCE, RESUME]
+    # A warning /node-health only watches (a drift): a person may still drain it, after jobs.
+    drift = alert("a", cause="driver_drift", severity=Severity.WARNING).model_copy(
+        update={"action": Action.WATCH}
+    )
+    assert offered_actions(group_of(drift)) == [ACK, SILENCE, DRAIN_AFTER_JOBS, RESUME]
     remap = alert("a", cause="row_remap_pending").model_copy(update={"action": Action.RESET_GPU})
     assert DRAIN_AFTER_JOBS in offered_actions(group_of(remap))
     from_am = drift.model_copy(update={"source": AlertSource.ALERTMANAGER})
@@ -646,9 +648,39 @@ def test_blast_radius_at_the_boundary() -> None:
 
 
 def test_auto_drain_only_for_named_causes() -> None:
-    g = group_of(alert("a", cause="xid", severity=Severity.CRITICAL))
+    g = group_of(
+        alert("a", cause="xid", severity=Severity.CRITICAL).model_copy(
+            update={"action": Action.DRAIN}
+        )
+    )
     assert not auto_drain(g, AlertsConfig())
     assert auto_drain(g, AlertsConfig(auto_drain_causes=frozenset({"xid"})))
     assert not auto_drain(
         group_of(alert("a", cause="ecc_dbe")), AlertsConfig(auto_drain_causes=frozenset({"xid"}))
     )
+    # `xid` does not drain a node for an application's Xid (info): nothing against the node.
+    xid13 = group_of(alert("a", cause="xid_13", severity=Severity.INFO))
+    assert not auto_drain(xid13, AlertsConfig(auto_drain_causes=frozenset({"xid"})))
+
+
+def test_only_what_alerts_post_names_goes_to_a_channel() -> None:
+    from bot.alerts.policy import posted
+
+    xid13 = alert("a", cause="xid_13", severity=Severity.INFO)
+    warn = alert("b", severity=Severity.WARNING)
+    crit = alert("c", cause="xid_79", severity=Severity.CRITICAL)
+    default = AlertsConfig()
+    # An application's Xid on a healthy node asks nobody to act: kept, not posted.
+    assert not posted(group_of(xid13), default)
+    assert posted(group_of(warn), default) and posted(group_of(crit), default)
+    # A warning joining the info finding makes it one to post.
+    assert posted(group_of(xid13, warn.model_copy(update={"cause": "xid_13"})), default)
+    # A group already posted keeps its message, whatever it now is.
+    assert posted(group_of(xid13, ts="1.0"), default)
+    # Configured: by severity (any case), by cause, or by fault kind (`xid` names every Xid).
+    assert posted(group_of(xid13), AlertsConfig.parse({"post": ["Critical", "info"]}))
+    assert not posted(group_of(warn), AlertsConfig.parse({"post": ["critical", "xid"]}))
+    assert posted(group_of(xid13), AlertsConfig.parse({"post": ["critical", "xid"]}))
+    assert posted(group_of(xid13), AlertsConfig.parse({"post": ["xid_13"]}))
+    with pytest.raises(ConfigError, match=r"alerts\.post"):
+        AlertsConfig.parse({"post": []})

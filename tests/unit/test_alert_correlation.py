@@ -12,10 +12,12 @@ from bot.alerts.config import AlertsConfig
 from bot.alerts.correlate import facts_from_labels, picture
 from bot.alerts.models import Alert, AlertGroup, AlertSource, AlertStatus, GroupKey, Page, Scope
 from bot.alerts.notify import StepKind, drawn, plan
+from bot.alerts.standing import NodeStanding, Standing, Standings
 from bot.alerts.webhook import parse_webhook
 from bot.models import Severity
 from bot.render.alerts import ALERT_DRAIN_ACTION, render_group, render_page, split_value
 from bot.shell.emulator import validate_blocks
+from tests.unit.test_render_alerts import serving
 
 T0 = datetime(2026, 12, 5, 3, 0, tzinfo=UTC)
 CFG = AlertsConfig(default_channel="C")
@@ -110,7 +112,7 @@ def test_two_hundred_nodes_page_into_replies_within_block_kit_limits() -> None:
     assert len(contents) == -(-200 // pages.NODES_PER_PAGE)
     named: list[str] = []
     for index, rows in enumerate(contents):
-        msg = render_page(group, rows, index, CFG, None)
+        msg = render_page(group, rows, index, CFG, serving(group))
         assert validate_blocks(msg.blocks) == [] and len(msg.blocks) <= 50
         for block in msg.blocks:
             button = block.get("accessory")
@@ -118,9 +120,23 @@ def test_two_hundred_nodes_page_into_replies_within_block_kit_limits() -> None:
                 assert button["action_id"].startswith(ALERT_DRAIN_ACTION)
                 named.append(split_value(button["value"])[1])
     assert named == [f"gpu-{i:04d}" for i in range(1, 201)]
-    # A drained node offers Resume in its place; a resolved one no button at all.
-    drained = render_page(group, contents[0], 0, CFG, frozenset({"gpu-0002"}))
-    assert "Resume gpu-0002" in json.dumps(drained.blocks)
+    # A node meowbot drained offers Resume in its place; one an operator drained neither,
+    # and says who holds it; a resolved one no button at all.
+    stand = serving(group)
+    assert stand.nodes is not None
+    nodes = {
+        **stand.nodes,
+        "gpu-0002": NodeStanding(Standing.OURS, "drained", "meowbot: xid79 by @ana"),
+        "gpu-0003": NodeStanding(Standing.HELD, "drained", "maintenance", "root"),
+    }
+    drained = json.dumps(render_page(group, contents[0], 0, CFG, Standings("Slurm", nodes)).blocks)
+    assert "Resume gpu-0002" in drained
+    assert "gpu-0003" not in {
+        split_value(b["accessory"]["value"])[1]
+        for b in render_page(group, contents[0], 0, CFG, Standings("Slurm", nodes)).blocks
+        if b.get("accessory")
+    }
+    assert "drained by root in Slurm" in drained and "maintenance" in drained
 
 
 def test_the_planner_writes_the_message_then_its_stale_pages_then_redraws() -> None:

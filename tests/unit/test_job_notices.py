@@ -314,3 +314,49 @@ async def test_slack_failing_for_now_is_retryable_and_refusing_for_good_is_not(
         assert not refused.value.retryable and error in str(refused.value)
     await owners.tell("U0USER", notice)  # Slack takes it again
     assert len(emu.messages("D0USER")) == 1
+
+
+async def test_the_owner_who_drained_is_told_in_words_that_fit() -> None:
+    """Ana drains a node where her own job and Bob's run: Bob learns that meowbot drained it;
+    Ana is told too (her job is hit), as the one who drained it, and her answer says so."""
+    from bot.acting import acting_as
+
+    owners = Owners({"ana": "U1", "bob": "U2"})
+    jobs = [job("1", "ana"), job("2", "bob")]
+    reason = "meowbot: xid79 gpu3 by @ana"
+    told = await tell_owners(
+        owners, MemoryJobNotices(), jobs, "gpu-0001", reason, now=False, by="U1"
+    )
+    (ana, mine), (bob, theirs) = owners.sent
+    assert (ana, mine.by_you, bob, theirs.by_you) == ("U1", True, "U2", False)
+    assert told.yours == ("1",)
+    assert told.sentence() == (
+        "2 job owners were told by DM. Your own job 1 is among them: your DM says what "
+        "becomes of it."
+    )
+    own = render_job_notice(mine)
+    assert validate_blocks(own.blocks) == []
+    body = own.blocks[0]["text"]["text"]
+    assert body.startswith(":hourglass_flowing_sand: You drained `gpu-0001`, where your job")
+    assert "which meowbot drained" not in body and "keeps running to its end" in body
+    assert own.text.startswith("Your job 1 (train-1): you drained node gpu-0001, where it runs")
+    other = render_job_notice(theirs).blocks[0]["text"]["text"]
+    assert "which meowbot drained" in other
+    down = render_job_notice(
+        JobNotice("1", "", "gpu-0001", reason, Fate.REQUEUED, by_you=True)
+    ).blocks[0]["text"]["text"]
+    assert down.startswith(":octagonal_sign: You set `gpu-0001` down, where your job `1` ran.")
+
+    # Through the scheduler wrapper, who pressed comes from the request under way.
+    cluster = Cluster([job("7", "ana")])
+    owners2 = Owners({"ana": "U1"})
+    wrapped = TellingScheduler(cluster, owners2, MemoryJobNotices())
+    with acting_as("U1"):
+        said = await wrapped.drain_and_tell("gpu-0001", reason)
+    assert said.yours == ("7",) and owners2.sent[0][1].by_you
+    # Outside a request (the alerts' auto-drain) nobody pressed: the plain words.
+    owners3 = Owners({"ana": "U1"})
+    await TellingScheduler(Cluster([job("8", "ana")]), owners3, MemoryJobNotices()).drain_and_tell(
+        "gpu-0001", reason
+    )
+    assert not owners3.sent[0][1].by_you

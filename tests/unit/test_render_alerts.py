@@ -9,6 +9,7 @@ from bot.alerts.config import AlertsConfig
 from bot.alerts.lines import audit_line, repeat_line
 from bot.alerts.models import Alert, AlertGroup, AlertSource, AlertStatus, Claim, GroupKey, Scope
 from bot.alerts.pages import IN_MESSAGE_NODES
+from bot.alerts.standing import NodeStanding, Standing, Standings
 from bot.models import Severity
 from bot.mrkdwn import WORD_JOINER
 from bot.render.alerts import (
@@ -54,6 +55,11 @@ def leaf_group(alerts: list[Alert], **extra: Any) -> AlertGroup:
     return AlertGroup(key=key, alerts=tuple(alerts), opened_at=T0, channel="C", **extra)
 
 
+def serving(group: AlertGroup, scheduler: str = "Slurm") -> Standings:
+    """Every node of `group` in service in the scheduler, as the notifier would read them."""
+    return Standings(scheduler, {n: NodeStanding(Standing.IN_SERVICE) for n in group.nodes})
+
+
 def elements(msg: SlackMessage) -> list[dict[str, Any]]:
     return [e for b in msg.blocks if b["type"] == "actions" for e in b["elements"]]
 
@@ -81,7 +87,7 @@ def test_group_header_says_cause_scope_and_count() -> None:
 
 def test_buttons_carry_the_group_id_and_per_node_values() -> None:
     group = leaf_group([member(i) for i in range(IN_MESSAGE_NODES)])
-    els = elements(valid(render_group(group, CFG, NOW)))
+    els = elements(valid(render_group(group, CFG, NOW, serving(group))))
     by_action: dict[str, list[dict[str, Any]]] = {}
     for e in els:
         by_action.setdefault(base_action_id(e["action_id"]), []).append(e)
@@ -90,7 +96,7 @@ def test_buttons_carry_the_group_id_and_per_node_values() -> None:
     assert len(drains) == IN_MESSAGE_NODES
     assert next(split_value(d["value"]) for d in drains) == (group.key, "n000")
     assert "after jobs" in drains[0]["text"]["text"]  # warning: a drain that waits for jobs
-    assert len(by_action[ALERT_RESUME_ACTION]) == IN_MESSAGE_NODES
+    assert ALERT_RESUME_ACTION not in by_action  # nodes in service: nothing to resume
     runbook = by_action[ALERT_RUNBOOK_ACTION][0]
     assert runbook["url"] == "https://wiki/ib" and runbook["value"] == group.key.id
     silence = by_action[ALERT_SILENCE_ACTION][0]
@@ -103,7 +109,7 @@ def test_buttons_carry_the_group_id_and_per_node_values() -> None:
     # One node more: the message keeps Acknowledge, Silence and Runbook; each node's button
     # is beside its line in the thread.
     bigger = leaf_group([member(i) for i in range(IN_MESSAGE_NODES + 1)])
-    msg = valid(render_group(bigger, CFG, NOW))
+    msg = valid(render_group(bigger, CFG, NOW, serving(bigger)))
     assert {base_action_id(e["action_id"]) for e in elements(msg)} == {
         ALERT_ACK_ACTION,
         ALERT_SILENCE_ACTION,
@@ -116,7 +122,7 @@ def test_critical_group_offers_drain_now_with_a_confirmation() -> None:
     group = leaf_group([member(0, severity=Severity.CRITICAL)])
     (drain,) = [
         e
-        for e in elements(valid(render_group(group, CFG, NOW)))
+        for e in elements(valid(render_group(group, CFG, NOW, serving(group))))
         if e["action_id"].startswith(ALERT_DRAIN_ACTION)
     ]
     assert (

@@ -36,7 +36,8 @@ class SimScheduler:
                 state="down" if down else "allocated" if busy else "idle",
                 flags=("DRAIN",) if reason and not down else (),
                 reason=reason,
-                reason_set_by="meowbot" if reason else None,
+                # Who set it: meowbot for its own reasons; another's has no name here.
+                reason_set_by="meowbot" if drain_reason.is_ours(reason) else None,
                 reason_changed_at=changed,
             )
         return out
