@@ -161,10 +161,15 @@ async def drain(
     done = await node_actions.drain(scheduler, node, group.key.cause, actor.user_name, now=at_once)
     if not done.changed:
         return Outcome(done.sentence)
+    # Something changed (read back): recorded, and said as it stands.
     await store.record_drain(node, now.timestamp())
-    verb = "set down" if at_once else "drained"
-    await _audit(store, actor, "drain_now" if at_once else "drain", gid, node)
-    return Outcome(done.sentence, audit_line(actor.user_name, verb, f"`{node}`"), group)
+    if done.ok:
+        verb = "set down" if at_once else "drained"
+        await _audit(store, actor, "drain_now" if at_once else "drain", gid, node)
+        return Outcome(done.sentence, audit_line(actor.user_name, verb, f"`{node}`"), group)
+    await _audit(store, actor, "drain_incomplete", gid, node)
+    line = audit_line(actor.user_name, "tried to drain", done.sentence)
+    return Outcome(done.sentence, line, group)
 
 
 async def confirm_drain(
@@ -214,7 +219,12 @@ async def resume(
         return Outcome(f"`{node}` is not part of that alert; nothing was changed.")
     done = await node_actions.resume(scheduler, node, actor.user_name, force=force, memory=memory)
     if not done.changed:
+        # Nothing changed (read back): nothing audited, nothing said in the thread.
         return Outcome(done.sentence, can_force=done.can_force)
+    if not done.ok:
+        await _audit(store, actor, "resume_incomplete", gid, node)
+        line = audit_line(actor.user_name, "tried to resume", done.sentence)
+        return Outcome(done.sentence, line, group)
     await _audit(store, actor, "resume_confirmed" if force else "resume", gid, node)
     verb = "resumed (confirmed over another's reason)" if force else "resumed"
     return Outcome(done.sentence, audit_line(actor.user_name, verb, f"`{node}`"), group)

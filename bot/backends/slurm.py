@@ -619,7 +619,8 @@ class SlurmRest:
             name, {"state": [state], "reason": why}, [f"state={state.lower()}", f"reason={why}"]
         )
 
-    async def resume(self, node: str) -> None:
+    async def resume(self, node: str, *, force: bool = False) -> None:
+        # Slurm's resume clears any drain, an operator's too: `force` asks nothing more.
         name = check_node_name(node)
         await self._update_node(name, {"state": ["RESUME"]}, ["state=resume"])
 
