@@ -15,6 +15,7 @@ that changed nothing says so and records nothing.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -24,6 +25,10 @@ from bot.ports import ResumeMemory, Scheduler, SchedulerNode, Sided
 from bot.triage import readback
 from bot.triage.owners import TellingScheduler, Told
 from bot.triage.targets import NODE_RE
+
+
+SETTLE_S = 5.0
+SETTLE_STEP_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,18 @@ async def _read(scheduler: Scheduler, node: str) -> dict[str, SchedulerNode]:
         return {where: nodes[node] for where, nodes in seen.items() if node in nodes}
     found = (await scheduler.nodes([node])).get(node)
     return {scheduler.name: found} if found is not None else {}
+
+
+async def _read_settled(scheduler: Scheduler, node: str) -> dict[str, SchedulerNode]:
+    """Read back once the scheduler settled: a node Slurm just resumed reads not responding
+    until its daemon answered, so it is read again for up to SETTLE_S."""
+    seen = await _read(scheduler, node)
+    for _ in range(int(SETTLE_S / SETTLE_STEP_S)):
+        if not any(readback.settling(n, w) for w, n in seen.items()):
+            break
+        await asyncio.sleep(SETTLE_STEP_S)
+        seen = await _read(scheduler, node)
+    return seen
 
 
 async def drain(
@@ -129,7 +146,7 @@ async def resume(
             await scheduler.resume(node, force=force)
         except BackendError as exc:
             failed = exc
-        after = await _read(scheduler, node)
+        after = await _read_settled(scheduler, node)
     except BackendError as exc:
         return Done(f"I could not resume `{node}`: {exc.user_text()}")
     readings = {w: readback.after_resume(b, after.get(w), w) for w, b in before.items()}

@@ -42,6 +42,12 @@ def _seen(node: SchedulerNode) -> tuple[object, ...]:
     )
 
 
+def settling(node: SchedulerNode, where: str) -> bool:
+    """Slurm marks a node it just resumed not responding until its slurmd answers the ping
+    that follows (half a second here): read again before saying so."""
+    return where != KUBERNETES and not node.down and "NOT_RESPONDING" in node.flags
+
+
 def differs(before: SchedulerNode | None, after: SchedulerNode | None) -> bool:
     if before is None or after is None:
         return (before is None) != (after is None)
@@ -72,7 +78,9 @@ def theirs(node: SchedulerNode, where: str) -> list[str]:
         said = f" ({node.reason})" if node.reason and not node.reason_is_ours else ""
         out.append(f"still down{said}: {where} schedules nothing there")
     elif "NOT_RESPONDING" in node.flags:
-        out.append(f"not responding: {where} schedules nothing there until its node answers")
+        out.append(
+            f"not responding: {where} schedules nothing there until the node's daemon answers"
+        )
     if node.others_cordon:
         out.append("stays cordoned: cordoned by someone else, not meowbot")
     elif node.draining and not node.reason_is_ours and where != KUBERNETES:
