@@ -39,6 +39,11 @@ class Done:
     ok: bool = False  # read back, the aim holds: out by meowbot (drain), in service (resume)
 
 
+def _unknown(scheduler: Scheduler, node: str) -> str:
+    do = "do" if " and " in scheduler.name else "does"
+    return f"{scheduler.name} {do} not know `{node}`; nothing was changed."
+
+
 async def _read(scheduler: Scheduler, node: str) -> dict[str, SchedulerNode]:
     """The node as each scheduler behind `scheduler` sees it (those that know it)."""
     if isinstance(scheduler, Sided):
@@ -75,7 +80,7 @@ async def drain(
     try:
         current = (await scheduler.nodes([node])).get(node)
         if current is None:
-            return Done(f"{scheduler.name} does not know `{node}`; nothing was changed.")
+            return Done(_unknown(scheduler, node))
         if current.reason and not current.reason_is_ours:
             return Done(
                 f"`{node}` already has a reason set by an operator ({current.reason!r}); "
@@ -129,7 +134,7 @@ async def resume(
     try:
         current = (await scheduler.nodes([node])).get(node)
         if current is None:
-            return Done(f"{scheduler.name} does not know `{node}`; nothing was changed.")
+            return Done(_unknown(scheduler, node))
         before = await _read(scheduler, node)
         if not current.out_of_service:
             left = [x for w, n in before.items() for x in readback.theirs(n, w)]

@@ -58,7 +58,7 @@ def _ours(node: SchedulerNode, where: str) -> str | None:
     """meowbot's own hold on the node, if any."""
     if not node.reason_is_ours:
         return None
-    if node.down and where != KUBERNETES and not node.draining:
+    if node.down and where != KUBERNETES:
         return f"set down by meowbot ({node.reason})"
     if node.draining:
         return f"drained by meowbot ({node.reason})"
@@ -74,7 +74,7 @@ def theirs(node: SchedulerNode, where: str) -> list[str]:
             f"still NotReady{why}: Kubernetes schedules nothing there until its kubelet "
             "reports Ready"
         )
-    elif node.down and not (node.reason_is_ours and not node.draining):
+    elif node.down and not node.reason_is_ours:
         said = f" ({node.reason})" if node.reason and not node.reason_is_ours else ""
         out.append(f"still down{said}: {where} schedules nothing there")
     elif "NOT_RESPONDING" in node.flags:
@@ -122,10 +122,10 @@ def after_drain(
         left = remains(after, where) or ["in service"]
         head = f"asked to drain, but it reads {state_text(after)}"
         return Reading(where, f"{head}: {'; '.join(left)}", changed, False)
-    if now and after.down:
-        said = "down"
-    elif now and where == KUBERNETES:
+    if now and where == KUBERNETES:
         said = "cordoned, its GPU pods evicted"
+    elif now and after.down:
+        said = "set down"
     elif after.state in {"idle", "down"}:
         said = "drained"
     else:
@@ -145,7 +145,7 @@ def resume_sentence(node: str, readings: Mapping[str, Reading], user: str) -> st
         return f"`{node}` was already in service in {names}; nothing changed."
     if len(readings) == 1:
         (r,) = readings.values()
-        head = "Took back meowbot's part, but " if r.changed else "Nothing changed: "
+        head = "Resumed what I could, but " if r.changed else "Nothing changed: "
         return f"{head}`{node}` is not back in service in {r.where}: {r.sentence}."
 
     def said(r: Reading) -> str:

@@ -47,7 +47,7 @@ def test_meowbots_taint_taken_back_but_an_operators_taint_stays() -> None:
     r = rb.after_resume(before, after, "Kubernetes")
     said = rb.resume_sentence("n1", {"Kubernetes": r}, "ana")
     assert r.changed and not r.ok
-    assert said.startswith("Took back meowbot's part, but `n1` is not back in service")
+    assert said.startswith("Resumed what I could, but `n1` is not back in service")
     assert f"stays tainted by someone else, not meowbot ({taint})" in said
 
 
@@ -73,7 +73,7 @@ def test_a_drain_read_back_says_draining_or_drained_as_the_state_is() -> None:
     down = rb.after_drain(node("idle"), node("down", reason=OURS), "Slurm", now=True)
     assert busy.sentence == "draining (allocated+DRAIN)" and busy.ok
     assert idle.sentence == "drained (idle+DRAIN)" and idle.ok
-    assert down.sentence == "down (down)" and down.ok
+    assert down.sentence == "set down (down)" and down.ok
     said = rb.drain_sentence("n1", {"Slurm": busy}, OURS, now=False)
     assert said.startswith(f"Draining `n1` in Slurm with reason `{OURS}`")
     assert said.endswith("Read back: Slurm: draining (allocated+DRAIN).")
