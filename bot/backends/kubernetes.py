@@ -27,8 +27,8 @@ node's GPU pods through the Eviction API (policy/v1beta1, what 1.20 serves; newe
 it too), so PodDisruptionBudgets are honoured; a pod a budget keeps (429) is named in the
 answer. Resume takes back only meowbot's taint and annotation, and the cordon only where
 meowbot cordoned; a confirmed "Resume anyway" also uncordons an operator's cordon (their
-taints stay, and the answer read back says so). A refusal (401, 403) is a sentence naming the call and the ClusterRole in
-deploy/kubernetes-rbac.yaml, never a traceback.
+taints stay, and the answer read back says so). A refusal (401, 403) is a sentence naming
+the call and the ClusterRole in deploy/kubernetes-rbac.yaml, never a traceback.
 """
 
 from __future__ import annotations

@@ -26,7 +26,6 @@ from bot.triage import readback
 from bot.triage.owners import TellingScheduler, Told
 from bot.triage.targets import NODE_RE
 
-
 SETTLE_S = 5.0
 SETTLE_STEP_S = 0.25
 

@@ -10,15 +10,19 @@ and resume memory, so "what it recorded" is read back from Redis too.
 
 Node states, and where a backend has no such state, its nearest (the mapping):
 
-| state        | simulated                 | Slurm                             | Kubernetes                       | both                               |
-|--------------|---------------------------|-----------------------------------|----------------------------------|------------------------------------|
-| idle         | (every node runs a job)   | idle                              | Ready, schedulable               | both idle                          |
-| running      | a job of the fleet's      | a real job (sbatch -w)            | a Running pod of a batch Job     | a real Slurm job                   |
-| ours         | drained by meowbot        | drained by meowbot                | cordon + meowbot's taint         | drained by meowbot in both         |
-| operator     | an operator's drain       | drain, reason "disk swap"         | an operator's cordon             | Slurm drain + Kubernetes cordon    |
-| cordon_taint | an operator's drain       | drain (Slurm has no cordon/taint) | cordon + an operator's taint     | Slurm idle, Kubernetes cordon+taint |
-| down         | set down by an operator   | down, reason "Not responding"     | NotReady (Ready=False)           | Slurm down + Kubernetes NotReady   |
-| unknown      | a name not in the fleet   | a name Slurm does not have        | no such Node                     | in neither                         |
+- idle: Slurm idle; Kubernetes Ready and schedulable; both idle. The simulated fleet has no
+  idle node (every node runs a job), so its nearest is another node with a job.
+- running: a real Slurm job (sbatch -w); a Running pod of a batch Job on the Node; both: the
+  Slurm job; simulated: a node of the fleet's jobs.
+- ours: drained by meowbot (Slurm drain, Kubernetes cordon + meowbot's taint, both sides).
+- operator: an operator's drain (Slurm reason "disk swap", the simulator's likewise), an
+  operator's cordon in Kubernetes, both: the Slurm drain and the Kubernetes cordon.
+- cordon_taint: Kubernetes cordon + an operator's NoSchedule taint; Slurm and the simulator
+  have neither, so their nearest is an operator's drain; both: Slurm idle, Kubernetes
+  cordoned and tainted.
+- down: Kubernetes NotReady (Ready=False); Slurm (and the simulator) set down with reason
+  "Not responding", its nearest (a node whose slurmd died reads the same); both: the two.
+- unknown: a name the scheduler does not have.
 
 Each case sets its node up from scratch and puts it back afterwards, so cases reuse a few nodes.
 """
@@ -164,8 +168,15 @@ async def _slurm_set(slurm: SlurmRest, node: str, state: str) -> None:
     await _slurm_reset(slurm, node)
     if state == "running":
         _slurm_cli(
-            "sbatch", "--parsable", "--no-requeue", "-w", node, "-J", f"mx-{node}",
-            "--wrap", "sleep 600",
+            "sbatch",
+            "--parsable",
+            "--no-requeue",
+            "-w",
+            node,
+            "-J",
+            f"mx-{node}",
+            "--wrap",
+            "sleep 600",
         )
 
         async def busy() -> bool:

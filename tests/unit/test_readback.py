@@ -9,7 +9,9 @@ from bot.triage import readback as rb
 OURS = "meowbot: xid79 gpu3 by @ana"
 
 
-def node(state: str = "idle", *flags: str, reason: str | None = None, **kw: object) -> SchedulerNode:
+def node(
+    state: str = "idle", *flags: str, reason: str | None = None, **kw: object
+) -> SchedulerNode:
     return SchedulerNode(name="n1", state=state, flags=flags, reason=reason, **kw)  # type: ignore[arg-type]
 
 
@@ -35,8 +37,7 @@ def test_a_notready_node_stays_notready_after_a_resume() -> None:
     said = rb.resume_sentence("n1", {"Kubernetes": r}, "ana")
     assert not r.ok and not r.changed
     assert (
-        "still NotReady: Kubernetes schedules nothing there until its kubelet reports Ready"
-        in said
+        "still NotReady: Kubernetes schedules nothing there until its kubelet reports Ready" in said
     )
 
 
@@ -68,7 +69,9 @@ def test_a_slurm_drain_by_someone_else_names_them() -> None:
 
 
 def test_a_drain_read_back_says_draining_or_drained_as_the_state_is() -> None:
-    busy = rb.after_drain(node("allocated"), node("allocated", "DRAIN", reason=OURS), "Slurm", now=False)
+    busy = rb.after_drain(
+        node("allocated"), node("allocated", "DRAIN", reason=OURS), "Slurm", now=False
+    )
     idle = rb.after_drain(node("idle"), node("idle", "DRAIN", reason=OURS), "Slurm", now=False)
     down = rb.after_drain(node("idle"), node("down", reason=OURS), "Slurm", now=True)
     assert busy.sentence == "draining (allocated+DRAIN)" and busy.ok
@@ -89,3 +92,16 @@ def test_a_drain_that_did_not_take_says_so() -> None:
 def test_a_drain_of_a_notready_node_keeps_saying_notready() -> None:
     r = rb.after_drain(node("down"), node("down", "DRAIN", reason=OURS), "Kubernetes", now=False)
     assert r.ok and "still NotReady" in r.sentence
+
+
+def test_a_slurm_node_meowbot_drained_then_set_down_is_meowbots_alone() -> None:
+    down = node("down", "DRAIN", reason=OURS)
+    assert rb.remains(down, "Slurm") == [f"set down by meowbot ({OURS})"]
+    r = rb.after_drain(node("idle", "DRAIN", reason=OURS), down, "Slurm", now=True)
+    assert r.sentence == "set down (down+DRAIN)"
+
+
+def test_a_slurm_node_just_resumed_is_settling_until_its_daemon_answers() -> None:
+    assert rb.settling(node("idle", "NOT_RESPONDING"), "Slurm")
+    assert not rb.settling(node("down", "NOT_RESPONDING"), "Slurm")
+    assert not rb.settling(node("down", "NOT_RESPONDING"), "Kubernetes")
