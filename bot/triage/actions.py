@@ -106,9 +106,10 @@ async def drain(
     changed = any(r.changed for r in readings.values())
     ok = all(r.ok for r in readings.values())
     owners = f" {told.sentence()}" if told is not None else ""
-    sentence = readback.drain_sentence(node, readings, reason, now=now, owners=owners)
-    if failed is not None:
-        sentence = f"{sentence} {scheduler.name} said: {failed.user_text()}"
+    trouble = failed.user_text() if failed is not None else ""
+    sentence = readback.drain_sentence(
+        node, readings, reason, now=now, owners=owners, trouble=trouble
+    )
     return Done(sentence, changed=changed, ok=ok)
 
 

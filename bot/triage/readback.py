@@ -123,7 +123,7 @@ def after_drain(
         head = f"asked to drain, but it reads {state_text(after)}"
         return Reading(where, f"{head}: {'; '.join(left)}", changed, False)
     if now and where == KUBERNETES:
-        said = "cordoned, its GPU pods evicted"
+        said = "cordoned"  # the evictions are not read back: the head or trouble says them
     elif now and after.down:
         said = "set down"
     elif after.state in {"idle", "down"}:
@@ -156,11 +156,20 @@ def resume_sentence(node: str, readings: Mapping[str, Reading], user: str) -> st
 
 
 def drain_sentence(
-    node: str, readings: Mapping[str, Reading], reason: str, *, now: bool, owners: str = ""
+    node: str,
+    readings: Mapping[str, Reading],
+    reason: str,
+    *,
+    now: bool,
+    owners: str = "",
+    trouble: str = "",
 ) -> str:
-    """One sentence over every scheduler's reading of a drain."""
+    """One sentence over every scheduler's reading of a drain; `trouble` is what a scheduler
+    said when it refused part of it (a pod a budget keeps, one scheduler of two)."""
     names = " and ".join(readings)
     each = "; ".join(f"{r.where}: {r.sentence}" for r in readings.values())
+    if trouble:
+        return f"I asked {names} to drain `{node}`: {trouble} Read back: {each}.{owners}"
     if all(r.ok for r in readings.values()):
         if now:
             head = (

@@ -105,3 +105,14 @@ def test_a_slurm_node_just_resumed_is_settling_until_its_daemon_answers() -> Non
     assert rb.settling(node("idle", "NOT_RESPONDING"), "Slurm")
     assert not rb.settling(node("down", "NOT_RESPONDING"), "Slurm")
     assert not rb.settling(node("down", "NOT_RESPONDING"), "Kubernetes")
+
+
+def test_a_drain_a_scheduler_refused_in_part_says_what_it_said_and_what_reads_back() -> None:
+    r = rb.after_drain(node("idle"), node("idle", "DRAIN", reason=OURS), "Kubernetes", now=True)
+    said = rb.drain_sentence(
+        "n1", {"Kubernetes": r}, OURS, now=True, trouble="1 of its GPU pods would not go."
+    )
+    assert said == (
+        "I asked Kubernetes to drain `n1`: 1 of its GPU pods would not go. Read back: "
+        "Kubernetes: cordoned (idle+DRAIN)."
+    )
