@@ -149,7 +149,8 @@ async def silence(
         await _audit(store, actor, "silence_incomplete", gid, f"{span} {','.join(ids)}")
         sentence = f"Asked to silence for {span}{where}, but {what}."
         return Outcome(sentence, audit_line(actor.user_name, "tried to silence", sentence), group)
-    last = min([held, *[e for e in ends if e is not None]])
+    # Alertmanager's own end where it holds silences (the alert's was set a moment before).
+    last = min(e for e in ends if e is not None) if ids else held
     await _audit(store, actor, "silence", gid, f"{span} {','.join(ids)}")
     return Outcome(
         f"Silenced for {span}{where}: silent until {_when(last)}.",
