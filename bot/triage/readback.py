@@ -145,7 +145,7 @@ def resume_sentence(node: str, readings: Mapping[str, Reading], user: str) -> st
         return f"`{node}` was already in service in {names}; nothing changed."
     if len(readings) == 1:
         (r,) = readings.values()
-        head = "Resumed what I could, but " if r.changed else "Nothing changed: "
+        head = "Changed what I could, but " if r.changed else "Nothing changed: "
         return f"{head}`{node}` is not back in service in {r.where}: {r.sentence}."
 
     def said(r: Reading) -> str:

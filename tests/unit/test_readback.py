@@ -48,7 +48,7 @@ def test_meowbots_taint_taken_back_but_an_operators_taint_stays() -> None:
     r = rb.after_resume(before, after, "Kubernetes")
     said = rb.resume_sentence("n1", {"Kubernetes": r}, "ana")
     assert r.changed and not r.ok
-    assert said.startswith("Resumed what I could, but `n1` is not back in service")
+    assert said.startswith("Changed what I could, but `n1` is not back in service")
     assert f"stays tainted by someone else, not meowbot ({taint})" in said
 
 
