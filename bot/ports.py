@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -97,6 +97,10 @@ class SchedulerNode(BaseModel):
     reason: str | None = None
     reason_set_by: str | None = None
     reason_changed_at: datetime | None = None
+    # Kubernetes: someone else's cordon (spec.unschedulable meowbot did not set), and the
+    # scheduling taints (NoSchedule, NoExecute) others put on the node, as `key=value:Effect`.
+    others_cordon: bool = False
+    others_taints: tuple[str, ...] = ()
 
     @property
     def draining(self) -> bool:
@@ -145,6 +149,19 @@ class Scheduler(Protocol):
         requeued where they allow it; cordon and evict), for faults that have broken them."""
         ...
 
-    async def resume(self, node: str) -> None: ...
+    async def resume(self, node: str, *, force: bool = False) -> None:
+        """Takes back meowbot's drain; `force` (a person confirmed) also what someone else set
+        that the scheduler lets meowbot clear (Slurm's drain, a Kubernetes cordon)."""
+        ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class Sided(Protocol):
+    """A scheduler over several (Slurm and Kubernetes at once): each one's own view of nodes,
+    so an action can say each one's outcome."""
+
+    async def sides(self, names: Sequence[str]) -> dict[str, dict[str, SchedulerNode]]:
+        """Scheduler name -> the named nodes it knows."""
+        ...

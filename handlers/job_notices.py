@@ -30,6 +30,11 @@ def register(reg: Registry, deps: Deps) -> None:
                 await respond(response_type="ephemeral", replace_original=False, text=text)
                 return
             await ledger.set_opted_out(user, out)
+            # Read back: the answer says what the ledger holds, not what was asked of it.
+            if await ledger.opted_out(user) != out:
+                text = "That did not take: your messages are as they were. Try again."
+                await respond(response_type="ephemeral", replace_original=False, text=text)
+                return
             msg = render_stopped() if out else render_resumed()
             await respond_message(respond, msg, replace_original=False)
 

@@ -32,7 +32,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.path.name in KUBE_TEST_FILES)
 
 
-KUBE_TEST_FILES = frozenset({"test_kubernetes.py", "test_kubernetes_both.py"})
+KUBE_TEST_FILES = frozenset(
+    {"test_kubernetes.py", "test_kubernetes_both.py", "test_action_matrix.py"}
+)
 
 
 def need_service(var: str) -> str:

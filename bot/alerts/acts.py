@@ -63,8 +63,22 @@ async def acknowledge(store: AlertStore, gid: str, actor: Actor, now: datetime) 
     group = await store.update(gid, claim)
     if group is None:
         return Outcome("That alert is gone (resolved more than a week ago); nothing to claim.")
+    # Read back: the stored group says who is on it (another press may have come between).
+    group = await store.group(gid) or group
+    held = group.claim
+    if held is None or held.user_id != actor.user_id:
+        who = f"@{held.user_name}" if held is not None else "nobody"
+        return Outcome(f"The alert did not take your claim: it shows {who} on it.", group=group)
     await _audit(store, actor, "acknowledge", gid, "")
-    return Outcome("You are on it.", audit_line(actor.user_name, "acknowledged", "is on it"), group)
+    return Outcome(
+        f"You are on it: the alert shows @{actor.user_name} on it since {_when(held.at)}.",
+        audit_line(actor.user_name, "acknowledged", "is on it"),
+        group,
+    )
+
+
+def _when(at: datetime) -> str:
+    return f"{at:%Y-%m-%d %H:%M} UTC"
 
 
 def _matchers(group: AlertGroup) -> list[dict[str, str]]:
@@ -114,13 +128,32 @@ async def silence(
         new = g.model_copy(update={"silenced_until": until})
         return Update(new, new, dirty=True)
 
-    group = await store.update(gid, silenced)
+    await store.update(gid, silenced)
     hours = duration_s / 3600
     span = f"{hours:g} h" if hours >= 1 else f"{duration_s / 60:g} min"
     where = f" ({len(ids)} silence{'s' if len(ids) != 1 else ''} in Alertmanager)" if ids else ""
+    # Read back: what Alertmanager holds active, and what the stored group says.
+    try:
+        ends = [await silencer.silence_until(i) for i in ids]  # type: ignore[union-attr]
+    except BackendError as exc:
+        return Outcome(
+            f"I created {len(ids)} silence(s) in Alertmanager but could not read them back: "
+            f"{exc.user_text()}"
+        )
+    group = await store.group(gid)
+    held = group.silenced_until if group is not None else None
+    if any(e is None for e in ends) or held is None:
+        lost = sum(e is None for e in ends)
+        what = f"Alertmanager holds {len(ids) - lost} of {len(ids)} active" if lost else ""
+        what = what or "the alert does not show the silence"
+        await _audit(store, actor, "silence_incomplete", gid, f"{span} {','.join(ids)}")
+        sentence = f"Asked to silence for {span}{where}, but {what}."
+        return Outcome(sentence, audit_line(actor.user_name, "tried to silence", sentence), group)
+    # Alertmanager's own end where it holds silences (the alert's was set a moment before).
+    last = min(e for e in ends if e is not None) if ids else held
     await _audit(store, actor, "silence", gid, f"{span} {','.join(ids)}")
     return Outcome(
-        f"Silenced for {span}{where}.",
+        f"Silenced for {span}{where}: silent until {_when(last)}.",
         audit_line(actor.user_name, "silenced", f"for {span}{where}"),
         group,
     )
@@ -163,10 +196,15 @@ async def drain(
         # Nothing done, often because the node's state changed since the message was drawn:
         # the group comes back so that its message is redrawn with the state as it is.
         return Outcome(done.sentence, group=group)
+    # Something changed (read back): recorded, and said as it stands.
     await store.record_drain(node, now.timestamp())
-    verb = "set down" if at_once else "drained"
-    await _audit(store, actor, "drain_now" if at_once else "drain", gid, node)
-    return Outcome(done.sentence, audit_line(actor.user_name, verb, f"`{node}`"), group)
+    if done.ok:
+        verb = "set down" if at_once else "drained"
+        await _audit(store, actor, "drain_now" if at_once else "drain", gid, node)
+        return Outcome(done.sentence, audit_line(actor.user_name, verb, f"`{node}`"), group)
+    await _audit(store, actor, "drain_incomplete", gid, node)
+    line = audit_line(actor.user_name, "tried to drain", done.sentence)
+    return Outcome(done.sentence, line, group)
 
 
 async def confirm_drain(
@@ -216,7 +254,13 @@ async def resume(
         return Outcome(f"`{node}` is not part of that alert; nothing was changed.")
     done = await node_actions.resume(scheduler, node, actor.user_name, force=force, memory=memory)
     if not done.changed:
+        # Nothing changed (read back): nothing audited, nothing said in the thread; the group
+        # comes back so that its message is redrawn with the state as it is.
         return Outcome(done.sentence, group=group, can_force=done.can_force)
+    if not done.ok:
+        await _audit(store, actor, "resume_incomplete", gid, node)
+        line = audit_line(actor.user_name, "tried to resume", done.sentence)
+        return Outcome(done.sentence, line, group)
     await _audit(store, actor, "resume_confirmed" if force else "resume", gid, node)
     verb = "resumed (confirmed over another's reason)" if force else "resumed"
     return Outcome(done.sentence, audit_line(actor.user_name, verb, f"`{node}`"), group)

@@ -57,6 +57,16 @@ class AlertmanagerClient:
         answer = await self._call("POST", "/api/v2/silences", json=body)
         return str(answer["silenceID"])
 
+    async def silence_until(self, silence_id: str) -> datetime | None:
+        answer = await self._call("GET", f"/api/v2/silence/{quote(silence_id, safe='')}")
+        status = (answer or {}).get("status") or {}
+        if status.get("state") not in {"active", "pending"}:
+            return None
+        try:
+            return datetime.fromisoformat(str(answer.get("endsAt")).replace("Z", "+00:00"))
+        except ValueError:
+            return None
+
     async def silences(self, matchers: dict[str, str] | None = None) -> list[dict[str, Any]]:
         params = [("filter", f'{k}="{_quoted(v)}"') for k, v in sorted((matchers or {}).items())]
         answer = await self._call("GET", "/api/v2/silences", params=params)

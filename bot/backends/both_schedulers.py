@@ -105,7 +105,14 @@ class BothSchedulers:
     async def previous_run(self, job: Job) -> Job | None:
         return await self._owner(job.job_id).previous_run(job)
 
-    async def _each(self, node: str, verb: str, reason: str | None, now: bool) -> None:
+    async def sides(self, names: Sequence[str]) -> dict[str, dict[str, SchedulerNode]]:
+        """Each scheduler's own view of the named nodes, for an answer naming each outcome."""
+        s, k = await self._both(names)
+        return {self.slurm.name: s, self.kube.name: k}
+
+    async def _each(
+        self, node: str, verb: str, reason: str | None, now: bool, force: bool = False
+    ) -> None:
         s, k = await self._both([node])
         known: list[tuple[SlurmRest | KubernetesScheduler, SchedulerNode]] = [
             (t, seen[node]) for t, seen in ((self.slurm, s), (self.kube, k)) if node in seen
@@ -121,7 +128,7 @@ class BothSchedulers:
         async def one(target: SlurmRest | KubernetesScheduler) -> str | None:
             try:
                 if reason is None:
-                    await target.resume(node)
+                    await target.resume(node, force=force)
                 else:
                     await target.drain(node, reason, now=now)
             except BackendError as exc:
@@ -147,8 +154,8 @@ class BothSchedulers:
     async def drain(self, node: str, reason: str, *, now: bool = False) -> None:
         await self._each(node, "drained" if not now else "drained now", reason, now)
 
-    async def resume(self, node: str) -> None:
-        await self._each(node, "resumed", None, False)
+    async def resume(self, node: str, *, force: bool = False) -> None:
+        await self._each(node, "resumed", None, False, force)
 
     async def close(self) -> None:
         await asyncio.gather(self.slurm.close(), self.kube.close())

@@ -26,8 +26,9 @@ guarded by the resourceVersion read (kubernetes_nodes.drain_patch). Drain now: a
 node's GPU pods through the Eviction API (policy/v1beta1, what 1.20 serves; newer servers take
 it too), so PodDisruptionBudgets are honoured; a pod a budget keeps (429) is named in the
 answer. Resume takes back only meowbot's taint and annotation, and the cordon only where
-meowbot cordoned. A refusal (401, 403) is a sentence naming the call and the ClusterRole in
-deploy/kubernetes-rbac.yaml, never a traceback.
+meowbot cordoned; a confirmed "Resume anyway" also uncordons an operator's cordon (their
+taints stay, and the answer read back says so). A refusal (401, 403) is a sentence naming
+the call and the ClusterRole in deploy/kubernetes-rbac.yaml, never a traceback.
 """
 
 from __future__ import annotations
@@ -327,9 +328,13 @@ class KubernetesScheduler:
                     f"not go: {listed}. They stay until their budget allows it.",
                 )
 
-    async def resume(self, node: str) -> None:
+    async def resume(self, node: str, *, force: bool = False) -> None:
         name = check_node_name(node)
-        await self._patch_node(name, kn.resume_patch, f"uncordon and untaint node {name}")
+        await self._patch_node(
+            name,
+            lambda raw: kn.resume_patch(raw, force=force),
+            f"uncordon and untaint node {name}",
+        )
 
     # -- pods and evictions
 

@@ -157,6 +157,8 @@ def parse_node(node: Mapping[str, Any]) -> SchedulerNode:
         reason=reason,
         reason_set_by=set_by,
         reason_changed_at=changed,
+        others_cordon=spec.get("unschedulable") is True and not (mark and mark.cordoned),
+        others_taints=tuple(others),
     )
 
 
@@ -200,14 +202,18 @@ def drain_patch(node: Mapping[str, Any], reason: str, now: datetime) -> list[dic
     return patch
 
 
-def resume_patch(node: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+def resume_patch(node: Mapping[str, Any], *, force: bool = False) -> list[dict[str, Any]] | None:
     """The JSON patch that takes back what meowbot did (its taint, its annotation, and the
-    cordon only where meowbot cordoned); None when there is nothing of meowbot's on it."""
+    cordon only where meowbot cordoned); None when there is nothing of meowbot's on it.
+    `force` (a person confirmed "Resume anyway") uncordons whoever cordoned, as Slurm's resume
+    clears an operator's drain; others' taints stay either way (the answer names them)."""
     meta = node.get("metadata") or {}
     mark = drain_mark(node)
     kept = [t for t in taints(node) if t.get("key") != KEY]
     had_taint = len(kept) != len(taints(node))
-    if mark is None and not had_taint:
+    cordoned = (node.get("spec") or {}).get("unschedulable") is True
+    uncordon = cordoned and (force or (mark is not None and mark.cordoned))
+    if mark is None and not had_taint and not uncordon:
         return None
     patch: list[dict[str, Any]] = [
         {"op": "test", "path": "/metadata/resourceVersion", "value": meta.get("resourceVersion")},
@@ -216,8 +222,8 @@ def resume_patch(node: Mapping[str, Any]) -> list[dict[str, Any]] | None:
         patch.append({"op": "add", "path": "/spec/taints", "value": kept})
     if mark is not None:
         patch.append({"op": "remove", "path": _annotation_path()})
-        if mark.cordoned:
-            patch.append({"op": "add", "path": "/spec/unschedulable", "value": False})
+    if uncordon:
+        patch.append({"op": "add", "path": "/spec/unschedulable", "value": False})
     return patch
 
 

@@ -614,12 +614,18 @@ class SlurmRest:
     async def drain(self, node: str, reason: str, *, now: bool = False) -> None:
         name = check_node_name(node)
         why = drain_reason.check(reason)
-        state = "DOWN" if now else "DRAIN"
-        await self._update_node(
-            name, {"state": [state], "reason": why}, [f"state={state.lower()}", f"reason={why}"]
-        )
+        # Drained first, then down: with ReturnToService=2 Slurm puts a DOWN node back in
+        # service as soon as its slurmd registers again (seen right after its jobs were
+        # killed); the DRAIN flag it keeps holds the node out until meowbot resumes it.
+        for state in ("DRAIN", "DOWN") if now else ("DRAIN",):
+            await self._update_node(
+                name,
+                {"state": [state], "reason": why},
+                [f"state={state.lower()}", f"reason={why}"],
+            )
 
-    async def resume(self, node: str) -> None:
+    async def resume(self, node: str, *, force: bool = False) -> None:
+        # Slurm's resume clears any drain, an operator's too: `force` asks nothing more.
         name = check_node_name(node)
         await self._update_node(name, {"state": ["RESUME"]}, ["state=resume"])
 

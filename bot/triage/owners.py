@@ -40,7 +40,7 @@ from bot import words
 from bot.acting import acting_user
 from bot.errors import BackendError
 from bot.models import Job, JobState
-from bot.ports import Scheduler, SchedulerNode
+from bot.ports import Scheduler, SchedulerNode, Sided
 from bot.triage.notice import JobNotice, fate
 from bot.triage.ports import JobNoticeLedger, JobOwners, Retries
 
@@ -248,8 +248,13 @@ class TellingScheduler:
     async def previous_run(self, job: Job) -> Job | None:
         return await self.inner.previous_run(job)
 
-    async def resume(self, node: str) -> None:
-        await self.inner.resume(node)
+    async def resume(self, node: str, *, force: bool = False) -> None:
+        await self.inner.resume(node, force=force)
+
+    async def sides(self, names: Sequence[str]) -> dict[str, dict[str, SchedulerNode]]:
+        if isinstance(self.inner, Sided):
+            return await self.inner.sides(names)
+        return {self.inner.name: await self.inner.nodes(names)}
 
     async def close(self) -> None:
         if self.retries is not None:

@@ -76,10 +76,16 @@ async def test_alertmanager_webhooks_to_three_replicas_give_one_message_per_grou
         )
         await replicas[1].slack.interactive(press)
         await emulator.wait_for_responses(1, timeout=10)
-        assert "Silenced for 1 h" in emulator.responses[-1][1]["text"]
+        said = emulator.responses[-1][1]["text"]
+        assert said.startswith("Silenced for 1 h (2 silences in Alertmanager): silent until ")
         silences = await client.silences({"alertname": name})
         active = [s for s in silences if s["status"]["state"] == "active"]
         assert len(active) == 2 and {s["createdBy"] for s in active} == {"ana"}
+        # The answer's end is the one Alertmanager holds (read back), to the minute.
+        ends = [await client.silence_until(s["id"]) for s in active]
+        assert all(e is not None for e in ends)
+        first = min(e for e in ends if e is not None)
+        assert f"{first:%Y-%m-%d %H:%M} UTC" in said
         hosts = set()
         for silence in active:
             matchers = {m["name"]: m["value"] for m in silence["matchers"]}

@@ -238,7 +238,8 @@ async def test_drain_now_sets_the_node_down_and_resume_returns_it(
     try:
         await slurm.drain(DRAIN_NODE, REASON, now=True)
         node = (await slurm.nodes([DRAIN_NODE]))[DRAIN_NODE]
-        assert node.down and node.out_of_service and not node.draining
+        # Down, and drained too, so Slurm's ReturnToService cannot put it back by itself.
+        assert node.down and node.out_of_service and node.draining
         assert node.reason == REASON and node.reason_is_ours
         state = next(
             w

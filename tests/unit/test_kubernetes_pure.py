@@ -74,6 +74,28 @@ def test_a_cordon_that_was_there_stays_after_resume() -> None:
     assert resumed["spec"]["unschedulable"] is True and resumed["spec"]["taints"] == []
 
 
+def test_the_cordon_left_is_read_as_someone_elses_and_a_confirmed_resume_clears_it() -> None:
+    theirs = {"key": "nvsentinel", "value": "xid79", "effect": "NoSchedule"}
+    node = _node(unschedulable=True, taints=[theirs])
+    drained = _apply(node, kn.drain_patch(node, REASON, AT) or [])
+    assert kn.parse_node(drained).others_cordon  # meowbot found the cordon there
+    resumed = _apply(drained, kn.resume_patch(drained) or [])
+    parsed = kn.parse_node(resumed)
+    assert parsed.others_cordon and parsed.others_taints == ("nvsentinel=xid79:NoSchedule",)
+    # Nothing of meowbot's left: only a person's confirmation uncordons, and the taint stays.
+    assert kn.resume_patch(resumed) is None
+    forced = _apply(resumed, kn.resume_patch(resumed, force=True) or [])
+    assert forced["spec"] == {"taints": [theirs], "unschedulable": False}
+    assert not kn.parse_node(forced).others_cordon
+    assert kn.resume_patch(forced, force=True) is None  # nothing to take back: no write
+
+
+def test_meowbots_own_cordon_is_not_someone_elses() -> None:
+    drained = _apply(_node(), kn.drain_patch(_node(), REASON, AT) or [])
+    parsed = kn.parse_node(drained)
+    assert not parsed.others_cordon and parsed.others_taints == ()
+
+
 @pytest.mark.parametrize(
     ("ready", "state", "flags"),
     [("True", "idle", ()), ("False", "down", ()), ("Unknown", "down", ("NOT_RESPONDING",))],

@@ -36,8 +36,9 @@ class SimScheduler:
                 state="down" if down else "allocated" if busy else "idle",
                 flags=("DRAIN",) if reason and not down else (),
                 reason=reason,
-                # Who set it: meowbot for its own reasons; another's has no name here.
-                reason_set_by="meowbot" if drain_reason.is_ours(reason) else None,
+                reason_set_by=(
+                    "meowbot" if drain_reason.is_ours(reason) else "an operator" if reason else None
+                ),
                 reason_changed_at=changed,
             )
         return out
@@ -62,8 +63,13 @@ class SimScheduler:
         self.fleet.topology.index(node)  # unknown nodes raise, as Slurm refuses them
         self._drained[node] = (drain_reason.check(reason), datetime.now(UTC), now)
 
-    async def resume(self, node: str) -> None:
+    async def resume(self, node: str, *, force: bool = False) -> None:
         self._drained.pop(node, None)
+
+    def hold(self, node: str, reason: str, *, down: bool = False) -> None:
+        """Drains (or sets down) a node as an operator would, with their own reason."""
+        self.fleet.topology.index(node)
+        self._drained[node] = (reason, datetime.now(UTC), down)
 
     async def close(self) -> None:
         return None
