@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from slack_sdk.errors import SlackApiError
@@ -27,6 +28,7 @@ from bot.render.blocks import error as error_message
 from bot.render.precursor_chart import precursor_chart
 from bot.render.precursors import kind_words, render_answer, render_detail, render_progress
 from bot.triage.targets import BadInput
+from bot.triage.vocabulary import resolve_names
 from handlers.reply import Asker, ProgressEdits, post_message, update_message
 
 log = logging.getLogger(__name__)
@@ -87,6 +89,8 @@ async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -
     except BackendError as exc:
         await asker.private(error_message(f"I could not list the nodes: {exc.user_text()}"))
         return
+    if ask.nodes is not None:  # `gpu42`, `GPU-0042`: the node they mean, as every command
+        ask = replace(ask, nodes=tuple(resolve_names(ask.nodes, deps.triage.known())))
     wrong = _known(deps, ask)
     if wrong is not None:
         await asker.private(error_message(wrong))

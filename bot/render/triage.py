@@ -20,8 +20,9 @@ from bot.triage.service import (
     UserError,
     UserJobs,
 )
-from bot.triage.targets import KIND_ALIASES, MAX_WINDOW_S, compress
+from bot.triage.targets import MAX_WINDOW_S, compress
 from bot.triage.verdict import fault_level
+from bot.triage.vocabulary import FAMILIES
 from bot.triage.window import in_the_last, span
 from bot.words import count, number, plural
 
@@ -370,8 +371,8 @@ def faults_help_lines() -> list[str]:
     and by code) and the words that stand for a family of kinds."""
     kinds = [k for k in FaultKind if any(k in c.kinds for c in CHECKS)]
     families: dict[frozenset[FaultKind], list[str]] = {}
-    for alias, members in KIND_ALIASES.items():
-        families.setdefault(members, []).append(alias)
+    for alias, codes in FAMILIES.items():
+        families.setdefault(frozenset(FaultKind(c) for c in codes), []).append(alias)
     family_lines = [
         " / ".join(code(a) for a in aliases)
         + ": "
@@ -390,6 +391,9 @@ def faults_help_lines() -> list[str]:
         "node in 30 days, a drain (`health.repeat` in the config).",
         "*Kinds*: " + "; ".join(f"{code(k.value)} {escape(words(k))}" for k in kinds),
         "*Words that stand for kinds*:\n" + "\n".join(family_lines),
+        "Every command and plain words take the same words, in any case, plural or with `-` "
+        "for `_` (`reboots`, `Unexpected-Reboot`); a node as `gpu-0042`, `GPU-0042`, `gpu42`, "
+        "quoted, or a list `gpu-0042, gpu-0043`.",
     ]
 
 

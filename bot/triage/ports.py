@@ -113,5 +113,11 @@ class FaultHistory(Protocol):
         ...
 
     async def save(self, by_node: Mapping[str, Sequence[Occurrence]], now: datetime) -> None:
-        """Replaces each named node's occurrences with the ones given."""
+        """Replaces each named node's occurrences with the ones given; the first save, even of
+        nothing, marks when the history began (`began`)."""
+        ...
+
+    async def began(self) -> datetime | None:
+        """When this history began recording (None: nothing recorded yet): what it can say
+        nothing about before, so that an empty history is not read as a finding."""
         ...

@@ -45,6 +45,7 @@ from bot.triage.resumes import apply_resume_memory
 from bot.triage.stragglers import StragglerConfig
 from bot.triage.targets import BadInput, expand_nodes, parse_duration, parse_kinds, take_since
 from bot.triage.verdict import fault_level, verdicts
+from bot.triage.vocabulary import resolve_names, unquote
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +193,7 @@ async def _with_history(
         return faults, []
     # A fleet's history is thousands of occurrences: folded and judged off the event loop.
     by_node, found = await triage.cpu.run(_judge_history, stored, seen, at, cfg, record)
-    if by_node:
+    if record:  # even nothing: the first record marks when the history began
         try:
             await triage.history.save(by_node, at)
         except BackendError as exc:
@@ -277,6 +278,7 @@ async def node_health(triage: Triage, text: str) -> NodeReport | FleetSummary | 
         return UserError(f"I could not list the nodes: {exc.user_text()}")
     known_names = triage.inventory.names()
     known = triage.known()
+    asked = resolve_names(asked, known)  # `gpu42`, `GPU-0042`: the node they mean
     unknown = [n for n in asked if n not in known]
     if len(asked) == 1 and unknown:
         return UserError(f"I don't know a node `{asked[0]}`.{_nearest(asked[0], known_names)}")
@@ -395,7 +397,7 @@ def parse_faults_args(
     text: str,
 ) -> tuple[list[str] | None, frozenset[FaultKind] | None, float | None, bool]:
     """`[repeat] [node|hostlist|kind] [--since 24h]` -> (nodes, kinds, window, repeat)."""
-    words, since = take_since(text, "24h")
+    words, since = take_since(unquote(text), "24h")
     window = parse_duration(since) if since is not None else None
     repeat = False
     nodes: list[str] | None = None
@@ -425,6 +427,7 @@ async def hw_faults(triage: Triage, text: str) -> FaultsReport | UserError:
         return UserError(f"I could not list the nodes: {exc.user_text()}")
     if nodes is not None:
         known = triage.known()
+        nodes = resolve_names(nodes, known)
         unknown = [n for n in nodes if n not in known]
         nodes = [n for n in nodes if n in known]
         if not nodes:
