@@ -24,7 +24,7 @@ from bot.triage.targets import MAX_WINDOW_S, compress
 from bot.triage.verdict import fault_level
 from bot.triage.vocabulary import FAMILIES
 from bot.triage.window import in_the_last, span
-from bot.words import count, number, plural
+from bot.words import count, number, plural, when
 
 DRAIN_ACTION = "meowbot_drain_node"
 RESUME_ACTION = "meowbot_resume_node"
@@ -301,7 +301,19 @@ def render_repeats(r: FaultsReport) -> SlackMessage:
     n = len(r.offenders)
     msg = Message(f"{count(n, 'repeat offender')} on {r.scope}")
     msg.header(f"Repeat offenders: {r.scope}")
-    if not r.offenders:
+    reach = r.history
+    if not r.offenders and reach is not None and reach.short(r.at):
+        # Minutes after start an empty history is no finding: say how little it has seen.
+        seen = (
+            f"since {when(reach.since, r.at)}"
+            if reach.since is not None
+            else "nothing yet (it records what the sweep and /node-health see from now on)"
+        )
+        msg.section(
+            f":grey_question: No repeat offender in the fault history, which holds {seen}: "
+            f"too short to tell, as a repeat is counted over {reach.rule_days:g} days."
+        )
+    elif not r.offenders:
         msg.section(":white_check_mark: No GPU or node has had the same fault again and again.")
     else:
         nodes = sorted({o.node for o in r.offenders})
@@ -314,8 +326,15 @@ def render_repeats(r: FaultsReport) -> SlackMessage:
             max_items=MAX_OFFENDER_LINES,
             more_hint="narrow by node or kind",
         )
+    kept = (
+        f"history since {when(reach.since, r.at)}, kept {reach.keep_days:g} days"
+        if reach is not None and reach.since is not None
+        else "no history recorded yet"
+        if reach is not None
+        else "history not kept"
+    )
     msg.context(
-        f"Counted {r.at:%Y-%m-%d %H:%M} UTC from the fault history meowbot keeps (90 days by default): "
+        f"Counted {when(r.at)} from the fault history meowbot keeps ({kept}): "
         "a fault seen again after a quiet hour is a new occurrence; `health.repeat` sets what "
         "makes an offender."
     )

@@ -14,7 +14,7 @@ import logging
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from bot.errors import BackendError
 from bot.models import Fault, FaultKind, Job, Node, Severity, Verdict, VerdictLevel
@@ -128,6 +128,37 @@ class FaultsReport:
     verdict_window_s: float  # what /node-health judges a node on, said where it differs
     offenders: list[Offender] = field(default_factory=list)  # across weeks, in scope
     repeat_only: bool = False  # `/hw-faults repeat`: the offenders are the answer
+    history: HistoryReach | None = None  # how far back the fault history sees, when kept
+
+
+@dataclass(frozen=True)
+class HistoryReach:
+    """How far back the fault history can see: from when it began recording (at most its
+    `keep_days`), against the longest window a repeat rule counts over. An empty history
+    younger than that window is no finding ("no repeat offender") but a short memory."""
+
+    since: datetime | None  # None: nothing recorded yet
+    keep_days: float
+    rule_days: float
+
+    def short(self, at: datetime) -> bool:
+        return self.since is None or (at - self.since).total_seconds() < self.rule_days * 86400
+
+
+async def history_reach(triage: Triage, at: datetime) -> HistoryReach | None:
+    """The fault history's reach now (None: no history is kept, or it cannot be read)."""
+    cfg = triage.config.repeat
+    if triage.history is None or not cfg.enabled:
+        return None
+    try:
+        began = await triage.history.began()
+    except BackendError as exc:
+        log.warning("fault history unreadable: %s", exc)
+        return None
+    oldest = at - timedelta(days=cfg.keep_days)
+    since = None if began is None else max(began, oldest)
+    rule_days = max((cfg.window_days_of(r) for r in cfg.rules), default=cfg.window_days)
+    return HistoryReach(since, cfg.keep_days, rule_days)
 
 
 @dataclass(frozen=True)
@@ -472,6 +503,7 @@ async def hw_faults(triage: Triage, text: str) -> FaultsReport | UserError:
         verdict_window_s=triage.config.window_s,
         offenders=found,
         repeat_only=repeat,
+        history=await history_reach(triage, run.at),
     )
 
 
