@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 
-from bot.models import Fault, FaultKind, VerdictLevel
+from bot.metric_names import NODE_BOOT_TIME_SECONDS
+from bot.models import Fault, FaultKind, Job, VerdictLevel
 from bot.mrkdwn import code, escape
 from bot.render.blocks import Block, Message, SlackMessage, button, confirm_dialog
 from bot.render.blocks import error as error_message
@@ -50,10 +52,38 @@ ADVICE = {
 
 
 def _tag(f: Fault) -> str:
-    """`(warning, drain)`: how urgent, and what it makes of the node, in the words of the
-    verdict, the same in /node-health and /hw-faults (a pending row remap once read as a
-    plain warning in one and a drain in the other)."""
-    return f"({f.severity.value}, {fault_level(f).value})"
+    """`(warning · advice: drain)`: how urgent, and what meowbot advises for the node, the same
+    in /node-health and /hw-faults (a pending row remap once read as a plain warning in one and
+    a drain in the other). Named advice: a bare "drain" read as the node's state."""
+    return f"({f.severity.value} · advice: {fault_level(f).value})"
+
+
+def node_state(report: NodeReport) -> str:
+    """`in service` / `out of service`: what the scheduler says of the node, apart from the
+    advice; `not known` without a scheduler's answer."""
+    s = report.scheduler
+    if s is None:
+        return "not known"
+    return "out of service" if s.out_of_service else "in service"
+
+
+def _jobs(jobs: Sequence[Job]) -> str:
+    """`running job 4100123 (llm-pretrain, alice)`: whose work "allocated" is."""
+    if not jobs:
+        return ""
+    named = ", ".join(f"{code(j.job_id)} ({escape(j.name)}, {escape(j.user)})" for j in jobs[:3])
+    more = f" and {count(len(jobs) - 3, 'other')}" if len(jobs) > 3 else ""
+    return f"; running job{'s' if len(jobs) > 1 else ''} {named}{more}"
+
+
+_READABLE: dict[str, Callable[[float], str]] = {
+    # A boot time is an instant; a change count of it is how often the node rebooted.
+    NODE_BOOT_TIME_SECONDS: lambda v: (
+        f"booted at {when(datetime.fromtimestamp(v, UTC))}"
+        if v > 1e9
+        else f"rebooted {'once' if v == 1 else f'{number(v)} times'} (its boot time moved)"
+    ),
+}
 
 
 def kind_label(kind: FaultKind) -> str:
@@ -76,6 +106,10 @@ def _evidence_line(f: Fault) -> str:
             if k in {"gpu", "device", "xid", "port", "release"}
         )
         note = f" ({escape(ev.note)})" if ev.note else ""
+        readable = _READABLE.get(ev.series)
+        if readable is not None and not labels:
+            parts.append(escape(readable(ev.value)) + note)
+            continue
         parts.append(
             f"{code(f'{ev.series}{{{labels}}} = {number(ev.value, separators=False)}')}{note}"
         )
@@ -147,8 +181,10 @@ def render_node(
         rma = v.level is VerdictLevel.RMA
         advice = "out of scheduling already" + ("; open an RMA" if rma else "")
     msg = Message(f"{report.node}: {v.level.value}")
-    msg.header(f"{report.node}: {v.level.value.upper()}")
-    msg.section(f"{ICON[v.level]} *{v.level.value}*: {advice}.")
+    msg.header(f"{report.node} · advice: {v.level.value.upper()}")
+    msg.section(
+        f"{ICON[v.level]} state: {node_state(report)} · advice: *{v.level.value}*: {advice}."
+    )
     if headings:
         msg.section(
             "*Confirmed*, measured now with its evidence:"
@@ -182,7 +218,7 @@ def render_node(
         s = report.scheduler
         state = s.state + ("+" + "+".join(s.flags) if s.flags else "")
         reason = f" — {escape(s.reason)}" if s.reason else ""
-        fields.append((report.scheduler_name, f"{escape(state)}{reason}"))
+        fields.append((report.scheduler_name, f"{escape(state)}{reason}{_jobs(report.jobs)}"))
     elif report.scheduler_note:
         fields.append((report.scheduler_name, escape(report.scheduler_note)))
     info = report.info
@@ -221,7 +257,7 @@ def render_node(
         buttons.append(button("Open dashboard", DASHBOARD_ACTION, url=url))
     if buttons:
         msg.actions(*buttons)
-    msg.context(f"Checked {report.at:%Y-%m-%d %H:%M} UTC, counters {in_the_last(report.window_s)}")
+    msg.context(f"Checked {when(report.at)}, counters {in_the_last(report.window_s)}")
     return msg.build()
 
 
@@ -417,7 +453,21 @@ def faults_help_lines() -> list[str]:
 
 
 def render_user_error(e: UserError) -> SlackMessage:
-    return error_message(e.sentence)
+    """The sentence; a suggestion in it ("Did you mean `gpu-0042`?") is a button that runs
+    the command with it."""
+    if not e.retries:
+        return error_message(e.sentence)
+    # The plain-words pick runs a command from a button; bot/render/ask.py draws on this module.
+    from bot.render.ask import ASK_PICK_ACTION, pick_value
+
+    msg = Message(e.sentence).section(f":warning: {escape(e.sentence)}")
+    msg.actions(
+        *(
+            button(label[:70], ASK_PICK_ACTION, pick_value(command, text))
+            for label, command, text in e.retries
+        )
+    )
+    return msg.build()
 
 
 def glance_lines(g: FleetGlance | UserError) -> list[str]:

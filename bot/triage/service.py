@@ -17,7 +17,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from bot.errors import BackendError
-from bot.models import Fault, FaultKind, Job, Node, Severity, Verdict, VerdictLevel
+from bot.models import (
+    Fault,
+    FaultKind,
+    Job,
+    JobState,
+    Node,
+    Severity,
+    Verdict,
+    VerdictLevel,
+)
 from bot.offload import Offload
 from bot.ports import Inventory, ResumeMemory, Scheduler, SchedulerNode
 from bot.triage.checks import (
@@ -91,6 +100,7 @@ class NodeReport:
     window_s: float  # the counters' window, named in the answer
     offenders: list[Offender] = field(default_factory=list)  # the node's, with their history
     scheduler_name: str = "Slurm"  # whose state `scheduler` is: "Kubernetes", or both
+    jobs: list[Job] = field(default_factory=list)  # running on the node, with their owners
 
 
 @dataclass(frozen=True)
@@ -164,6 +174,8 @@ async def history_reach(triage: Triage, at: datetime) -> HistoryReach | None:
 @dataclass(frozen=True)
 class UserError:
     sentence: str
+    # What it suggests instead, each a button that runs it: (label, command, text).
+    retries: tuple[tuple[str, str, str], ...] = ()  # (label, command, text)
 
 
 async def _run(triage: Triage, nodes: Sequence[str] | None, window_s: float) -> HealthRun:
@@ -293,9 +305,20 @@ async def judge_reported(triage: Triage, faults: list[Fault], at: datetime) -> l
     return judged[: len(faults)]  # not the faults added for offenders absent now
 
 
+def _close(name: str, names: Sequence[str]) -> list[str]:
+    return difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+
+
 def _nearest(name: str, names: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    close = _close(name, names)
     return f" Did you mean {', '.join(f'`{c}`' for c in close)}?" if close else ""
+
+
+def _retries(
+    command: str, close: Sequence[str], text: str = ""
+) -> tuple[tuple[str, str, str], ...]:
+    """Each suggested node as a button running `command` with it (and the rest of `text`)."""
+    return tuple((node, command, f"{node} {text}".strip()) for node in close)
 
 
 async def node_health(triage: Triage, text: str) -> NodeReport | FleetSummary | UserError:
@@ -312,7 +335,10 @@ async def node_health(triage: Triage, text: str) -> NodeReport | FleetSummary | 
     asked = resolve_names(asked, known)  # `gpu42`, `GPU-0042`: the node they mean
     unknown = [n for n in asked if n not in known]
     if len(asked) == 1 and unknown:
-        return UserError(f"I don't know a node `{asked[0]}`.{_nearest(asked[0], known_names)}")
+        return UserError(
+            f"I don't know a node `{asked[0]}`.{_nearest(asked[0], known_names)}",
+            _retries("/node-health", _close(asked[0], known_names)),
+        )
     present = [n for n in asked if n in known]
     if not present:
         return UserError(f"None of the {len(asked)} nodes in that hostlist is known.")
@@ -332,6 +358,8 @@ async def node_health(triage: Triage, text: str) -> NodeReport | FleetSummary | 
     if len(present) == 1:
         node = present[0]
         sched, note = await sched_task
+        here = sched.get(node) if sched else None
+        running = await _jobs_on(triage, node) if here is not None and _busy(here) else []
         return NodeReport(
             node=node,
             verdict=by_node[node],
@@ -344,6 +372,7 @@ async def node_health(triage: Triage, text: str) -> NodeReport | FleetSummary | 
             window_s=cfg.window_s,
             offenders=[o for o in found if o.node == node],
             scheduler_name=_state_title(triage.scheduler),
+            jobs=running,
         )
     sched_task.cancel()
     ordered = sorted(by_node.values(), key=lambda v: (-v.level.rank, v.node))
@@ -356,6 +385,27 @@ async def node_health(triage: Triage, text: str) -> NodeReport | FleetSummary | 
         unknown=unknown,
         at=run.at,
         window_s=cfg.window_s,
+    )
+
+
+def _busy(node: SchedulerNode) -> bool:
+    """Allocated or mixed (Slurm), a job's pod on it (Kubernetes): someone's work runs there."""
+    return any(word in node.state for word in ("alloc", "mix", "completing"))
+
+
+async def _jobs_on(triage: Triage, node: str) -> list[Job]:
+    """The running jobs on `node`, so that "allocated" names whose work it is; none when the
+    scheduler cannot say (the state alone is still shown)."""
+    if triage.scheduler is None:
+        return []
+    try:
+        jobs = await triage.scheduler.jobs()
+    except BackendError as exc:
+        log.warning("jobs unreadable for %s: %s", node, exc)
+        return []
+    return sorted(
+        (j for j in jobs if j.state is JobState.RUNNING and node in j.nodes),
+        key=lambda j: j.job_id,
     )
 
 
@@ -465,9 +515,11 @@ async def hw_faults(triage: Triage, text: str) -> FaultsReport | UserError:
             name = unknown[0]
             # The word may have been meant as a kind ("temprature"): say where the kinds are.
             kinds_hint = " nor a fault kind of that name (`/hw-faults help` lists them)"
+            rest = " ".join(w for w in unquote(text).split() if w.lower() != name.lower())
             return UserError(
                 f"I don't know a node `{name}`{kinds_hint if len(unknown) == 1 else ''}."
-                f"{_nearest(name, triage.inventory.names())}"
+                f"{_nearest(name, triage.inventory.names())}",
+                _retries("/hw-faults", _close(name, triage.inventory.names()), rest),
             )
     try:
         run = await _run(triage, nodes, window_s)
