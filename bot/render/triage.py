@@ -52,10 +52,10 @@ ADVICE = {
 
 
 def _tag(f: Fault) -> str:
-    """`(warning · advice: drain)`: how urgent, and what meowbot advises for the node, the same
+    """`(warning; advice: drain)`: how urgent, and what meowbot advises for the node, the same
     in /node-health and /hw-faults (a pending row remap once read as a plain warning in one and
     a drain in the other). Named advice: a bare "drain" read as the node's state."""
-    return f"({f.severity.value} · advice: {fault_level(f).value})"
+    return f"({f.severity.value}; advice: {fault_level(f).value})"
 
 
 def node_state(report: NodeReport) -> str:
