@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 
 from bot.errors import BackendError
 from bot.models import (
+    Action,
     Fault,
     FaultKind,
     Job,
@@ -39,7 +40,7 @@ from bot.triage.checks import (
     run_checks,
 )
 from bot.triage.kinds import words
-from bot.triage.ports import FaultHistory, Metrics
+from bot.triage.ports import EventHistory, FaultHistory, Metrics, PastEvent
 from bot.triage.repeat_config import RepeatConfig
 from bot.triage.repeats import (
     Occurrence,
@@ -55,6 +56,7 @@ from bot.triage.stragglers import StragglerConfig
 from bot.triage.targets import BadInput, expand_nodes, parse_duration, parse_kinds, take_since
 from bot.triage.verdict import fault_level, verdicts
 from bot.triage.vocabulary import resolve_names, unquote
+from bot.words import count, when
 
 log = logging.getLogger(__name__)
 
@@ -495,7 +497,62 @@ def parse_faults_args(
     return nodes, kinds, window, repeat
 
 
-async def hw_faults(triage: Triage, text: str) -> FaultsReport | UserError:
+async def _past_events(
+    events: EventHistory,
+    kinds: frozenset[FaultKind] | None,
+    nodes: Sequence[str] | None,
+    at: datetime,
+    window_s: float,
+) -> list[PastEvent]:
+    """The events of the window that the event history holds, of the kinds asked."""
+    out: list[PastEvent] = []
+    start = at - timedelta(seconds=window_s)
+    for code in events.kinds():
+        if kinds is not None and code not in {k.value for k in kinds}:
+            continue
+        try:
+            out.extend(await events.events(code, nodes=nodes, start=start, end=at))
+        except BackendError as exc:
+            log.warning("event history unreadable for %s: %s", code, exc)
+    return out
+
+
+def with_past(faults: list[Fault], past: Sequence[PastEvent], at: datetime) -> list[Fault]:
+    """`faults` and, for each node and kind the window's reading did not find, a fault of its
+    past events: the same events `/hw-faults why` counts, listed where `/hw-faults --since`
+    looks (once the simulator's week of reboots showed in one and not the other)."""
+    found = {(f.node, f.kind) for f in faults}
+    by: dict[tuple[str, FaultKind], list[datetime]] = defaultdict(list)
+    for e in past:
+        try:
+            kind = FaultKind(e.kind)
+        except ValueError:
+            continue
+        if (e.node, kind) not in found:
+            by[(e.node, kind)].append(e.at)
+    added = []
+    for (node, kind), times in sorted(by.items(), key=lambda kv: (min(kv[1]), kv[0][0])):
+        times.sort()
+        said = ", ".join(when(t, at) for t in times[:3]) + (" ..." if len(times) > 3 else "")
+        added.append(
+            Fault(
+                kind=kind,
+                node=node,
+                since=times[0],
+                severity=Severity.WARNING,
+                action=Action.WATCH,
+                summary=f"{words(kind)} {'at' if len(times) == 1 else 'at each of'} {said} "
+                "(from the event history)",
+            )
+        )
+    return [*faults, *added]
+
+
+async def hw_faults(
+    triage: Triage, text: str, events: EventHistory | None = None
+) -> FaultsReport | UserError:
+    """`events`: the history of past events over days (`/hw-faults why`'s), listed too when
+    the window is longer than the health window."""
     try:
         nodes, kinds, window, repeat = parse_faults_args(text)
     except BadInput as exc:
@@ -534,6 +591,9 @@ async def hw_faults(triage: Triage, text: str) -> FaultsReport | UserError:
         run.at,
         sighted=window_s <= triage.config.window_s,
     )
+    if events is not None and window_s > triage.config.window_s:
+        past = await _past_events(events, kinds, nodes, run.at, window_s)
+        faults = with_past(faults, past, run.at)
     if kinds is not None:
         faults = [f for f in faults if f.kind in kinds]
         found = [o for o in found if o.kind in kinds]

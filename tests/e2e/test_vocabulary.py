@@ -6,6 +6,7 @@ Signed requests into the real aiohttp server; Slack's side is the emulator; Redi
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -139,3 +140,30 @@ async def test_why_does_not_date_a_fault_to_the_history_start(slack: Slack) -> N
     posted = [json.dumps(c.args) for c in emu.calls if c.method in {"chat.update"}]
     assert any("nothing to look back from" in p for p in posted), posted
     assert any(f"{began:%H:%M} UTC" in p for p in posted), posted
+
+
+async def test_hw_faults_and_why_count_the_same_week(slack: Slack) -> None:
+    """One history: the reboots and Xids `/hw-faults --since 7d` lists are the events `why`
+    ranks its precursors over, node by node (they once said 1 and 10)."""
+    emu = slack.emulator
+    for kind, words in (("reboot", "unexpected reboot"), ("xid", "Xid")):
+        listed = json.dumps(await _answer(slack, "/hw-faults", f"{kind} --since 7d"))
+        n_listed = int(re.search(r"(\d+) faults?\*? in", listed).group(1))  # type: ignore[union-attr]
+        emu.clear_calls()
+        await slack.command("/hw-faults", f"why {kind} --since 7d", user=USER, channel=CHANNEL)
+        assert await slack.bot.deps.inflight.wait_idle(IDLE_S)
+        posted = " ".join(json.dumps(c.args) for c in emu.calls if c.method == "chat.update")
+        found = re.search(rf"(\d+) {words}s? on (\d+) nodes?", posted)
+        assert found is not None, posted[:500]
+        assert n_listed == int(found.group(2)) > 0, (kind, n_listed, found.group(0))
+    # A node `why` counts a reboot on shows it in its own /hw-faults.
+    events = await slack.bot.deps.precursors.events(  # type: ignore[union-attr]
+        "unexpected_reboot",
+        nodes=None,
+        start=datetime.now(UTC) - timedelta(days=2),
+        end=datetime.now(UTC),
+    )
+    assert events
+    node = events[0].node
+    text = json.dumps(await _answer(slack, "/hw-faults", f"{node} --since 2d"))
+    assert "No faults found" not in text and "unexpected reboot" in text

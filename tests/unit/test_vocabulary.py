@@ -209,3 +209,30 @@ async def test_the_memory_history_begins_with_its_first_record() -> None:
     triage = Triage(SimMetrics(fleet), SimInventory(fleet), None, HealthConfig(), history=history)
     reach = await service.history_reach(triage, NOW + timedelta(days=100))
     assert reach is not None and reach.since == NOW + timedelta(days=10)  # kept 90 days
+
+
+def test_past_events_join_the_window_s_faults_once_a_node() -> None:
+    from bot.precursors.models import Event
+
+    present = Fault(
+        kind=FaultKind.UNEXPECTED_REBOOT, node="gpu-0001", severity=Severity.WARNING,
+        action=Action.WATCH, summary="the node rebooted", since=NOW,
+    )  # fmt: skip
+    past = [
+        Event("unexpected_reboot", "gpu-0001", NOW - timedelta(days=1)),  # found already
+        Event("unexpected_reboot", "gpu-0002", NOW - timedelta(days=3)),
+        Event("unexpected_reboot", "gpu-0002", NOW - timedelta(hours=2)),
+        Event("xid", "gpu-0003", NOW - timedelta(days=2)),
+        Event("no_such_kind", "gpu-0004", NOW),
+    ]
+    faults = service.with_past([present], past, NOW)
+    assert [(f.node, f.kind.value) for f in faults] == [
+        ("gpu-0001", "unexpected_reboot"),
+        ("gpu-0002", "unexpected_reboot"),
+        ("gpu-0003", "xid"),
+    ]
+    assert faults[1].summary == (
+        "unexpected reboot at each of 2026-12-03 05:00 UTC, 2026-12-06 03:00 UTC, today "
+        "(from the event history)"
+    )
+    assert faults[1].since == NOW - timedelta(days=3)
