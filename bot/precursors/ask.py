@@ -50,9 +50,16 @@ def _kind(word: str, kinds: tuple[str, ...]) -> str:
     `nvlink`), among those whose history can be read: the first of them for a family word."""
     named = kinds_named(word)
     codes = {k.value for k in named} if named else {word.lower().replace("-", "_")}
-    found = next((k for k in kinds if k in codes), None)
-    if found is not None:
-        return found
+    found = [k for k in kinds if k in codes]
+    if len(found) == 1:
+        return found[0]
+    if found:  # a family word of several readable kinds: which one is the person's to say
+        raise BadInput(
+            f"`{word[:40]}` names several kinds I can look back at: "
+            + ", ".join(f"`{k}`" for k in found[:6])
+            + ("..." if len(found) > 6 else "")
+            + "; name one."
+        )
     shown = ", ".join(f"`{k}`" for k in kinds[:MAX_KINDS_SAID])
     more = " and the other kinds `/hw-faults help` lists" if len(kinds) > MAX_KINDS_SAID else ""
     if named:

@@ -56,7 +56,7 @@ from bot.triage.stragglers import StragglerConfig
 from bot.triage.targets import BadInput, expand_nodes, parse_duration, parse_kinds, take_since
 from bot.triage.verdict import fault_level, verdicts
 from bot.triage.vocabulary import resolve_names, unquote
-from bot.words import count, when
+from bot.words import when
 
 log = logging.getLogger(__name__)
 

@@ -71,10 +71,11 @@ async def test_why_takes_the_words_hw_faults_takes(slack: Slack) -> None:
         assert not any("cannot look back" in r for r in refusals), (word, refusals)
         posted = [c.args for c in emu.calls if c.method in {"chat.postMessage", "chat.update"}]
         assert any("unexpected reboot" in json.dumps(p) for p in posted), word
-    # A word that names kinds with no history is refused for that reason, the kinds named.
-    # (Redis keeps a fault history here, so nvlink's kinds are taken once it has begun; before
-    # the first record, the answer says the history holds none yet.)
+    # A family word of several kinds asks which; a kind only the fault history holds (Redis
+    # keeps one here) says, before the history's first record, that it holds none yet.
     answer = await _answer(slack, "/hw-faults", "why nvlink")
+    assert "names several kinds" in answer["text"] and "`nvlink_replay`" in answer["text"]
+    answer = await _answer(slack, "/hw-faults", "why NVLink-CRC")
     assert "holds no `nvlink_crc` faults yet" in answer["text"], answer["text"]
     answer = await _answer(slack, "/hw-faults", "why fizzbuzz")
     assert "cannot look back at `fizzbuzz`" in answer["text"]

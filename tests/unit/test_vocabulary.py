@@ -72,6 +72,8 @@ def test_why_takes_a_family_word_and_says_why_it_cannot() -> None:
     with pytest.raises(BadInput, match="names `nvlink_crc`, `nvlink_replay`, whose history"):
         parse_why("nvlink", HISTORY_KINDS)
     assert parse_why("nvlink", (*HISTORY_KINDS, "nvlink_crc")).kind == "nvlink_crc"
+    with pytest.raises(BadInput, match=r"several kinds .*`nvlink_crc`, `nvlink_replay`; name"):
+        parse_why("nvlink", (*HISTORY_KINDS, "nvlink_crc", "nvlink_replay"))
     with pytest.raises(BadInput, match="cannot look back at `fizz` faults"):
         parse_why("fizz", HISTORY_KINDS)
 
