@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.triage.targets import DURATION_RE, BadInput, expand_nodes, take_since
-from bot.triage.vocabulary import kinds_named
+from bot.triage.vocabulary import kinds_named, unquote
 
 WHY_WORD = "why"
 DEFAULT_WINDOW_S = 7 * 86400.0
@@ -73,7 +73,7 @@ def _kind(word: str, kinds: tuple[str, ...]) -> str:
 
 def parse_why(text: str, kinds: tuple[str, ...]) -> WhyAsk:
     """The words after `why`: a kind first, then at most one node or hostlist and `--since`."""
-    words, since = take_since(text, "7d")
+    words, since = take_since(unquote(text), "7d")
     if not words:
         raise BadInput(
             "Name a kind of fault: `/hw-faults why unexpected_reboot`. Kinds: "

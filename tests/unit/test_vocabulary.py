@@ -69,6 +69,8 @@ def test_plain_words_read_the_same_vocabulary() -> None:
 def test_why_takes_a_family_word_and_says_why_it_cannot() -> None:
     assert parse_why("ib", HISTORY_KINDS).kind == "ib_link_down"
     assert parse_why("xids gpu-0042", HISTORY_KINDS).nodes == ("gpu-0042",)
+    listed = parse_why('reboots "gpu-0042", gpu-0043 --since 2d', HISTORY_KINDS)
+    assert listed.nodes == ("gpu-0042", "gpu-0043") and listed.window_s == 2 * 86400
     with pytest.raises(BadInput, match="names `nvlink_crc`, `nvlink_replay`, whose history"):
         parse_why("nvlink", HISTORY_KINDS)
     assert parse_why("nvlink", (*HISTORY_KINDS, "nvlink_crc")).kind == "nvlink_crc"
