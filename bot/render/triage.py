@@ -180,7 +180,7 @@ def render_node(
     if out and failing:
         rma = v.level is VerdictLevel.RMA
         advice = "out of scheduling already" + ("; open an RMA" if rma else "")
-    msg = Message(f"{report.node}: {v.level.value}")
+    msg = Message(f"{report.node}: advice {v.level.value}")
     msg.header(f"{report.node} · advice: {v.level.value.upper()}")
     msg.section(
         f"{ICON[v.level]} state: {node_state(report)} · advice: *{v.level.value}*: {advice}."
