@@ -7,8 +7,9 @@ renderer share it, so that no answer says "1 faults in 1 groups".
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime, timedelta
 
-__all__ = ["count", "number", "ordinal", "plural"]
+__all__ = ["count", "number", "ordinal", "plural", "when"]
 
 
 def plural(n: float, singular: str, many: str | None = None) -> str:
@@ -50,3 +51,18 @@ def ordinal(n: int) -> str:
     if 10 <= n % 100 <= 20:
         return f"{n}th"
     return f"{n}{ {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th') }"
+
+
+def when(t: datetime, now: datetime | None = None) -> str:
+    """`2026-12-06 04:10 UTC`: every time an answer gives, with its date; beside `now`, the day
+    named too (`2026-12-06 04:10 UTC, today`), so that "04:10" is never read as tonight's."""
+    t = t.astimezone(UTC)
+    out = f"{t:%Y-%m-%d %H:%M} UTC"
+    if now is None:
+        return out
+    day = now.astimezone(UTC).date()
+    if t.date() == day:
+        return f"{out}, today"
+    if t.date() == day - timedelta(days=1):
+        return f"{out}, yesterday"
+    return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from slack_sdk.errors import SlackApiError
@@ -27,6 +28,7 @@ from bot.render.blocks import error as error_message
 from bot.render.precursor_chart import precursor_chart
 from bot.render.precursors import kind_words, render_answer, render_detail, render_progress
 from bot.triage.targets import BadInput
+from bot.triage.vocabulary import resolve_names
 from handlers.reply import Asker, ProgressEdits, post_message, update_message
 
 log = logging.getLogger(__name__)
@@ -61,14 +63,35 @@ def kinds(deps: Deps, history: PrecursorHistory) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*history.kinds(), *recorded)))
 
 
-async def _recorded(deps: Deps, ask: WhyAsk) -> list[Event]:
-    """The fault history's occurrences of the kind: when the sweep first saw each."""
-    if deps.triage.history is None:
+FIRST_RECORD_S = 300.0
+"""An occurrence first seen this soon after the history began was there before it: its start
+is not known, and it is no event to look back from."""
+
+
+async def _recorded(deps: Deps, ask: WhyAsk, began: datetime | None) -> list[Event]:
+    """The fault history's occurrences of the kind: when the sweep first saw each, leaving
+    out the faults already there when the history began (else dated to meowbot's start)."""
+    if deps.triage.history is None or began is None:
         return []
     occurrences = await deps.triage.history.occurrences(
         None if ask.nodes is None else list(ask.nodes)
     )
-    return [Event(o.kind.value, o.node, o.first_seen) for o in occurrences if o.kind == ask.kind]
+    return [
+        Event(o.kind.value, o.node, o.first_seen)
+        for o in occurrences
+        if o.kind == ask.kind
+        and not timedelta(0) <= o.first_seen - began < timedelta(seconds=FIRST_RECORD_S)
+    ]
+
+
+async def _began(deps: Deps) -> datetime | None:
+    if deps.triage.history is None:
+        return None
+    try:
+        return await deps.triage.history.began()
+    except BackendError as exc:
+        log.warning("fault history unreadable: %s", exc)
+        return None
 
 
 async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -> None:
@@ -87,7 +110,16 @@ async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -
     except BackendError as exc:
         await asker.private(error_message(f"I could not list the nodes: {exc.user_text()}"))
         return
+    if ask.nodes is not None:  # `gpu42`, `GPU-0042`: the node they mean, as every command
+        ask = replace(ask, nodes=tuple(resolve_names(ask.nodes, deps.triage.known())))
     wrong = _known(deps, ask)
+    if wrong is None and ask.kind not in history.kinds() and await _began(deps) is None:
+        wrong = (
+            f"The fault history holds no `{ask.kind}` faults yet: meowbot records them as the "
+            "sweep and /node-health see them, from when it starts. "
+            + ", ".join(f"`{k}`" for k in history.kinds())
+            + " are read from the metrics' own history."
+        )
     if wrong is not None:
         await asker.private(error_message(wrong))
         return
@@ -119,14 +151,20 @@ async def run(
         if ts is not None
         else None
     )
+    start = end - timedelta(seconds=ask.window_s)
     try:
-        recorded = await _recorded(deps, ask)
+        began = await _began(deps)
+        if ask.kind not in history.kinds():
+            # Only the sweep's record holds this kind: it sees back to when it began, no
+            # further, and the answer's window says so.
+            start = max(start, began or end)
+        recorded = await _recorded(deps, ask, began)
         report = await find_precursors(
             history,
             ask.kind,
             nodes=ask.nodes,
             fleet=deps.triage.inventory.names(),
-            start=end - timedelta(seconds=ask.window_s),
+            start=start,
             end=end,
             cfg=deps.precursors_config,
             progress=progress,

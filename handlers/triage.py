@@ -48,7 +48,7 @@ async def hw_faults(deps: Deps, client: AsyncWebClient, text: str, asker: Asker)
         # What preceded the faults: a long-running answer of its own (handlers/precursors.py).
         await precursors.command(deps, client, words[1] if len(words) > 1 else "", asker)
         return
-    result = await service.hw_faults(deps.triage, text)
+    result = await service.hw_faults(deps.triage, text, deps.precursors)
     if isinstance(result, UserError):
         await asker.private(render_user_error(result))
         return

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import hostlist
 
 from bot.ask.models import Entities
-from bot.triage.checks import CHECKS
 from bot.triage.job_ids import BadJobId, check_job_id
+from bot.triage.vocabulary import FAMILIES, PHRASES, number_index
 
 # A node written loosely: letters, an optional separator, digits (gpu-0042, gpu42, dgx_7).
 _LOOSE_NODE = re.compile(r"\b([a-z][a-z]*?)[-_.]?(\d{1,6})\b")
@@ -78,58 +78,6 @@ _REPEAT = re.compile(
 _LAST_WEEK = re.compile(r"\b(?:last|previous|past) week'?s?\b")
 _STATS = re.compile(r"\b(?:stats|statistics|totals?|top (?:channels|authors|posters))\b")
 
-# Fault kinds as people write them, beyond the check table's own words and filters.
-_KIND_WORDS: dict[str, str] = {
-    "xids": "xid",
-    "xid error": "xid",
-    "xid errors": "xid",
-    "gpu error": "xid",
-    "gpu errors": "xid",
-    "fell off the bus": "gpu_missing",
-    "off the bus": "gpu_missing",
-    "missing gpu": "gpu_missing",
-    "missing gpus": "gpu_missing",
-    "lost a gpu": "gpu_missing",
-    "ecc errors": "ecc",
-    "memory errors": "ecc",
-    "double bit": "ecc_dbe",
-    "double-bit": "ecc_dbe",
-    "row remap": "remap",
-    "row remaps": "remap",
-    "remaps": "remap",
-    "thermal throttling": "throttle",
-    "throttling": "throttle",
-    "throttled": "throttle",
-    "throttles": "throttle",
-    "overheating": "thermal",
-    "overheat": "thermal",
-    "temperatures": "temperature",
-    "hot gpus": "thermal",
-    "power cap": "throttle_power",
-    "power capping": "throttle_power",
-    "power brake": "power_brake",
-    "nvlink errors": "nvlink",
-    "pcie errors": "pcie",
-    "ib errors": "ib",
-    "ib link": "ib",
-    "ib links": "ib",
-    "link down": "ib_link_down",
-    "links down": "ib_link_down",
-    "link flapping": "ib_flapping",
-    "flapping": "ib_flapping",
-    "flaps": "ib_flapping",
-    "symbol errors": "ib_symbol_errors",
-    "nic": "nic",
-    "nics": "nic",
-    "reboots": "reboot",
-    "rebooted": "reboot",
-    "rebooting": "reboot",
-    "restarts": "reboot",
-    "restarted": "reboot",
-    "crashed node": "reboot",
-    "dcgm": "dcgm",
-}
-
 # Software components as people write them (bot/regressions/ask.py reads the command's).
 _COMPONENT_WORDS: dict[str, str] = {
     "drivers": "driver",
@@ -176,11 +124,7 @@ class Vocabulary:
         components: Sequence[str] = ("driver", "kernel", "firmware"),
     ) -> Vocabulary:
         names = frozenset(nodes)
-        by_number: dict[tuple[str, int], str] = {}
-        for name in names:
-            m = re.fullmatch(r"([A-Za-z][A-Za-z]*?)[-_.]?(\d{1,6})", name)
-            if m:
-                by_number.setdefault((m.group(1).lower(), int(m.group(2))), name)
+        by_number = number_index(names)
         places = dict(places or {})
         racks = tuple(sorted({r for r, _ in places.values() if r}))
         switches = tuple(sorted({s for _, s in places.values() if s}))
@@ -203,26 +147,12 @@ class Vocabulary:
 
 
 def kind_vocabulary() -> dict[str, str]:
-    """Every phrase that names a fault kind or a family, -> what `/hw-faults` takes for it."""
-    out: dict[str, str] = {}
-    for c in CHECKS:
-        code = c.kind.value
-        out[code] = code
-        out[code.replace("_", " ")] = code
-        out[code.replace("_", "-")] = code
-        out[c.words.lower()] = code
-        for word in c.filters:
-            out.setdefault(word, word)
-    out["infiniband"] = "ib"
-    out.update(_KIND_WORDS)
-    return out
+    """Every phrase that names a fault kind or a family, -> what `/hw-faults` takes for it:
+    the one vocabulary every command reads too (bot/triage/vocabulary.py)."""
+    return dict(PHRASES)
 
 
 KINDS = kind_vocabulary()
-# A family word -> the kinds' codes it takes in (the check table's filters).
-FAMILIES: dict[str, frozenset[str]] = {
-    w: frozenset(c.kind.value for c in CHECKS if w in c.filters) for c in CHECKS for w in c.filters
-}
 _FAMILY_NAMES = {"infiniband": "ib"}  # the same family under two words: said one way
 # Single words worth a typo match: long enough that a near miss is not another word.
 _KIND_TYPO_WORDS = sorted(w for w in KINDS if " " not in w and len(w) >= 5)

@@ -85,6 +85,7 @@ class RedisFaultHistory:
         self.keep_days = keep_days
         self.max_per_node = max_per_node
         self.index = key(team, "triage", "faults", "nodes")
+        self.began_key = key(team, "triage", "faults", "began")
 
     def _key(self, node: str) -> str:
         return key(self.team, "triage", "faults", node)
@@ -102,13 +103,26 @@ class RedisFaultHistory:
         # of the event loop's time for every /hw-faults.
         return await asyncio.to_thread(_load_all, nodes, values)
 
+    async def began(self) -> datetime | None:
+        try:
+            raw = await self.redis.get(self.began_key)
+        except aioredis.RedisError as exc:
+            raise BackendError("Redis", f"could not read the fault history ({exc})") from exc
+        try:
+            return None if raw is None else datetime.fromtimestamp(float(raw), UTC)
+        except ValueError:
+            return None
+
     async def save(self, by_node: Mapping[str, Sequence[Occurrence]], now: datetime) -> None:
-        if not by_node:
-            return
         ttl_s = max(1, int(self.keep_days * 86400))
         stamp = now.timestamp()
         try:
+            if not by_node:
+                # Only the mark of the first record: one SET NX, which every later save keeps.
+                await self.redis.set(self.began_key, f"{stamp:.3f}", nx=True)
+                return
             async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.set(self.began_key, f"{stamp:.3f}", nx=True)
                 for node, occurrences in by_node.items():
                     kept = bounded(occurrences, now, self.keep_days, self.max_per_node)
                     if kept:
@@ -130,12 +144,17 @@ class MemoryFaultHistory:
         self.keep_days = keep_days
         self.max_per_node = max_per_node
         self._by_node: dict[str, list[Occurrence]] = {}
+        self._began: datetime | None = None
 
     async def occurrences(self, nodes: Sequence[str] | None) -> list[Occurrence]:
         names = list(self._by_node) if nodes is None else nodes
         return [o for n in names for o in self._by_node.get(n, ())]
 
+    async def began(self) -> datetime | None:
+        return self._began
+
     async def save(self, by_node: Mapping[str, Sequence[Occurrence]], now: datetime) -> None:
+        self._began = self._began or now
         for node, occurrences in by_node.items():
             kept = bounded(occurrences, now, self.keep_days, self.max_per_node)
             if kept:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.triage.targets import DURATION_RE, BadInput, expand_nodes, take_since
+from bot.triage.vocabulary import kinds_named, unquote
 
 WHY_WORD = "why"
 DEFAULT_WINDOW_S = 7 * 86400.0
@@ -44,20 +45,42 @@ def _window(word: str) -> float:
     return seconds
 
 
+def _kind(word: str, kinds: tuple[str, ...]) -> str:
+    """The kind a word names, in the words every command takes (`reboots`, `Unexpected-Reboot`,
+    `nvlink`), among those whose history can be read: the first of them for a family word."""
+    named = kinds_named(word)
+    codes = {k.value for k in named} if named else {word.lower().replace("-", "_")}
+    found = [k for k in kinds if k in codes]
+    if len(found) == 1:
+        return found[0]
+    if found:  # a family word of several readable kinds: which one is the person's to say
+        raise BadInput(
+            f"`{word[:40]}` names several kinds I can look back at: "
+            + ", ".join(f"`{k}`" for k in found[:6])
+            + ("..." if len(found) > 6 else "")
+            + "; name one."
+        )
+    shown = ", ".join(f"`{k}`" for k in kinds[:MAX_KINDS_SAID])
+    more = " and the other kinds `/hw-faults help` lists" if len(kinds) > MAX_KINDS_SAID else ""
+    if named:
+        codes_said = ", ".join(sorted(f"`{k.value}`" for k in named))
+        raise BadInput(
+            f"`{word[:40]}` names {codes_said}, whose history I cannot read here; "
+            f"I can look back at {shown}{more}."
+        )
+    raise BadInput(f"I cannot look back at `{word[:40]}` faults; I can for {shown}{more}.")
+
+
 def parse_why(text: str, kinds: tuple[str, ...]) -> WhyAsk:
     """The words after `why`: a kind first, then at most one node or hostlist and `--since`."""
-    words, since = take_since(text, "7d")
+    words, since = take_since(unquote(text), "7d")
     if not words:
         raise BadInput(
             "Name a kind of fault: `/hw-faults why unexpected_reboot`. Kinds: "
             + ", ".join(f"`{k}`" for k in kinds[:MAX_KINDS_SAID])
             + ("..." if len(kinds) > MAX_KINDS_SAID else ".")
         )
-    kind = words[0].lower().replace("-", "_")
-    if kind not in kinds:
-        shown = ", ".join(f"`{k}`" for k in kinds[:MAX_KINDS_SAID])
-        more = " and the other kinds `/hw-faults help` lists" if len(kinds) > MAX_KINDS_SAID else ""
-        raise BadInput(f"I cannot look back at `{words[0][:40]}` faults; I can for {shown}{more}.")
+    kind = _kind(words[0], kinds)
     window = _window(since) if since is not None else DEFAULT_WINDOW_S
     if len(words) > 2:
         raise BadInput(f"I read `{words[2][:40]}` as a second hostlist; give one.")

@@ -15,6 +15,7 @@ from bot.triage.kinds import words
 from bot.triage.service import UserJobs
 from bot.triage.stragglers import PROXIES_MODE, Diagnosis, Straggler
 from bot.triage.targets import compress
+from bot.words import when
 
 PICK_ACTION = "meowbot_job_slow_pick"
 MAX_STRAGGLER_LINES = 10
@@ -54,7 +55,7 @@ def pace_line(d: Diagnosis) -> str:
         trend = "the same pace"
     else:
         trend = f"{abs(change):.1%} {'slower' if change > 0 else 'faster'}"
-    since = f" since {c.since:%H:%M} UTC" if c.since is not None and change > 0 else ""
+    since = f" since {when(c.since)}" if c.since is not None and change > 0 else ""
     return f"step time {c.now_s:.2f} s, {c.baseline} {c.before_s:.2f} s: {trend}{since}"
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 
 from bot import drain_reason
-from bot.models import Fault, FaultKind, VerdictLevel
+from bot.metric_names import NODE_BOOT_TIME_SECONDS
+from bot.models import Fault, FaultKind, Job, VerdictLevel
 from bot.mrkdwn import code, escape
 from bot.ports import SchedulerNode
 from bot.render.blocks import Block, Message, SlackMessage, button, confirm_dialog
@@ -25,10 +27,11 @@ from bot.triage.service import (
     UserError,
     UserJobs,
 )
-from bot.triage.targets import KIND_ALIASES, MAX_WINDOW_S, compress
+from bot.triage.targets import MAX_WINDOW_S, compress
 from bot.triage.verdict import fault_level
+from bot.triage.vocabulary import FAMILIES
 from bot.triage.window import in_the_last, span
-from bot.words import count, number, plural
+from bot.words import count, number, plural, when
 
 DRAIN_ACTION = "meowbot_drain_node"
 RESUME_ACTION = "meowbot_resume_node"
@@ -54,10 +57,38 @@ ADVICE = {
 
 
 def _tag(f: Fault) -> str:
-    """`(warning, drain)`: how urgent, and what it makes of the node, in the words of the
-    verdict, the same in /node-health and /hw-faults (a pending row remap once read as a
-    plain warning in one and a drain in the other)."""
-    return f"({f.severity.value}, {fault_level(f).value})"
+    """`(warning; advice: drain)`: how urgent, and what meowbot advises for the node, the same
+    in /node-health and /hw-faults (a pending row remap once read as a plain warning in one and
+    a drain in the other). Named advice: a bare "drain" read as the node's state."""
+    return f"({f.severity.value}; advice: {fault_level(f).value})"
+
+
+def node_state(report: NodeReport) -> str:
+    """`in service` / `out of service`: what the scheduler says of the node, apart from the
+    advice; `not known` without a scheduler's answer."""
+    s = report.scheduler
+    if s is None:
+        return "not known"
+    return "out of service" if s.out_of_service else "in service"
+
+
+def _jobs(jobs: Sequence[Job]) -> str:
+    """`running job 4100123 (llm-pretrain, alice)`: whose work "allocated" is."""
+    if not jobs:
+        return ""
+    named = ", ".join(f"{code(j.job_id)} ({escape(j.name)}, {escape(j.user)})" for j in jobs[:3])
+    more = f" and {count(len(jobs) - 3, 'other')}" if len(jobs) > 3 else ""
+    return f"; running job{'s' if len(jobs) > 1 else ''} {named}{more}"
+
+
+_READABLE: dict[str, Callable[[float], str]] = {
+    # A boot time is an instant; a change count of it is how often the node rebooted.
+    NODE_BOOT_TIME_SECONDS: lambda v: (
+        f"booted at {when(datetime.fromtimestamp(v, UTC))}"
+        if v > 1e9
+        else f"rebooted {'once' if v == 1 else f'{number(v)} times'} (its boot time moved)"
+    ),
+}
 
 
 def kind_label(kind: FaultKind) -> str:
@@ -80,6 +111,10 @@ def _evidence_line(f: Fault) -> str:
             if k in {"gpu", "device", "xid", "port", "release"}
         )
         note = f" ({escape(ev.note)})" if ev.note else ""
+        readable = _READABLE.get(ev.series)
+        if readable is not None and not labels:
+            parts.append(escape(readable(ev.value)) + note)
+            continue
         parts.append(
             f"{code(f'{ev.series}{{{labels}}} = {number(ev.value, separators=False)}')}{note}"
         )
@@ -150,9 +185,11 @@ def render_node(
     if out and failing:
         rma = v.level is VerdictLevel.RMA
         advice = "out of scheduling already" + ("; open an RMA" if rma else "")
-    msg = Message(f"{report.node}: {v.level.value}")
-    msg.header(f"{report.node}: {v.level.value.upper()}")
-    msg.section(f"{ICON[v.level]} *{v.level.value}*: {advice}.")
+    msg = Message(f"{report.node}: advice {v.level.value}")
+    msg.header(f"{report.node} · advice: {v.level.value.upper()}")
+    msg.section(
+        f"{ICON[v.level]} state: {node_state(report)} · advice: *{v.level.value}*: {advice}."
+    )
     if headings:
         msg.section(
             "*Confirmed*, measured now with its evidence:"
@@ -186,7 +223,7 @@ def render_node(
         s = report.scheduler
         state = s.state + ("+" + "+".join(s.flags) if s.flags else "")
         reason = f" — {escape(s.reason)}" if s.reason else ""
-        fields.append((report.scheduler_name, f"{escape(state)}{reason}"))
+        fields.append((report.scheduler_name, f"{escape(state)}{reason}{_jobs(report.jobs)}"))
     elif report.scheduler_note:
         fields.append((report.scheduler_name, escape(report.scheduler_note)))
     info = report.info
@@ -225,7 +262,7 @@ def render_node(
         buttons.append(button("Open dashboard", DASHBOARD_ACTION, url=url))
     if buttons:
         msg.actions(*buttons)
-    msg.context(f"Checked {report.at:%Y-%m-%d %H:%M} UTC, counters {in_the_last(report.window_s)}")
+    msg.context(f"Checked {when(report.at)}, counters {in_the_last(report.window_s)}")
     return msg.build()
 
 
@@ -374,7 +411,19 @@ def render_repeats(r: FaultsReport) -> SlackMessage:
     n = len(r.offenders)
     msg = Message(f"{count(n, 'repeat offender')} on {r.scope}")
     msg.header(f"Repeat offenders: {r.scope}")
-    if not r.offenders:
+    reach = r.history
+    if not r.offenders and reach is not None and reach.short(r.at):
+        # Minutes after start an empty history is no finding: say how little it has seen.
+        seen = (
+            f"since {when(reach.since, r.at)}"
+            if reach.since is not None
+            else "nothing yet (it records what the sweep and /node-health see from now on)"
+        )
+        msg.section(
+            f":grey_question: No repeat offender in the fault history, which holds {seen}: "
+            f"too short to tell, as a repeat is counted over {reach.rule_days:g} days."
+        )
+    elif not r.offenders:
         msg.section(":white_check_mark: No GPU or node has had the same fault again and again.")
     else:
         nodes = sorted({o.node for o in r.offenders})
@@ -387,8 +436,15 @@ def render_repeats(r: FaultsReport) -> SlackMessage:
             max_items=MAX_OFFENDER_LINES,
             more_hint="narrow by node or kind",
         )
+    kept = (
+        f"history since {when(reach.since, r.at)}, kept {reach.keep_days:g} days"
+        if reach is not None and reach.since is not None
+        else "no history recorded yet"
+        if reach is not None
+        else "history not kept"
+    )
     msg.context(
-        f"Counted {r.at:%Y-%m-%d %H:%M} UTC from the fault history meowbot keeps (90 days by default): "
+        f"Counted {when(r.at)} from the fault history meowbot keeps ({kept}): "
         "a fault seen again after a quiet hour is a new occurrence; `health.repeat` sets what "
         "makes an offender."
     )
@@ -444,8 +500,8 @@ def faults_help_lines() -> list[str]:
     and by code) and the words that stand for a family of kinds."""
     kinds = [k for k in FaultKind if any(k in c.kinds for c in CHECKS)]
     families: dict[frozenset[FaultKind], list[str]] = {}
-    for alias, members in KIND_ALIASES.items():
-        families.setdefault(members, []).append(alias)
+    for alias, codes in FAMILIES.items():
+        families.setdefault(frozenset(FaultKind(c) for c in codes), []).append(alias)
     family_lines = [
         " / ".join(code(a) for a in aliases)
         + ": "
@@ -464,11 +520,28 @@ def faults_help_lines() -> list[str]:
         "node in 30 days, a drain (`health.repeat` in the config).",
         "*Kinds*: " + "; ".join(f"{code(k.value)} {escape(words(k))}" for k in kinds),
         "*Words that stand for kinds*:\n" + "\n".join(family_lines),
+        "Every command and plain words take the same words, in any case, plural or with `-` "
+        "for `_` (`reboots`, `Unexpected-Reboot`); a node as `gpu-0042`, `GPU-0042`, `gpu42`, "
+        "quoted, or a list `gpu-0042, gpu-0043`.",
     ]
 
 
 def render_user_error(e: UserError) -> SlackMessage:
-    return error_message(e.sentence)
+    """The sentence; a suggestion in it ("Did you mean `gpu-0042`?") is a button that runs
+    the command with it."""
+    if not e.retries:
+        return error_message(e.sentence)
+    # The plain-words pick runs a command from a button; bot/render/ask.py draws on this module.
+    from bot.render.ask import ASK_PICK_ACTION, pick_value
+
+    msg = Message(e.sentence).section(f":warning: {escape(e.sentence)}")
+    msg.actions(
+        *(
+            button(label[:70], ASK_PICK_ACTION, pick_value(command, text))
+            for label, command, text in e.retries
+        )
+    )
+    return msg.build()
 
 
 def glance_lines(g: FleetGlance | StateGlance | UserError) -> list[str]:

@@ -113,5 +113,36 @@ class FaultHistory(Protocol):
         ...
 
     async def save(self, by_node: Mapping[str, Sequence[Occurrence]], now: datetime) -> None:
-        """Replaces each named node's occurrences with the ones given."""
+        """Replaces each named node's occurrences with the ones given; the first save, even of
+        nothing, marks when the history began (`began`)."""
         ...
+
+    async def began(self) -> datetime | None:
+        """When this history began recording (None: nothing recorded yet): what it can say
+        nothing about before, so that an empty history is not read as a finding."""
+        ...
+
+
+class PastEvent(Protocol):
+    """One fault event in the past: its kind's code, its node, when."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def node(self) -> str: ...
+
+    @property
+    def at(self) -> datetime: ...
+
+
+class EventHistory(Protocol):
+    """Where past fault events are read over days: the one history `/hw-faults why` ranks
+    precursors over (bot/precursors/ports.py: PrecursorHistory is one), which `/hw-faults
+    --since` lists from too, so that both count the same events."""
+
+    def kinds(self) -> tuple[str, ...]: ...
+
+    async def events(
+        self, kind: str, *, nodes: Sequence[str] | None, start: datetime, end: datetime
+    ) -> Sequence[PastEvent]: ...

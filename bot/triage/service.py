@@ -14,10 +14,20 @@ import logging
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from bot.errors import BackendError
-from bot.models import Fault, FaultKind, Job, Node, Severity, Verdict, VerdictLevel
+from bot.models import (
+    Action,
+    Fault,
+    FaultKind,
+    Job,
+    JobState,
+    Node,
+    Severity,
+    Verdict,
+    VerdictLevel,
+)
 from bot.offload import Offload
 from bot.ports import Inventory, Located, ResumeMemory, Scheduler, SchedulerNode
 from bot.triage.checks import (
@@ -30,7 +40,7 @@ from bot.triage.checks import (
     run_checks,
 )
 from bot.triage.kinds import words
-from bot.triage.ports import FaultHistory, Metrics
+from bot.triage.ports import EventHistory, FaultHistory, Metrics, PastEvent
 from bot.triage.repeat_config import RepeatConfig
 from bot.triage.repeats import (
     Occurrence,
@@ -45,6 +55,8 @@ from bot.triage.resumes import apply_resume_memory
 from bot.triage.stragglers import StragglerConfig
 from bot.triage.targets import BadInput, expand_nodes, parse_duration, parse_kinds, take_since
 from bot.triage.verdict import fault_level, verdicts
+from bot.triage.vocabulary import resolve_names, unquote
+from bot.words import when
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +118,7 @@ class NodeReport:
     window_s: float  # the counters' window, named in the answer
     offenders: list[Offender] = field(default_factory=list)  # the node's, with their history
     scheduler_name: str = "Slurm"  # whose state `scheduler` is: "Kubernetes", or both
+    jobs: list[Job] = field(default_factory=list)  # running on the node, with their owners
 
 
 @dataclass(frozen=True)
@@ -143,11 +156,44 @@ class FaultsReport:
     verdict_window_s: float  # what /node-health judges a node on, said where it differs
     offenders: list[Offender] = field(default_factory=list)  # across weeks, in scope
     repeat_only: bool = False  # `/hw-faults repeat`: the offenders are the answer
+    history: HistoryReach | None = None  # how far back the fault history sees, when kept
+
+
+@dataclass(frozen=True)
+class HistoryReach:
+    """How far back the fault history can see: from when it began recording (at most its
+    `keep_days`), against the longest window a repeat rule counts over. An empty history
+    younger than that window is no finding ("no repeat offender") but a short memory."""
+
+    since: datetime | None  # None: nothing recorded yet
+    keep_days: float
+    rule_days: float
+
+    def short(self, at: datetime) -> bool:
+        return self.since is None or (at - self.since).total_seconds() < self.rule_days * 86400
+
+
+async def history_reach(triage: Triage, at: datetime) -> HistoryReach | None:
+    """The fault history's reach now (None: no history is kept, or it cannot be read)."""
+    cfg = triage.config.repeat
+    if triage.history is None or not cfg.enabled:
+        return None
+    try:
+        began = await triage.history.began()
+    except BackendError as exc:
+        log.warning("fault history unreadable: %s", exc)
+        return None
+    oldest = at - timedelta(days=cfg.keep_days)
+    since = None if began is None else max(began, oldest)
+    rule_days = max((cfg.window_days_of(r) for r in cfg.rules), default=cfg.window_days)
+    return HistoryReach(since, cfg.keep_days, rule_days)
 
 
 @dataclass(frozen=True)
 class UserError:
     sentence: str
+    # What it suggests instead, each a button that runs it: (label, command, text).
+    retries: tuple[tuple[str, str, str], ...] = ()  # (label, command, text)
 
 
 @dataclass(frozen=True)
@@ -238,7 +284,7 @@ async def _with_history(
         return faults, []
     # A fleet's history is thousands of occurrences: folded and judged off the event loop.
     by_node, found = await triage.cpu.run(_judge_history, stored, seen, at, cfg, record)
-    if by_node:
+    if record:  # even nothing: the first record marks when the history began
         try:
             await triage.history.save(by_node, at)
         except BackendError as exc:
@@ -307,9 +353,20 @@ async def judge_reported(triage: Triage, faults: list[Fault], at: datetime) -> l
     return judged[: len(faults)]  # not the faults added for offenders absent now
 
 
+def _close(name: str, names: Sequence[str]) -> list[str]:
+    return difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+
+
 def _nearest(name: str, names: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    close = _close(name, names)
     return f" Did you mean {', '.join(f'`{c}`' for c in close)}?" if close else ""
+
+
+def _retries(
+    command: str, close: Sequence[str], text: str = ""
+) -> tuple[tuple[str, str, str], ...]:
+    """Each suggested node as a button running `command` with it (and the rest of `text`)."""
+    return tuple((node, command, f"{node} {text}".strip()) for node in close)
 
 
 NodeAnswer = NodeReport | FleetSummary | UncheckedNode | UncheckedNodes | UserError
@@ -326,11 +383,15 @@ async def node_health(triage: Triage, text: str) -> NodeAnswer:
         return UserError(f"I could not list the nodes: {exc.user_text()}")
     known_names = triage.inventory.names()
     known = triage.known()
+    asked = resolve_names(asked, known)  # `gpu42`, `GPU-0042`: the node they mean
     unknown = [n for n in asked if n not in known]
     if len(asked) == 1 and unknown:
         # Without metrics the nodes are the scheduler's list: it is who does not know it.
         who = "I don't" if triage.metrics is not None else _lister(triage) + " does not"
-        return UserError(f"{who} know a node `{asked[0]}`.{_nearest(asked[0], known_names)}")
+        return UserError(
+            f"{who} know a node `{asked[0]}`.{_nearest(asked[0], known_names)}",
+            _retries("/node-health", _close(asked[0], known_names)),
+        )
     present = [n for n in asked if n in known]
     if not present:
         return UserError(f"None of the {len(asked)} nodes in that hostlist is known.")
@@ -352,6 +413,8 @@ async def node_health(triage: Triage, text: str) -> NodeAnswer:
     if len(present) == 1:
         node = present[0]
         sched, note = await sched_task
+        here = sched.get(node) if sched else None
+        running = await _jobs_on(triage, node) if here is not None and _busy(here) else []
         return NodeReport(
             node=node,
             verdict=by_node[node],
@@ -364,6 +427,7 @@ async def node_health(triage: Triage, text: str) -> NodeAnswer:
             window_s=cfg.window_s,
             offenders=[o for o in found if o.node == node],
             scheduler_name=_state_title(triage.scheduler),
+            jobs=running,
         )
     sched_task.cancel()
     ordered = sorted(by_node.values(), key=lambda v: (-v.level.rank, v.node))
@@ -413,16 +477,25 @@ async def _unchecked(
     )
 
 
+def _busy(node: SchedulerNode) -> bool:
+    """Allocated or mixed (Slurm), a job's pod on it (Kubernetes): someone's work runs there."""
+    return any(word in node.state for word in ("alloc", "mix", "completing"))
+
+
 async def _jobs_on(triage: Triage, node: str) -> list[Job]:
-    """The pending and running jobs the scheduler places on `node` (none when unread)."""
+    """The running jobs on `node`, so that "allocated" names whose work it is; none when the
+    scheduler cannot say (the state alone is still shown)."""
     if triage.scheduler is None:
         return []
     try:
         jobs = await triage.scheduler.jobs()
     except BackendError as exc:
-        log.warning("jobs unread for %s: %s", node, exc)
+        log.warning("jobs unreadable for %s: %s", node, exc)
         return []
-    return sorted((j for j in jobs if node in j.nodes), key=lambda j: j.start)
+    return sorted(
+        (j for j in jobs if j.state is JobState.RUNNING and node in j.nodes),
+        key=lambda j: j.job_id,
+    )
 
 
 def _state_title(scheduler: Scheduler | None) -> str:
@@ -494,7 +567,7 @@ def parse_faults_args(
     text: str,
 ) -> tuple[list[str] | None, frozenset[FaultKind] | None, float | None, bool]:
     """`[repeat] [node|hostlist|kind] [--since 24h]` -> (nodes, kinds, window, repeat)."""
-    words, since = take_since(text, "24h")
+    words, since = take_since(unquote(text), "24h")
     window = parse_duration(since) if since is not None else None
     repeat = False
     nodes: list[str] | None = None
@@ -511,7 +584,62 @@ def parse_faults_args(
     return nodes, kinds, window, repeat
 
 
-async def hw_faults(triage: Triage, text: str) -> FaultsReport | UserError:
+async def _past_events(
+    events: EventHistory,
+    kinds: frozenset[FaultKind] | None,
+    nodes: Sequence[str] | None,
+    at: datetime,
+    window_s: float,
+) -> list[PastEvent]:
+    """The events of the window that the event history holds, of the kinds asked."""
+    out: list[PastEvent] = []
+    start = at - timedelta(seconds=window_s)
+    for code in events.kinds():
+        if kinds is not None and code not in {k.value for k in kinds}:
+            continue
+        try:
+            out.extend(await events.events(code, nodes=nodes, start=start, end=at))
+        except BackendError as exc:
+            log.warning("event history unreadable for %s: %s", code, exc)
+    return out
+
+
+def with_past(faults: list[Fault], past: Sequence[PastEvent], at: datetime) -> list[Fault]:
+    """`faults` and, for each node and kind the window's reading did not find, a fault of its
+    past events: the same events `/hw-faults why` counts, listed where `/hw-faults --since`
+    looks (once the simulator's week of reboots showed in one and not the other)."""
+    found = {(f.node, f.kind) for f in faults}
+    by: dict[tuple[str, FaultKind], list[datetime]] = defaultdict(list)
+    for e in past:
+        try:
+            kind = FaultKind(e.kind)
+        except ValueError:
+            continue
+        if (e.node, kind) not in found:
+            by[(e.node, kind)].append(e.at)
+    added = []
+    for (node, kind), times in sorted(by.items(), key=lambda kv: (min(kv[1]), kv[0][0])):
+        times.sort()
+        said = ", ".join(when(t, at) for t in times[:3]) + (" ..." if len(times) > 3 else "")
+        added.append(
+            Fault(
+                kind=kind,
+                node=node,
+                since=times[0],
+                severity=Severity.WARNING,
+                action=Action.WATCH,
+                summary=f"{words(kind)} {'at' if len(times) == 1 else 'at each of'} {said} "
+                "(from the event history)",
+            )
+        )
+    return [*faults, *added]
+
+
+async def hw_faults(
+    triage: Triage, text: str, events: EventHistory | None = None
+) -> FaultsReport | UserError:
+    """`events`: the history of past events over days (`/hw-faults why`'s), listed too when
+    the window is longer than the health window."""
     try:
         nodes, kinds, window, repeat = parse_faults_args(text)
     except BadInput as exc:
@@ -531,15 +659,18 @@ async def hw_faults(triage: Triage, text: str) -> FaultsReport | UserError:
         return UserError(f"I could not list the nodes: {exc.user_text()}")
     if nodes is not None:
         known = triage.known()
+        nodes = resolve_names(nodes, known)
         unknown = [n for n in nodes if n not in known]
         nodes = [n for n in nodes if n in known]
         if not nodes:
             name = unknown[0]
             # The word may have been meant as a kind ("temprature"): say where the kinds are.
             kinds_hint = " nor a fault kind of that name (`/hw-faults help` lists them)"
+            rest = " ".join(w for w in unquote(text).split() if w.lower() != name.lower())
             return UserError(
                 f"I don't know a node `{name}`{kinds_hint if len(unknown) == 1 else ''}."
-                f"{_nearest(name, triage.inventory.names())}"
+                f"{_nearest(name, triage.inventory.names())}",
+                _retries("/hw-faults", _close(name, triage.inventory.names()), rest),
             )
     try:
         run = await _run(triage, nodes, window_s)
@@ -554,6 +685,9 @@ async def hw_faults(triage: Triage, text: str) -> FaultsReport | UserError:
         run.at,
         sighted=window_s <= triage.config.window_s,
     )
+    if events is not None and window_s > triage.config.window_s:
+        past = await _past_events(events, kinds, nodes, run.at, window_s)
+        faults = with_past(faults, past, run.at)
     if kinds is not None:
         faults = [f for f in faults if f.kind in kinds]
         found = [o for o in found if o.kind in kinds]
@@ -575,6 +709,7 @@ async def hw_faults(triage: Triage, text: str) -> FaultsReport | UserError:
         verdict_window_s=triage.config.window_s,
         offenders=found,
         repeat_only=repeat,
+        history=await history_reach(triage, run.at),
     )
 
 

@@ -7,7 +7,7 @@ import re
 import hostlist
 
 from bot.models import FaultKind
-from bot.triage.checks import CHECKS
+from bot.triage.vocabulary import kinds_named, unquote
 
 NODE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 HOSTLIST_RE = re.compile(r"^[A-Za-z0-9._\-\[\],]{1,2000}$")
@@ -16,14 +16,6 @@ DURATION_RE = re.compile(r"^(\d{1,4})([smhd])$")
 MAX_WINDOW_S = 7 * 86400
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
-# Words people use for a fault kind or a family of them, in `/hw-faults <filter>`: someone
-# looking for hot GPUs types "temperature", not "high_temperature". Each check's entry lists
-# the words that take it in (bot/triage/checks.py `filters`).
-KIND_ALIASES: dict[str, frozenset[FaultKind]] = {
-    word: frozenset(c.kind for c in CHECKS if word in c.filters)
-    for word in dict.fromkeys(w for c in CHECKS for w in c.filters)
-}
-
 
 class BadInput(ValueError):
     """What the person typed cannot be used; the message is the sentence they read."""
@@ -31,7 +23,7 @@ class BadInput(ValueError):
 
 def expand_nodes(text: str) -> list[str]:
     """A node name or a Slurm hostlist (`gpu-[0001-0064,0100]`), expanded with a cap."""
-    text = text.strip()
+    text = unquote(text)
     if not text:
         raise BadInput("Give a node name or a hostlist, e.g. `gpu-0042` or `gpu-[0001-0064]`.")
     if not HOSTLIST_RE.fullmatch(text):
@@ -80,15 +72,10 @@ def compress(names: list[str]) -> str:
 
 
 def parse_kinds(word: str) -> frozenset[FaultKind] | None:
-    """The kinds a filter word names: an alias (`temp`), a kind's code in any case and with `-`
-    for `_` (`ib-link-down`); None when it names none (then it is read as a hostlist)."""
-    word = word.lower().strip()
-    if word in KIND_ALIASES:
-        return KIND_ALIASES[word]
-    try:
-        return frozenset({FaultKind(word.replace("-", "_"))})
-    except ValueError:
-        return None
+    """The kinds a filter word names, in the one vocabulary every command and plain words
+    read (bot/triage/vocabulary.py: `temp`, `reboots`, `ib-link-down`); None when it names
+    none (then it is read as a hostlist)."""
+    return kinds_named(word)
 
 
 def parse_duration(text: str) -> float:

@@ -348,6 +348,7 @@ async def test_every_button_and_form_of_every_message_answers(bot_slack: Slack) 
         ("/node-health", faulty),
         ("/node-health", operators),
         ("/node-health", "gpu-[0001-0032]"),
+        ("/node-health", "gpu-00x2"),  # "Did you mean ...?": a button per suggestion
         ("/hw-faults", ""),
         ("/hw-faults", "--since 6h"),
         ("/node-health", "help"),

@@ -41,8 +41,8 @@ async def test_app_home_and_node_health_agree_on_the_fleet_and_a_node(slack: Sla
     assert "counters in the last hour" in home_text
 
     for node, words in (
-        (remap, "(`row_remap_pending`) (warning, drain)"),
-        (drift, "(`driver_drift`) (warning, degraded)"),
+        (remap, "(`row_remap_pending`) (warning; advice: drain)"),
+        (drift, "(`driver_drift`) (warning; advice: degraded)"),
     ):
         seen = len(emu.responses)
         await slack.command("/node-health", node)

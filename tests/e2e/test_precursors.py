@@ -57,7 +57,7 @@ async def test_bad_input_is_one_private_sentence_and_nothing_is_posted(
 ) -> None:
     asks = [
         ("why", "Name a kind of fault"),
-        ("why temperature", "I cannot look back at `temperature` faults"),
+        ("why temperature", "`temperature` names several kinds I can look back at"),
         ("why xid --since 90d", "`--since` must be between 1 h and 14 d"),
         ("why xid gpu-[0001-", "That hostlist is malformed"),
         ("why xid gpu-9999", "I don't know a node `gpu-9999`"),

@@ -74,3 +74,11 @@ async def test_sweeps_record_a_persisting_fault_once(redis_client: aioredis.Redi
     (only,) = await history.occurrences(None)
     assert (only.cause, only.node, only.gpu) == ("xid79", "gpu-0009", 2)
     assert only.first_seen == NOW and only.last_seen == NOW + timedelta(minutes=29)
+
+
+async def test_it_says_when_it_began_and_keeps_the_first_mark(redis_client: aioredis.Redis) -> None:
+    one, two = RedisFaultHistory(redis_client), RedisFaultHistory(redis_client)
+    assert await one.began() is None  # nothing recorded: no reach to claim
+    await one.save({}, NOW)  # a sweep that saw nothing still begins the record
+    await two.save({"gpu-0042": [occ("gpu-0042", 0)]}, NOW + timedelta(hours=2))
+    assert await two.began() == NOW and await one.began() == NOW

@@ -135,8 +135,9 @@ async def test_a_pending_row_remap_reads_the_same_in_hw_faults_and_node_health(
     assert fault.kind is K.ROW_REMAP_PENDING and fault_level(fault) is VerdictLevel.DRAIN
     node_text = json.dumps(render_node(report).blocks)
     faults_text = json.dumps(render_faults(faults).blocks)
-    assert "(`row_remap_pending`) (warning, drain)" in node_text and DRAIN_ACTION in node_text
-    assert "(`row_remap_pending`) (warning, drain)" in faults_text
+    tag = "(`row_remap_pending`) (warning; advice: drain)"
+    assert tag in node_text and DRAIN_ACTION in node_text
+    assert "(`row_remap_pending`) (warning; advice: drain)" in faults_text
 
 
 async def test_an_alert_offers_a_drain_where_node_health_offers_one(triage: Triage) -> None:

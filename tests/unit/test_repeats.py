@@ -226,6 +226,7 @@ async def _offender_triage() -> tuple[Triage, MemoryFaultHistory]:
     fleet = SimFleet(64, seed=21, now=NOW, fault_rate=0.0)
     fleet.inject(FaultKind.XID, "gpu-0042", 3, NOW - timedelta(minutes=10), xid=79)
     history = MemoryFaultHistory()
+    await history.save({}, NOW - timedelta(days=40))  # the sweeps have recorded for 40 days
     # Two earlier Xid 79s on the same GPU, as the sweeps recorded them; and one on another node
     # whose GPU is fine now.
     earlier = [
@@ -288,6 +289,7 @@ async def test_hw_faults_repeat_lists_the_offenders_and_app_home_counts_them() -
     none = await service.hw_faults(triage, "temperature repeat")
     assert isinstance(none, FaultsReport) and none.offenders == []
     assert "No GPU or node has had the same fault again" in str(render_faults(none))
+    assert "history since 2026-10-" in str(render_faults(none))
     glance = await service.fleet_glance(triage)
     assert isinstance(glance, FleetGlance)
     assert any(

@@ -104,7 +104,7 @@ async def test_a_drain_redraws_the_private_answer_as_the_node_now_stands(
     pressed = screen(await run_one(shell, "press 1"))
     # The answer the button sat on is replaced: done above, the node as it is now below.
     assert "(message updated)" in pressed
-    assert pressed.index("Draining `gpu-0256`") < pressed.index("gpu-0256: DRAIN")
+    assert pressed.index("Draining `gpu-0256`") < pressed.index("gpu-0256 · advice: DRAIN")
     assert "idle+DRAIN — meowbot: xid95 gpu5 by @alice" in pressed
     assert set(buttons(pressed).values()) == {"Resume node"}
     assert "Proposed drain reason" not in pressed
