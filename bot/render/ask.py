@@ -125,3 +125,9 @@ def render_drain_offer(node: str, reason: str) -> SlackMessage:
     )
     msg.actions(drain_button(node, reason))
     return msg.build()
+
+
+def render_drain_which() -> SlackMessage:
+    """ "drain it" with no one node named in the question or its thread: which node?"""
+    text = "Drain which node? Name it, e.g. _drain gpu-0042_, and I show its Drain button."
+    return Message(text).section(text).build()
