@@ -186,13 +186,18 @@ async def answer(
     thread_key: str,
     in_thread: bool,
     also_keys: tuple[str, ...] = (),
+    else_key: str | None = None,
 ) -> Understanding:
     """Reads `text` against the context of `thread_key` (a thread's, always; the top of a
     DM's, only for a follow-up) and answers it in `reply_in`. What it was read as is kept
     under `thread_key`, `also_keys` and every answer posted at the top of a DM, so a reply
-    in the thread of the question or of an answer goes on from it."""
+    in the thread of the question or of an answer goes on from it; a thread with nothing kept
+    reads against `else_key` (a DM's top) as a message there would."""
     threads = deps.threads
     recalled = await threads.recall(team, channel, thread_key) if threads else None
+    if recalled is None and else_key is not None and threads is not None:
+        # A DM thread of an answer not kept (a slow command's own post): read as the DM's top.
+        recalled, in_thread = await threads.recall(team, channel, else_key), False
     context = carried(text, recalled, in_thread=in_thread)
     vocab = await vocabularies.get(deps)
     found = await read_question(
@@ -278,6 +283,7 @@ def register(reg: Registry, deps: Deps) -> None:
             in_thread=thread is not None,
             # At the top of a DM: its question's own thread goes on from it too.
             also_keys=() if thread else (str(event["ts"]),),
+            else_key=DM_THREAD if thread else None,
         )
 
     async def on_pick(ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:

@@ -355,6 +355,12 @@ async def test_a_dm_carries_its_last_question_only_into_a_follow_up(slack: Slack
     near = await ask_in(slack, reply)
     assert near["thread_ts"] == answer_ts
     assert near["text"] == await command_text(slack, "/node-health", neighbours(slack, node))
+    # The thread of a message nothing was kept for (a slow answer's own post, say) reads as
+    # the DM's top: a follow-up of the last question there, else afresh.
+    stray = emu.workspace.next_ts()
+    emu.workspace.add_message(dm, ts=stray, text="looking at…", user=emu.workspace.bot_user_id)
+    again = await ask_in(slack, direct(slack, "drain it", thread_ts=stray))
+    assert again["thread_ts"] == stray and node in again["text"]
 
 
 async def test_a_cause_naming_a_kernel_and_a_rate_is_asked_of_what_precedes_the_fault(
