@@ -96,15 +96,15 @@ def thread_asker(
     channel: str,
     user: str,
     thread_ts: str | None,
-    posted: list[str] | None = None,
+    posted: Callable[[str], Awaitable[None]] | None = None,
 ) -> Asker:
-    """An asker whose every answer goes into the question's thread (or the DM); the ts of
-    each answer posted is added to `posted` when given."""
+    """An asker whose every answer goes into the question's thread (or the DM); `posted` is
+    told each answer's ts as soon as it is out."""
 
     async def private(message: SlackMessage) -> None:
         sent = await post_message(client, channel, message, thread_ts=thread_ts)
         if posted is not None:
-            posted.append(sent.ts)
+            await posted(sent.ts)
 
     async def open_view(view: dict[str, Any]) -> dict[str, Any]:
         raise Misread("A form opens only from its command: type `/playground` for it.")
@@ -167,7 +167,9 @@ async def act(deps: Deps, client: AsyncWebClient, found: Understanding, asker: A
         node = found.node
         reason = drain_reason.by_user("asked", "")
         await asker.private(
-            render_drain_which() if node is None else render_drain_offer(node, reason)
+            render_drain_which(found.entities.nodes)
+            if node is None
+            else render_drain_offer(node, reason)
         )
     elif isinstance(found, Menu):
         await asker.private(render_menu(HELP_LEAD if found.asked else None))
@@ -204,17 +206,24 @@ async def answer(
         text, vocab, context, deps.picker, deadline_s=deps.settings.ask_model_deadline_s
     )
     deps.telemetry.commands.labels(command=f"ask:{type(found).__name__.lower()}").inc()
-    posted: list[str] = []
-    asker = thread_asker(
-        client, team=team, channel=channel, user=user, thread_ts=reply_in, posted=posted
-    )
-    await act(deps, client, found, asker)
     intent = _intent_of(found)
+    kept: Context | None = None
     if threads is not None and intent is not None and not isinstance(found, Menu):
         entities = found.candidates[0].entities if isinstance(found, Unsure) else found.entities
-        keys = (thread_key, *also_keys, *(posted if reply_in is None else ()))
-        for key in dict.fromkeys(keys):
-            await threads.remember(team, channel, key, Context(intent, entities))
+        kept = Context(intent, entities)
+        # Kept before answering: a reply sent once the answer shows finds it.
+        for key in dict.fromkeys((thread_key, *also_keys)):
+            await threads.remember(team, channel, key, kept)
+
+    async def answered(ts: str) -> None:
+        # At the top of a DM each answer starts a thread of its own that goes on from it.
+        if threads is not None and kept is not None and reply_in is None:
+            await threads.remember(team, channel, ts, kept)
+
+    asker = thread_asker(
+        client, team=team, channel=channel, user=user, thread_ts=reply_in, posted=answered
+    )
+    await act(deps, client, found, asker)
     return found
 
 

@@ -86,7 +86,9 @@ CUES: Mapping[Intent, Mapping[str, float]] = {
 # even when it names a kernel, a driver or a rate: the component is a suspect, not a rollout.
 _CAUSAL = re.compile(
     r"\b(?:caus(?:e|es|ed|ing)|behind (?:the|these|those|our|all)|trigger(?:s|ed|ing)?|"
-    r"sets? off|is it the|is it because)\b"
+    r"sets? off|is it the|is it because|"
+    r"makes? (?:the |a |my |our )?\w+ (?:reboot|crash|panic|fail|throttle|overheat|flap|drop))"
+    r"\b"
 )
 # "when we push more than 25 Gbps", "if a job draws 700 W": a condition on what a job does.
 _CONDITION = re.compile(
@@ -243,10 +245,13 @@ def scores(text: str, entities: Entities) -> dict[Intent, float]:
             out[Intent.NODE_HEALTH] -= 0.5
         if out[Intent.PRECURSORS] >= 3.0:
             out[Intent.PRECURSORS] += 1.5  # "before" with a kind of fault: what preceded it
-        if _CAUSAL.search(lowered_text) or _CONDITION.search(lowered_text):
-            out[Intent.PRECURSORS] += 2.5  # what causes that fault: what precedes it
+        # "do we get panics when jobs run hot?" asks a cause too, unless it names a rollout.
+        rollout_words = out[Intent.REGRESSIONS] >= 2.5  # only cue words counted so far
+        conditional = bool(_CONDITION.search(lowered_text)) and not rollout_words
+        if _CAUSAL.search(lowered_text) or conditional:
+            out[Intent.PRECURSORS] += 3.0  # what causes that fault: what precedes it
             if e.component:
-                out[Intent.REGRESSIONS] -= 2.0
+                out[Intent.REGRESSIONS] -= 3.0
     if e.repeat:
         out[Intent.FAULTS] += 1.0
     if e.component:

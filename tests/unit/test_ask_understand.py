@@ -8,6 +8,7 @@ from bot.ask.service import read_question
 from bot.ask.understand import Context, carried, understand
 from bot.backends.thread_memory import MemoryThreadMemory
 from bot.errors import BackendError
+from bot.render.ask import render_drain_which
 from tests.unit.test_ask_corpus import site
 
 
@@ -36,6 +37,11 @@ def test_drain_without_a_node_asks_which_node() -> None:
     ):
         found = understand(question, site(), context)
         assert isinstance(found, DrainAsk) and found.node is None, (question, found)
+    # Several named: which of them (a Drain button is one node's).
+    found = understand("drain gpu-0042 and gpu-0043", site())
+    assert isinstance(found, DrainAsk) and found.node is None
+    assert found.entities.nodes == ("gpu-0042", "gpu-0043")
+    assert "`gpu-0042`, `gpu-0043`" in render_drain_which(found.entities.nodes).text
 
 
 def test_a_dm_carries_its_last_question_only_into_a_follow_up() -> None:
