@@ -3,7 +3,10 @@
 The question is read in the core (bot/ask/service.py: read_question), then answered through
 the one command table (handlers/commands.py: dispatch) with an `Asker` whose answers go into
 the question's thread, so a question is answered by the same services and renderers as the
-command it amounts to. What a thread asked is remembered (deps.threads) for its follow-ups.
+command it amounts to. A conversation is a thread: what a thread asked is remembered
+(deps.threads) for the replies in it, a new top-level mention starts afresh, and the top of a
+DM carries its last question only into a message that reads as a follow-up (bot/ask/
+understand.py: carried); a reply in the thread of a DM's question or of its answer carries it.
 Where the reading is unsure, one short question with a button per reading; a button runs its
 reading through the same dispatch. A question meowbot cannot answer gets the menu.
 """
@@ -22,7 +25,7 @@ from bot import drain_reason
 from bot.ask.entities import Vocabulary
 from bot.ask.models import DrainAsk, Intent, Menu, MyJob, Route, Understanding, Unsure
 from bot.ask.service import read_question
-from bot.ask.understand import Context
+from bot.ask.understand import Context, carried
 from bot.deps import Deps
 from bot.errors import BackendError
 from bot.models import JobState
@@ -31,6 +34,7 @@ from bot.render.ask import (
     HELP_LEAD,
     read_pick,
     render_drain_offer,
+    render_drain_which,
     render_job_choice,
     render_menu,
     render_no_job,
@@ -86,12 +90,21 @@ async def _runs(deps: Deps) -> tuple[str, ...]:
 
 
 def thread_asker(
-    client: AsyncWebClient, *, team: str, channel: str, user: str, thread_ts: str | None
+    client: AsyncWebClient,
+    *,
+    team: str,
+    channel: str,
+    user: str,
+    thread_ts: str | None,
+    posted: Callable[[str], Awaitable[None]] | None = None,
 ) -> Asker:
-    """An asker whose every answer goes into the question's thread (or the DM)."""
+    """An asker whose every answer goes into the question's thread (or the DM); `posted` is
+    told each answer's ts as soon as it is out."""
 
     async def private(message: SlackMessage) -> None:
-        await post_message(client, channel, message, thread_ts=thread_ts)
+        sent = await post_message(client, channel, message, thread_ts=thread_ts)
+        if posted is not None:
+            await posted(sent.ts)
 
     async def open_view(view: dict[str, Any]) -> dict[str, Any]:
         raise Misread("A form opens only from its command: type `/playground` for it.")
@@ -151,7 +164,13 @@ async def act(deps: Deps, client: AsyncWebClient, found: Understanding, asker: A
     elif isinstance(found, Unsure):
         await asker.private(render_unsure(found.candidates))
     elif isinstance(found, DrainAsk):
-        await asker.private(render_drain_offer(found.node, drain_reason.by_user("asked", "")))
+        node = found.node
+        reason = drain_reason.by_user("asked", "")
+        await asker.private(
+            render_drain_which(found.entities.nodes)
+            if node is None
+            else render_drain_offer(node, reason)
+        )
     elif isinstance(found, Menu):
         await asker.private(render_menu(HELP_LEAD if found.asked else None))
 
@@ -167,20 +186,43 @@ async def answer(
     text: str,
     reply_in: str | None,
     thread_key: str,
+    in_thread: bool,
+    also_keys: tuple[str, ...] = (),
+    else_key: str | None = None,
 ) -> Understanding:
-    """Reads `text` against the thread's context and answers it in `reply_in`."""
+    """Reads `text` against the context of `thread_key` (a thread's, always; the top of a
+    DM's, only for a follow-up) and answers it in `reply_in`. What it was read as is kept
+    under `thread_key`, `also_keys` and every answer posted at the top of a DM, so a reply
+    in the thread of the question or of an answer goes on from it; a thread with nothing kept
+    reads against `else_key` (a DM's top) as a message there would."""
     threads = deps.threads
-    context = await threads.recall(team, channel, thread_key) if threads else None
+    recalled = await threads.recall(team, channel, thread_key) if threads else None
+    if recalled is None and else_key is not None and threads is not None:
+        # A DM thread of an answer not kept (a slow command's own post): read as the DM's top.
+        recalled, in_thread = await threads.recall(team, channel, else_key), False
+    context = carried(text, recalled, in_thread=in_thread)
     vocab = await vocabularies.get(deps)
     found = await read_question(
         text, vocab, context, deps.picker, deadline_s=deps.settings.ask_model_deadline_s
     )
     deps.telemetry.commands.labels(command=f"ask:{type(found).__name__.lower()}").inc()
     intent = _intent_of(found)
+    kept: Context | None = None
     if threads is not None and intent is not None and not isinstance(found, Menu):
         entities = found.candidates[0].entities if isinstance(found, Unsure) else found.entities
-        await threads.remember(team, channel, thread_key, Context(intent, entities))
-    asker = thread_asker(client, team=team, channel=channel, user=user, thread_ts=reply_in)
+        kept = Context(intent, entities)
+        # Kept before answering: a reply sent once the answer shows finds it.
+        for key in dict.fromkeys((thread_key, *also_keys)):
+            await threads.remember(team, channel, key, kept)
+
+    async def answered(ts: str) -> None:
+        # At the top of a DM each answer starts a thread of its own that goes on from it.
+        if threads is not None and kept is not None and reply_in is None:
+            await threads.remember(team, channel, ts, kept)
+
+    asker = thread_asker(
+        client, team=team, channel=channel, user=user, thread_ts=reply_in, posted=answered
+    )
     await act(deps, client, found, asker)
     return found
 
@@ -216,6 +258,7 @@ def register(reg: Registry, deps: Deps) -> None:
             text=str(event.get("text") or ""),
             reply_in=thread,
             thread_key=thread,
+            in_thread=bool(event.get("thread_ts")),  # a new top-level mention starts afresh
         )
 
     async def dm_only(
@@ -246,6 +289,10 @@ def register(reg: Registry, deps: Deps) -> None:
             text=str(event.get("text") or ""),
             reply_in=thread,
             thread_key=thread or DM_THREAD,
+            in_thread=thread is not None,
+            # At the top of a DM: its question's own thread goes on from it too.
+            also_keys=() if thread else (str(event["ts"]),),
+            else_key=DM_THREAD if thread else None,
         )
 
     async def on_pick(ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:

@@ -164,7 +164,11 @@ def _family(words: Sequence[str]) -> str | None:
     return next((w for w in words if w in FAMILIES and w not in _NOT_KIND_WORDS), None)
 
 
-def _find_kind(text: str, words: Sequence[str]) -> str | None:
+def _find_kind(text: str, words: Sequence[str], component: str | None = None) -> str | None:
+    """The fault kind named; a software component's word ("the new kernel") is not one, so
+    another kind in the question is looked for ("is the kernel behind the reboots?")."""
+    if component is not None:
+        words = [w for w in words if KINDS.get(w) != component]
     for phrase in sorted(KINDS, key=len, reverse=True):
         several = " " in phrase or "-" in phrase or "_" in phrase
         if several and re.search(rf"(?<![\w-]){re.escape(phrase)}s?(?![\w-])", text):
@@ -272,6 +276,9 @@ def _run(text: str, words: Sequence[str], runs: Sequence[str]) -> str | None:
 
 
 def _component(text: str, words: Sequence[str], components: Sequence[str]) -> str | None:
+    # "a kernel panic" is a fault, not the kernel's software.
+    text = re.sub(r"\bkernel panic\w*", " ", text)
+    words = re.findall(r"[a-z][a-z0-9_-]*", text)
     for phrase, comp in _COMPONENT_WORDS.items():
         if " " in phrase and phrase in text:
             return comp
@@ -326,7 +333,7 @@ def extract(question: str, vocab: Vocabulary) -> Entities:
     kind_text = rest.replace(run.lower(), " ") if run else rest
     kind_words = [w for w in words if w != (run or "").lower()]
     component = _component(rest, words, vocab.components)
-    kind = _find_kind(kind_text, kind_words)
+    kind = _find_kind(kind_text, kind_words, component)
     if component is not None and kind == component:
         kind = None  # "the new driver": a rollout, not drift from the fleet
     return Entities(

@@ -57,8 +57,11 @@ CUES: Mapping[Intent, Mapping[str, float]] = {
         "early warning": 3.5, "predict": 3.0, "predicts": 3.0, "foresee": 3.0,
         "precedes": 3.0, "preceding": 3.0, "leads up": 3.0, "leads to": 2.0, "lead to": 2.0,
         "signal": 1.5, "signals": 1.5, "what causes": 2.0, "what caused": 2.0,
-        "why do": 1.5, "why does": 1.5, "why are": 1.0, "root cause": 2.0, "beforehand": 3.0,
+        "why do": 1.5, "why does": 1.5, "why are": 1.0, "root cause": 3.0, "beforehand": 3.0,
         "ahead of": 2.5, "prior to": 3.0, "in the minutes": 2.0,
+        "cause": 2.0, "causes": 2.0, "causing": 2.0, "caused": 2.0, "behind the": 2.5,
+        "trigger": 2.5, "triggers": 2.5, "triggering": 2.5, "triggered": 2.5, "set off": 2.5,
+        "sets off": 2.5, "is it the": 1.5, "comes before": 2.0, "come before": 2.0,
     },
     Intent.PLAYGROUND: {
         "playground": 4.0, "prompt": 2.5, "checkpoint": 3.0, "checkpoints": 3.0, "ckpt": 3.0,
@@ -78,13 +81,31 @@ CUES: Mapping[Intent, Mapping[str, float]] = {
     },
 }  # fmt: skip
 
+# A question about a cause: "is X behind the Xids", "do I cause a panic when I send ...", "is
+# it the driver?". With a fault kind named it asks what precedes that fault (/hw-faults why),
+# even when it names a kernel, a driver or a rate: the component is a suspect, not a rollout.
+_CAUSAL = re.compile(
+    r"\b(?:caus(?:e|es|ed|ing)|behind (?:the|these|those|our|all)|trigger(?:s|ed|ing)?|"
+    r"sets? off|is it the|is it because|"
+    r"makes? (?:the |a |my |our )?\w+ (?:reboot|crash|panic|fail|throttle|overheat|flap|drop))"
+    r"\b"
+)
+# "when we push more than 25 Gbps", "if a job draws 700 W": a condition on what a job does.
+_CONDITION = re.compile(
+    r"\b(?:when|whenever|if|once)\s+(?:i|we|you|they|a job|jobs|the job|nodes?|it)\b"
+)
+_RATE = re.compile(
+    r"\d+(?:\.\d+)?\s*(?:gbps|gb/s|gbit/s|gbits?|mbps|mb/s|tb/s|watts?|w|degrees|°c|c|%|"
+    r"percent)(?![a-z])"
+)
+
 _NOT_PRECURSORS = re.compile(
     r"\b(?:than before|fine before|worked before|ok before|before the (?:upgrade|rollout|update))"
 )
 # What meowbot does not do, whatever else the question names: it reads, it does not act.
 CANNOT = re.compile(
     r"\b(?:submit|resubmit|cancel|scancel|kill|requeue|extend|book|order|reserve|quota|"
-    r"allocate|install|delete|email)\b"
+    r"allocate|install|delete|email|priority|prioriti[sz]e|bump)\b"
 )
 
 WORDS: frozenset[str] = frozenset(w for cues in CUES.values() for w in cues if " " not in w)
@@ -142,6 +163,8 @@ _STOP = frozenset(
         "should",
         "please",
         "thanks",
+        "because",
+        "paused",
         "thank",
         "hey",
         "hi",
@@ -210,15 +233,25 @@ def scores(text: str, entities: Entities) -> dict[Intent, float]:
     else:
         # Slow without a job of one's own: as likely the fleet (a rollout) as one's job.
         out[Intent.SLOW_JOB] -= 1.5
+    lowered_text = text.lower()
     if e.kind:
         out[Intent.FAULTS] += 2.0
         out[Intent.PRECURSORS] += 0.5
+        out[Intent.PRECURSORS] += 1.5 * bool(_CONDITION.search(lowered_text))
+        out[Intent.PRECURSORS] += 1.5 * bool(_RATE.search(lowered_text))
         if named_nodes:
             out[Intent.FAULTS] += 1.0  # "xid on gpu-0042": that kind's faults, on that node
         else:
             out[Intent.NODE_HEALTH] -= 0.5
         if out[Intent.PRECURSORS] >= 3.0:
             out[Intent.PRECURSORS] += 1.5  # "before" with a kind of fault: what preceded it
+        # "do we get panics when jobs run hot?" asks a cause too, unless it names a rollout.
+        rollout_words = out[Intent.REGRESSIONS] >= 2.5  # only cue words counted so far
+        conditional = bool(_CONDITION.search(lowered_text)) and not rollout_words
+        if _CAUSAL.search(lowered_text) or conditional:
+            out[Intent.PRECURSORS] += 3.0  # what causes that fault: what precedes it
+            if e.component:
+                out[Intent.REGRESSIONS] -= 3.0
     if e.repeat:
         out[Intent.FAULTS] += 1.0
     if e.component:
@@ -229,6 +262,6 @@ def scores(text: str, entities: Entities) -> dict[Intent, float]:
         out[Intent.PLAYGROUND] += 1.0
     if e.stats or e.last_week:
         out[Intent.HIGHLIGHTS] += 0.5
-    if _NOT_PRECURSORS.search(text.lower()):
+    if _NOT_PRECURSORS.search(lowered_text):
         out[Intent.PRECURSORS] -= 2.5  # "slower than before", "was fine before"
     return out

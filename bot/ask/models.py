@@ -88,9 +88,10 @@ class MyJob:
 
 @dataclass(frozen=True)
 class DrainAsk:
-    """ "drain it": the node's Drain button (pressed by someone allowed), never a drain."""
+    """ "drain it": the node's Drain button (pressed by someone allowed), never a drain; with
+    no node named in the question or its thread (`node` None), "drain which node?"."""
 
-    node: str
+    node: str | None
     entities: Entities
 
 

@@ -37,8 +37,17 @@ _REGRESSIONS_MAX_DAYS = 30
 
 _FOLLOW_UP = re.compile(
     r"^(?:and|also|ok and|okay and|what about|how about|same for|same (?:thing )?(?:with|on)"
-    r"|now|then|and what about|and how about|and for|for)\b"
+    r"|now|then|and what about|and how about|and for|for|only|just|but|ok|okay|so)\b"
 )
+# A word standing for something said before, as a DM's follow-up uses it ("drain it", "what
+# about its neighbours?", "is that one ok?"); "there" is left out: "are there any faults?".
+_POINTS_BACK = re.compile(r"\b(?:it|its|it's|them|those|that one|that node|the same)\b")
+# How a whole new question starts; a follow-up leaves it out ("yesterday?", "gpu-0043?").
+_ASKS_AFRESH = re.compile(
+    r"^(?:is|are|was|were|what|which|who|how|why|when|where|does|do|did|can|could|should|will|"
+    r"any|show|list|tell|give|compare|check|run|find|has|have|please)\b"
+)
+FOLLOW_UP_WORDS = 8  # a follow-up is short: a longer message asks something of its own
 _NEIGHBOURS = re.compile(
     r"\b(?:neighbou?rs?|neighbou?ring|same (?:rack|switch|leaf)|(?:other|rest of the) (?:nodes|"
     r"rack|switch)|nodes? next to it|around it|its peers|peers)\b"
@@ -199,6 +208,38 @@ def _decide(text: str, e: Entities, vocab: Vocabulary) -> Understanding:
     return top
 
 
+def reads_as_follow_up(question: str) -> bool:
+    """Whether a message at the top of a DM goes on from the one before: short, and either
+    opened as a follow-up ("and yesterday?", "what about rack 4?"), or pointing back ("drain
+    it"), or elliptic (no question of its own: "yesterday?", "gpu-0043?")."""
+    text = clean(question).lower()
+    if len(text.split()) > FOLLOW_UP_WORDS:
+        return False
+    if _FOLLOW_UP.search(text) or _POINTS_BACK.search(text):
+        return True
+    return not _ASKS_AFRESH.search(text) and max(scores(text, Entities()).values()) < MIN_SCORE
+
+
+def carried(question: str, context: Context | None, *, in_thread: bool) -> Context | None:
+    """The context `question` is read against: a thread's always (a conversation is a
+    thread); the last one at the top of a DM only while the message reads as a follow-up."""
+    if context is None or in_thread:
+        return context
+    return context if reads_as_follow_up(question) else None
+
+
+def _drain(text: str, e: Entities, old: Entities) -> DrainAsk | None:
+    """ "drain it": the one node named, else the thread's; none or several: which one?"""
+    if not _DRAIN.search(text):
+        return None
+    nodes = e.nodes or old.nodes
+    if len(nodes) == 1:
+        return DrainAsk(nodes[0], _merge(old, e))
+    if not (e.hostlist or e.rack or e.switch):
+        return DrainAsk(None, _merge(old, e))
+    return None
+
+
 def understand(question: str, vocab: Vocabulary, context: Context | None = None) -> Understanding:
     """What `question` asks, read against the thread's `context` when it has one."""
     text = clean(question).lower()
@@ -206,14 +247,12 @@ def understand(question: str, vocab: Vocabulary, context: Context | None = None)
     if CANNOT.search(text) and not _DRAIN.search(text):
         return Menu(e)
     if context is None:
-        if _DRAIN.search(text) and len(e.nodes) == 1:
-            return DrainAsk(e.nodes[0], e)
-        return _decide(text, e, vocab)
+        drain = _drain(text, e, Entities())
+        return drain if drain is not None else _decide(text, e, vocab)
     old = context.entities
-    if _DRAIN.search(text):
-        nodes = e.nodes or old.nodes
-        if len(nodes) == 1:
-            return DrainAsk(nodes[0], _merge(old, e))
+    drain = _drain(text, e, old)
+    if drain is not None:
+        return drain
     if _NEIGHBOURS.search(text):
         nodes = e.nodes or old.nodes
         if len(nodes) == 1:
@@ -230,6 +269,10 @@ def understand(question: str, vocab: Vocabulary, context: Context | None = None)
     best = max(scores(text, e).values())
     follows = bool(_FOLLOW_UP.search(text)) or bool(_REFERS_BACK.search(text)) or best < MIN_SCORE
     if not follows:
+        # A question of its own, in the same conversation: it keeps the thread's window when it
+        # names none ("what precedes the reboots?" after "did last week's rollout cost us?").
+        if e.since is None and old.since is not None:
+            e = e.model_copy(update={"since": old.since})
         return _decide(text, e, vocab)
     merged = _merge(old, e)
     # A follow-up keeps the thread's intent unless its own words ask for another one.

@@ -125,3 +125,15 @@ def render_drain_offer(node: str, reason: str) -> SlackMessage:
     )
     msg.actions(drain_button(node, reason))
     return msg.build()
+
+
+def render_drain_which(nodes: Sequence[str] = ()) -> SlackMessage:
+    """ "drain it" with no one node named in the question or its thread: which node? (of
+    `nodes`, the several it could be)."""
+    example = nodes[0] if nodes else "gpu-0042"
+    among = f" ({', '.join(code(n) for n in nodes[:5])}{', …' if len(nodes) > 5 else ''})"
+    text = (
+        f"Drain which node{among if nodes else ''}? Name one, e.g. _drain {escape(example)}_, "
+        "and I show its Drain button."
+    )
+    return Message(text).section(text).build()

@@ -23,6 +23,8 @@ BACKGROUND_QUIET_S = 1.5
 
 SHELL_HELP = """Type slash commands as in Slack, for example /node-health help.
   @meowbot TEXT      ask in plain words, as a mention (e.g. @meowbot is gpu-0042 ok?)
+  reply [M] TEXT     answer in the thread of the last answer (or of message M), as a
+                     mention there: a follow-up (reply what about its neighbours?)
   press N [CHOICE]   press button N (buttons are numbered across the screen; a menu takes a
                      choice: press 4 2)
   fill N TEXT        type TEXT into field N of the open form; submit, cancel
@@ -40,6 +42,7 @@ SHELL_HELP = """Type slash commands as in Slack, for example /node-health help.
 
 MENTION = "@meowbot"
 VERBS = (
+    "reply",
     "press",
     "fill",
     "submit",
@@ -122,6 +125,13 @@ async def run_one(session: ShellSession, line: str) -> list[Output]:
     rest = rest.strip()
     if verb == "home":
         return await session.home()
+    if verb == "reply":
+        first, _, text = rest.partition(" ")
+        if first.isdigit() and text.strip():
+            return await session.reply(text.strip(), int(first))
+        if not rest:
+            raise ValueError("reply takes the text, e.g. reply and yesterday? (or reply 3 TEXT)")
+        return await session.reply(rest)
     if verb == "press":
         words = rest.split(None, 1)
         if not words or not words[0].isdigit():

@@ -153,6 +153,8 @@ class ShellSession:
         self._sweeping = asyncio.Lock()
         # The button whose confirm dialog is showing: pressing it again confirms.
         self._confirming: tuple[int, str | None] | None = None
+        # The thread of the last question asked in plain words: where `reply` goes by default.
+        self._asked_thread: str | None = None
 
     # -- lifecycle
 
@@ -278,7 +280,34 @@ class ShellSession:
 
     async def mention(self, text: str) -> list[Output]:
         """Asks in plain words, as a mention in the channel: the bot answers in its thread."""
-        return await self._post_event(self.emulator.mention(SHELL_CHANNEL, self.user_id, text))
+        payload = self.emulator.mention(SHELL_CHANNEL, self.user_id, text)
+        self._asked_thread = str(payload["event"]["ts"])
+        return await self._post_event(payload)
+
+    async def reply(self, text: str, number: int | None = None) -> list[Output]:
+        """Asks in plain words in a thread, as a mention there: the thread of channel message
+        `number`, else of the last question asked in plain words (its answer's), else of the
+        newest channel message. The bot reads it as a follow-up of the thread."""
+        thread = self.thread_of(number)
+        self._asked_thread = thread
+        payload = self.emulator.mention(SHELL_CHANNEL, self.user_id, text, thread=thread)
+        return await self._post_event(payload)
+
+    def thread_of(self, number: int | None) -> str:
+        """The thread ts that a reply to channel message `number` (or the last answer) joins."""
+        if number is None and self._asked_thread is not None:
+            return self._asked_thread
+        messages = [
+            s for s in self.shown.values() if s.kind == "message" and s.channel == SHELL_CHANNEL
+        ]
+        if number is not None:
+            messages = [s for s in messages if s.number == number]
+            if not messages:
+                raise ValueError(f"no message {number} on the screen")
+        if not messages:
+            raise ValueError("nothing to reply to yet: ask first (@meowbot is gpu-0042 ok?)")
+        shown = max(messages, key=lambda s: s.number)
+        return str(shown.content.get("thread_ts") or shown.ts)
 
     async def home(self) -> list[Output]:
         """Opens the App Home tab, as Slack's app_home_opened event does."""

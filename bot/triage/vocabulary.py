@@ -65,6 +65,16 @@ _KIND_WORDS: dict[str, str] = {
     "restarts": "reboot",
     "restarted": "reboot",
     "crashed node": "reboot",
+    # A kernel panic, a crash, a node going down hard: what the node shows is a reboot.
+    "kernel panic": "reboot",
+    "kernel panics": "reboot",
+    "panic": "reboot",
+    "panics": "reboot",
+    "panicked": "reboot",
+    "crash": "reboot",
+    "crashes": "reboot",
+    "crashed": "reboot",
+    "crashing": "reboot",
     "dcgm": "dcgm",
     "infiniband": "ib",
 }

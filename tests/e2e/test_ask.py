@@ -6,12 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import aiohttp
+import hostlist
+import pytest
+
+from bot.app import create_bot
 from bot.render.ask import ASK_PICK_ACTION
+from bot.render.triage import DRAIN_ACTION
+from bot.server import SLACK_EVENTS_PATH
 from bot.shell.emulator import SlackEmulator, validate_blocks
-from tests.e2e.conftest import Slack
+from tests.e2e.conftest import Slack, bot_settings
 
 CHANNEL = "C0GENERAL"
 
@@ -226,3 +234,144 @@ async def test_slack_retries_are_answered_once(slack: Slack) -> None:
     await wait_posts(emu, 2)
     await asyncio.sleep(0.5)
     assert len(posts(emu)) == 2
+
+
+# --- a conversation is a thread ---------------------------------------------------------------
+
+
+@pytest.fixture
+async def admin_slack(
+    emulator: SlackEmulator, redis_url: str, redis_client: Any
+) -> AsyncIterator[Slack]:
+    """The bot with ana (U0ADMIN) allowed to drain: bob (U0USER) is not."""
+    bot = await create_bot(bot_settings(emulator, redis_url, MEOWBOT_ADMINS="U0ADMIN"))
+    port = await bot.start_http("127.0.0.1", 0)
+    async with aiohttp.ClientSession() as http:
+        yield Slack(emulator, bot, f"http://127.0.0.1:{port}{SLACK_EVENTS_PATH}", http)
+    await bot.close()
+
+
+async def ask_in(
+    slack: Slack, payload: dict[str, Any], channel: str | None = None
+) -> dict[str, Any]:
+    """Sends a question's event and returns the bot's first post in answer."""
+    emu = slack.emulator
+    before = len(posts(emu, channel))
+    assert (await slack.event(payload))[0] == 200
+    await wait_posts(emu, len(posts(emu)) + 1)
+    return posts(emu, channel)[before]
+
+
+def neighbours(slack: Slack, node: str) -> str:
+    """The other nodes under `node`'s leaf switch, as one hostlist."""
+    inventory = slack.bot.deps.triage.inventory
+    place = inventory.place(node)
+    assert place is not None
+    near = [
+        n
+        for n in inventory.names()
+        if n != node and (p := inventory.place(n)) and p.leaf_switch == place.leaf_switch
+    ]
+    return str(hostlist.collect_hostlist(near))
+
+
+async def command_text(slack: Slack, command: str, text: str) -> str:
+    emu = slack.emulator
+    before = len(emu.responses)
+    await slack.command(command, text)
+    await emu.wait_for_responses(before + 1)
+    return str(emu.responses[-1][1]["text"])
+
+
+async def test_the_readme_follow_ups_in_a_thread_and_a_new_mention_starts_afresh(
+    admin_slack: Slack,
+) -> None:
+    slack, emu = admin_slack, admin_slack.emulator
+    first = mention(slack, "any xid errors today?")
+    answer = await ask_in(slack, first, CHANNEL)
+    thread = first["event"]["ts"]
+    assert answer["thread_ts"] == thread
+    assert answer["text"] == await command_text(slack, "/hw-faults", "xid --since 24h")
+    # "and yesterday?" in the thread: the thread's question over two days.
+    later = await ask_in(slack, mention(slack, "and yesterday?", thread=thread), CHANNEL)
+    assert later["thread_ts"] == thread
+    assert later["text"] == await command_text(slack, "/hw-faults", "xid --since 2d")
+    # The same words in a new top-level mention: nothing before them, so the menu.
+    fresh = mention(slack, "and yesterday?")
+    alone = await ask_in(slack, fresh, CHANNEL)
+    assert alone["thread_ts"] == fresh["event"]["ts"]
+    assert "is gpu-0042 ok?" in json.dumps(alone["blocks"])  # the menu's examples
+
+    # A node's thread: its neighbours, then "drain it": the Drain button, behind the admin check.
+    node = a_node(slack, 41)
+    asked = mention(slack, f"is {node} ok?")
+    await ask_in(slack, asked, CHANNEL)
+    node_thread = asked["event"]["ts"]
+    near = await ask_in(
+        slack, mention(slack, "what about its neighbours?", thread=node_thread), CHANNEL
+    )
+    assert near["thread_ts"] == node_thread
+    assert near["text"] == await command_text(slack, "/node-health", neighbours(slack, node))
+    offer = await ask_in(slack, mention(slack, "drain it", thread=node_thread), CHANNEL)
+    assert offer["thread_ts"] == node_thread and node in offer["text"]
+    assert DRAIN_ACTION in json.dumps(offer["blocks"])
+    # A top-level "drain it" names no node and has no thread before it: which node?
+    which = await ask_in(slack, mention(slack, "drain it"), CHANNEL)
+    assert which["text"].startswith("Drain which node?")
+    assert DRAIN_ACTION not in json.dumps(which.get("blocks") or [])
+
+    scheduler = slack.bot.deps.triage.scheduler
+    assert scheduler is not None
+    posted = [m for m in emu.workspace.messages(CHANNEL) if DRAIN_ACTION in json.dumps(m)][-1]
+    # Bob may not drain: refused, nothing changes.
+    before = len(emu.responses)
+    press = emu.block_actions_payload(CHANNEL, posted["ts"], DRAIN_ACTION, user="U0USER")
+    assert (await slack.interactive(press))[0] == 200
+    await emu.wait_for_responses(before + 1)
+    assert emu.responses[-1][1]["text"].startswith(":no_entry: Only the cluster admins")
+    assert not (await scheduler.nodes([node]))[node].out_of_service
+    # Ana may: the node drains.
+    press = emu.block_actions_payload(CHANNEL, posted["ts"], DRAIN_ACTION, user="U0ADMIN")
+    assert (await slack.interactive(press))[0] == 200
+    await emu.wait_for_responses(before + 2)
+    assert (await scheduler.nodes([node]))[node].out_of_service
+
+
+async def test_a_dm_carries_its_last_question_only_into_a_follow_up(slack: Slack) -> None:
+    emu = slack.emulator
+    # A playground question, then an unrelated one: answered as itself, not as the playground.
+    await ask_in(slack, direct(slack, "compare step 400 and 500 of tiny-zen on 'Once upon a time'"))
+    unrelated = await ask_in(slack, direct(slack, "are there any hardware faults right now?"))
+    assert unrelated["text"] == await command_text(slack, "/hw-faults", "")
+    # A node, then "drain it" and "what about its neighbours?": follow-ups of it.
+    node = a_node(slack, 41)
+    health = await ask_in(slack, direct(slack, f"is {node} ok?"))
+    offer = await ask_in(slack, direct(slack, "drain it"))
+    assert node in offer["text"] and DRAIN_ACTION in json.dumps(offer["blocks"])
+    # A reply in the thread of the bot's answer goes on from it, and is answered there.
+    dm = health["channel"]
+    answer_ts = next(m["ts"] for m in emu.workspace.messages(dm) if m.get("text") == health["text"])
+    reply = direct(slack, "what about its neighbours?", thread_ts=answer_ts)
+    near = await ask_in(slack, reply)
+    assert near["thread_ts"] == answer_ts
+    assert near["text"] == await command_text(slack, "/node-health", neighbours(slack, node))
+    # The thread of a message nothing was kept for (a slow answer's own post, say) reads as
+    # the DM's top: a follow-up of the last question there, else afresh.
+    stray = emu.workspace.next_ts()
+    emu.workspace.add_message(dm, ts=stray, text="looking at…", user=emu.workspace.bot_user_id)
+    again = await ask_in(slack, direct(slack, "drain it", thread_ts=stray))
+    assert again["thread_ts"] == stray and node in again["text"]
+
+
+async def test_a_cause_naming_a_kernel_and_a_rate_is_asked_of_what_precedes_the_fault(
+    slack: Slack,
+) -> None:
+    """The question /hw-faults why exists for, asked alone in plain words."""
+    emu = slack.emulator
+    asked = mention(slack, "Do I cause a kernel panic when I send more than 30 Gbps over the NIC?")
+    first = await ask_in(slack, asked, CHANNEL)
+    assert first["thread_ts"] == asked["event"]["ts"]
+    assert "Looking at what preceded the unexpected reboots" in first["text"], first["text"]
+    await emu.wait_for_call("chat.postMessage", count=2, timeout=60)
+    answer = json.dumps(emu.calls_to("chat.update")[-1].args["blocks"])
+    assert "unexpected reboots followed *network transmit (eth0) above 3" in answer

@@ -1,5 +1,7 @@
 """The reading of plain-word questions, scored on the corpus (tests/data/ask_corpus.yaml):
-routing accuracy and entity accuracy, each at least 95 %."""
+routing accuracy and entity accuracy, each at least 95 %; on the phrasings written before the
+reader was tuned for them (ask_heldout2.yaml, 70.6 % untuned) at least 95 % too; on those never
+tuned on (ask_heldout.yaml) at least 85 %."""
 
 from __future__ import annotations
 
@@ -11,13 +13,15 @@ import yaml
 
 from bot.ask.entities import Vocabulary
 from bot.ask.models import DrainAsk, Menu, MyJob, Route, Understanding, Unsure
-from bot.ask.understand import Context, understand
+from bot.ask.understand import Context, carried, understand
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "ask_corpus.yaml"
 HELD_OUT = Path(__file__).resolve().parents[1] / "data" / "ask_heldout.yaml"
+# Written before the reader was tuned for them (causes, threads, DMs), then tuned on.
+HELD_OUT_2 = Path(__file__).resolve().parents[1] / "data" / "ask_heldout2.yaml"
 NEEDED = 0.95
 # Phrasings the reader was never tuned on: what to expect of questions nobody wrote down yet.
-NEEDED_HELD_OUT = 0.80
+NEEDED_HELD_OUT = 0.85
 
 
 def site() -> Vocabulary:
@@ -39,17 +43,20 @@ def said(found: Understanding) -> str:
     if isinstance(found, Unsure):
         return "unsure"
     assert isinstance(found, DrainAsk)
-    return f"drain {found.node}"
+    return f"drain {found.node or 'which'}"
 
 
 def read(entry: dict[str, Any], vocab: Vocabulary) -> Understanding:
+    """`q` read alone, after `after` in its thread, or after `dm_after` at the top of a DM
+    (where the context carries only if `q` reads as a follow-up)."""
     context = None
-    if "after" in entry:
-        before = understand(entry["after"], vocab)
-        assert isinstance(before, Route | MyJob | DrainAsk), entry["after"]
-        intent = before.intent if not isinstance(before, DrainAsk) else None
-        assert intent is not None
-        context = Context(intent, before.entities)
+    earlier = entry.get("after") or entry.get("dm_after")
+    if earlier:
+        before = understand(earlier, vocab)
+        assert isinstance(before, Route | MyJob), earlier
+        context = carried(
+            entry["q"], Context(before.intent, before.entities), in_thread="after" in entry
+        )
     return understand(entry["q"], vocab, context)
 
 
@@ -77,6 +84,7 @@ def test_the_corpus_is_big_and_varied(corpus: list[dict[str, Any]]) -> None:
     assert sum(r == "menu" for r in routes) >= 15  # unanswerable questions and help
     assert sum(r == "unsure" for r in routes) >= 2
     assert sum("after" in e for e in corpus) >= 10  # follow-ups
+    assert sum("dm_after" in e for e in corpus) >= 4  # a DM's next message, follow-up or not
     assert sum(len(e.get("entities", {}).get("nodes", [])) >= 2 for e in corpus) >= 3
 
 
@@ -120,6 +128,16 @@ def test_routing_and_entity_accuracy_on_held_out_phrasings() -> None:
     routing, entities, wrong = accuracy(held_out, "held out")
     assert routing >= NEEDED_HELD_OUT, wrong
     assert entities >= NEEDED_HELD_OUT, wrong
+
+
+def test_routing_on_phrasings_written_before_tuning() -> None:
+    """51 phrasings written before the reader was changed for causes, threads and DMs: 70.6 %
+    routed right untuned; held to 95 % since."""
+    written = yaml.safe_load(HELD_OUT_2.read_text())
+    assert len(written) >= 40
+    routing, entities, wrong = accuracy(written, "written before tuning")
+    assert routing >= NEEDED, wrong
+    assert entities >= NEEDED, wrong
 
 
 def test_every_question_gets_an_answer(corpus: list[dict[str, Any]]) -> None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from bot.ask.entities import Vocabulary, clean, extract
 from bot.ask.models import DrainAsk, Entities, Intent, Menu, Route, Unsure
 from bot.ask.service import read_question
-from bot.ask.understand import Context, understand
+from bot.ask.understand import Context, carried, understand
 from bot.backends.thread_memory import MemoryThreadMemory
 from bot.errors import BackendError
+from bot.render.ask import render_drain_which
 from tests.unit.test_ask_corpus import site
 
 
@@ -27,10 +28,61 @@ def test_a_node_the_site_does_not_have_is_not_read_as_one() -> None:
     assert e.nodes == ()
 
 
-def test_drain_without_a_node_drains_nothing() -> None:
-    assert not isinstance(understand("drain everything now", site()), DrainAsk)
-    found = understand("drain it", site(), Context(Intent.FAULTS, Entities(kind="xid")))
-    assert not isinstance(found, DrainAsk)
+def test_drain_without_a_node_asks_which_node() -> None:
+    for question, context in (
+        ("drain everything now", None),
+        ("drain it", None),
+        ("drain it", Context(Intent.FAULTS, Entities(kind="xid"))),
+        ("drain them", Context(Intent.NODE_HEALTH, Entities(nodes=("gpu-0001", "gpu-0002")))),
+    ):
+        found = understand(question, site(), context)
+        assert isinstance(found, DrainAsk) and found.node is None, (question, found)
+    # Several named: which of them (a Drain button is one node's).
+    found = understand("drain gpu-0042 and gpu-0043", site())
+    assert isinstance(found, DrainAsk) and found.node is None
+    assert found.entities.nodes == ("gpu-0042", "gpu-0043")
+    assert "`gpu-0042`, `gpu-0043`" in render_drain_which(found.entities.nodes).text
+
+
+def test_a_dm_carries_its_last_question_only_into_a_follow_up() -> None:
+    asked = Context(Intent.PLAYGROUND, Entities(run="tiny-zen", steps=(400, 500)))
+    for follow_up in (
+        "and yesterday?",
+        "drain it",
+        "what about its neighbours?",
+        "gpu-0043?",
+        "only rack 4?",
+        "is it drained?",
+        "and the kernel?",
+    ):
+        assert carried(follow_up, asked, in_thread=False) is asked, follow_up
+    for afresh in (
+        "are there any hardware faults right now?",
+        "which nodes are down?",
+        "what precedes reboots?",
+        "is rack 12 ok?",
+        "Do I cause a kernel panic when I send more than 30 Gbps over the NIC?",
+        "show me the highlights",
+    ):
+        assert carried(afresh, asked, in_thread=False) is None, afresh
+    # In a thread the conversation is the thread: its context always carries.
+    assert carried("which nodes are down?", asked, in_thread=True) is asked
+    assert carried("and yesterday?", None, in_thread=False) is None
+
+
+def test_a_cause_named_beside_a_kernel_a_driver_or_a_rate_asks_what_precedes_it() -> None:
+    for question, typed in (
+        (
+            "Do I cause a kernel panic when I send more than 30 Gbps over the NIC?",
+            "/hw-faults why unexpected_reboot",
+        ),
+        ("is the new kernel behind the reboots?", "/hw-faults why unexpected_reboot"),
+        ("does the 550 driver cause the xid 79s?", "/hw-faults why xid"),
+    ):
+        found = understand(question, site())
+        assert isinstance(found, Route) and found.typed == typed, (question, found)
+    rollout = understand("did the new kernel slow training down?", site())
+    assert isinstance(rollout, Route) and rollout.typed == "/regressions kernel"
 
 
 def test_a_new_question_in_a_thread_is_read_afresh() -> None:

@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 
 from bot.config import Settings
-from bot.shell.repl import render_output, run_one, run_repl
+from bot.shell.repl import SHELL_HELP, render_output, run_one, run_repl
 from bot.shell.session import SHELL_CHANNEL, Output, ShellSession
 
 NUMBERED = re.compile(r"\[(\d+): ([^\]]*?)(?: ▾| ↗)?\]")
@@ -363,3 +363,35 @@ async def test_choosing_the_run_changes_the_form_as_in_slack(
         assert "[zen ▾]" in text and "step 7" in text and "step 100" not in text
     finally:
         await session.close()
+
+
+async def test_reply_asks_in_the_thread_of_the_last_answer_or_a_chosen_one(
+    shell: ShellSession,
+) -> None:
+    """`reply` is how the shell tries a follow-up: a mention in the thread, read against it."""
+    assert "reply [M] TEXT" in SHELL_HELP
+    asked = screen(await run_one(shell, "@meowbot is gpu-0042 ok?"))
+    assert "gpu-0042" in asked and "in thread" in asked
+    assert shell.bot is not None
+    inventory = shell.bot.deps.triage.inventory
+    place = inventory.place("gpu-0042")
+    assert place is not None
+    near = [
+        n
+        for n in inventory.names()
+        if n != "gpu-0042" and (p := inventory.place(n)) and p.leaf_switch == place.leaf_switch
+    ]
+    said = screen(await run_one(shell, "reply what about its neighbours?"))
+    assert "in thread" in said and f"{len(near)} nodes\n" in said, said
+    drain = screen(await run_one(shell, "reply drain it"))
+    assert "Draining `gpu-0042`" in drain and ": Drain node]" in drain, drain
+    # The same words in a new mention have no thread before them.
+    assert "Drain which node?" in screen(await run_one(shell, "@meowbot drain it"))
+    # `reply M` joins message M's thread: gpu-0042's first answer.
+    first = int(re.findall(r"\(message (\d+)", asked)[0])
+    again = screen(await run_one(shell, f"reply {first} drain it"))
+    assert "Draining `gpu-0042`" in again, again
+    with pytest.raises(ValueError, match="reply takes the text"):
+        await run_one(shell, "reply")
+    with pytest.raises(ValueError, match="no message 999 on the screen"):
+        await run_one(shell, "reply 999 and yesterday?")
