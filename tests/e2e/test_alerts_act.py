@@ -135,7 +135,7 @@ async def test_each_node_gets_the_button_its_scheduler_state_gives(
     assert ALERT_RESUME_ACTION not in text
     # The operator's node: neither button, and who holds it.
     assert "gpu-0003 after jobs" not in text and "Resume gpu-0003" not in text
-    assert "`gpu-0003` drained by someone other than meowbot" in text
+    assert "`gpu-0003` drained by an operator" in text
     assert "rack maintenance (ops)" in text
 
     # A Drain pressed from this message once an operator took gpu-0002 out: the press reads

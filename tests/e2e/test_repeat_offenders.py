@@ -125,7 +125,7 @@ async def test_a_gpu_failing_a_third_time_in_a_month_is_escalated_everywhere(
     # /node-health: the history beside the fault, and RMA.
     text, blocks = await answer(slack, "/node-health", node)
     shown = json.dumps(blocks)
-    assert text == f"{node}: rma"
+    assert text == f"{node}: advice rma"
     assert "Repeat offender" in shown and history_line in shown
     assert "meowbot: xid79 gpu3" in shown  # the proposed drain reason
 
