@@ -148,7 +148,7 @@ async def test_each_node_gets_the_button_its_scheduler_state_gives(
     assert "I do not overwrite it" in emulator.responses[-1][1]["text"]
     assert (await inner.nodes(["gpu-0002"]))["gpu-0002"].reason == "bad DIMM, ticket 4411"
     # Redrawn with the state as it now is: gpu-0002 is the operator's too.
-    text = await redrawn(emulator, ts, "`gpu-0002` drained by someone other than meowbot")
+    text = await redrawn(emulator, ts, "`gpu-0002` drained by an operator")
     assert "Drain gpu-0002 after jobs" not in text
 
     # meowbot drains gpu-0001: Resume in Drain's place, and the message says whose drain it is.

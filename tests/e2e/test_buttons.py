@@ -380,10 +380,11 @@ async def test_every_button_and_form_of_every_message_answers(bot_slack: Slack) 
 
     # An alert group of several nodes (a Drain and a Resume per node, one of them taken out by
     # an operator), and a warning group (drain after jobs).
-    # Both nodes of the warning group are out of scheduling already (one by meowbot, one by
-    # an operator): it offers Resume twice, the critical group Drain twice.
+    # Both nodes of the warning group are out of scheduling already, by meowbot: it offers
+    # Resume twice (an alert offers Resume only on nodes meowbot took out), the critical group
+    # Drain twice.
     await sched.drain(nodes[3], "meowbot: InfinibandLinkDown by @ana")
-    await sched.drain(nodes[4], "cable swap (ops)")
+    await sched.drain(nodes[4], "meowbot: InfinibandLinkDown by @bo")
     alerts = [am_alert(n, "GpuXid79", severity="critical", leaf_switch=leaf) for n in nodes[:3]]
     warning = [am_alert(n, "InfinibandLinkDown", leaf_switch=leaf) for n in nodes[3:]]
     async with aiohttp.ClientSession() as http:
