@@ -144,6 +144,17 @@ def storm_own(
     return waiting[:left]
 
 
+def _gathering(open_here: Sequence[AlertGroup], cfg: AlertsConfig, now: datetime) -> bool:
+    """A burst is still arriving: an event opened in the channel within `cfg.burst_quiet_s`,
+    and the oldest one waiting to be posted has waited less than `cfg.burst_hold_s`."""
+    waiting = [g.opened_at for g in open_here if g.ts is None]
+    if not waiting:
+        return False
+    newest = max(g.opened_at for g in open_here)
+    quiet = timedelta(seconds=cfg.burst_quiet_s)
+    return now - newest < quiet and now - min(waiting) < timedelta(seconds=cfg.burst_hold_s)
+
+
 def plan(
     channel_groups: Sequence[AlertGroup],
     now: datetime,
@@ -165,7 +176,8 @@ def plan(
     storm summary shown (absent: none known).
 
     Priority in a channel: the storm summary when what it lists changed, then new posts (worst
-    first; in a storm only the big events of `storm_own`), then updates (worst first), then
+    first, once a burst has gathered: `_gathering`; in a storm only the big events of
+    `storm_own`), then updates (worst first), then
     thread replies.
     """
     pending = replies or {}
@@ -199,6 +211,7 @@ def plan(
             pending,
             (shown.get(channel, ""), since.get(channel)),
             cfg,
+            now,
         )
         if step is not None:
             steps.append(step)
@@ -213,6 +226,7 @@ def _next_step(
     pending: Mapping[str, Sequence[str]],
     storm_shown: tuple[str, str | None],
     cfg: AlertsConfig,
+    now: datetime,
 ) -> Step | None:
     shown_digest, since = storm_shown
     open_here = [g for g in everyone.values() if g.channel == channel]
@@ -230,7 +244,7 @@ def _next_step(
         own = [g for g in storm_own(open_here, cfg, since) if g.key.id in dirty]
         if own:
             return Step.post(own[0])
-    else:
+    elif not _gathering(open_here, cfg, now):
         posts = sorted((g for g in mine if g.ts is None), key=_worst_first)
         if posts:
             return Step.post(posts[0])

@@ -235,7 +235,18 @@ async def test_home_tab_lists_the_viewers_slurm_jobs(slurm_slack: Slack) -> None
     env = {k: v for k, v in os.environ.items() if k != "SLURM_JWT"}
     env["SLURM_CONF"] = need_service("SLURM_CONF")
     out = subprocess.run(
-        ["sbatch", "--parsable", "-N", "1", "-J", "home-tab-job", "--wrap", "sleep 60"],
+        [
+            "sbatch",
+            "--parsable",
+            "-o",
+            "/dev/null",
+            "-N",
+            "1",
+            "-J",
+            "home-tab-job",
+            "--wrap",
+            "sleep 60",
+        ],
         capture_output=True,
         text=True,
         check=True,

@@ -171,6 +171,8 @@ async def _slurm_set(slurm: SlurmRest, node: str, state: str) -> None:
             "sbatch",
             "--parsable",
             "--no-requeue",
+            "-o",
+            "/dev/null",
             "-w",
             node,
             "-J",

@@ -231,7 +231,7 @@ def test_sweep_alerts_have_stable_fingerprints_and_resolve_when_gone() -> None:
 def group_of(*alerts: Alert, channel: str = "C_ALERTS", ts: str | None = None) -> AlertGroup:
     a = alerts[0]
     key = GroupKey(cause=a.cause, scope=Scope.NODE, scope_value=a.node or "")
-    return AlertGroup(key=key, alerts=alerts, opened_at=T0, channel=channel, ts=ts)
+    return AlertGroup(key=key, alerts=alerts, opened_at=T0 - timedelta(minutes=1), channel=channel, ts=ts)
 
 
 def test_routes_first_match_wins_else_default() -> None:
@@ -324,6 +324,31 @@ def test_config_from_settings(tmp_path) -> None:  # type: ignore[no-untyped-def]
 
 
 # --- notify: the rate planner ---------------------------------------------------------------
+
+
+def test_a_burst_is_gathered_before_its_first_event_is_posted() -> None:
+    """Alertmanager sends one burst as a webhook per group: until the channel has been quiet
+    for `burst_quiet_s` nothing new is posted, so the burst is counted whole (a storm summary
+    rather than its first few events one by one); a steady trickle is held `burst_hold_s` at
+    most."""
+    cfg = AlertsConfig(default_channel="C", burst_quiet_s=2, burst_hold_s=15)
+    first = group_of(alert("a", node_name="n1"), channel="C").model_copy(update={"opened_at": T0})
+    assert plan([first], T0 + timedelta(seconds=1), {}, cfg) == []
+    (step,) = plan([first], T0 + timedelta(seconds=2), {}, cfg)
+    assert step.kind is StepKind.POST and step.group is not None and step.group.key == first.key
+    # One opening a second for 20 s: held until the oldest has waited 15 s, then posted.
+    trickle = [
+        group_of(alert(f"t{i}", node_name=f"n{i}"), channel="C").model_copy(
+            update={"opened_at": T0 + timedelta(seconds=i)}
+        )
+        for i in range(20)
+    ]
+    assert plan(trickle[:15], T0 + timedelta(seconds=14.5), {}, cfg) == []
+    (step,) = plan(trickle[:16], T0 + timedelta(seconds=15.5), {}, cfg)
+    assert step.kind is StepKind.POST
+    # Quiet 0 posts at once (the old behaviour, for a channel that wants it).
+    (step,) = plan([first], T0, {}, cfg.model_copy(update={"burst_quiet_s": 0}))
+    assert step.kind is StepKind.POST
 
 
 def test_storm_of_500_alerts_never_plans_more_than_one_call_a_second_a_channel() -> None:
