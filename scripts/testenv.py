@@ -16,14 +16,18 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-# Started in this order; a later one may use what an earlier one exported. kube last: its
-# start returns at once and builds kube-apiserver (when not cached) in the background while
-# the tests run, after the others are up so the build never slows their start-up timeouts.
-SERVICES = ["redis", "alertmanager", "prometheus", "slurm", "checkpoints", "kube"]
+# Started in this order, the services of one stage side by side (each stage's start-up is
+# mostly waiting: Prometheus for live scrapes while the checkpoints train); a later stage may
+# use what an earlier one exported. kube last: its start returns at once and builds
+# kube-apiserver (when not cached) in the background while the tests run, after the others are
+# up so the build never slows their start-up timeouts.
+STAGES = [["redis", "alertmanager"], ["prometheus", "slurm", "checkpoints"], ["kube"]]
+SERVICES = [name for stage in STAGES for name in stage]
 # A developer running a few tests may start only some (MEOWBOT_TEST_SERVICES=redis); tests
 # of the others then skip outside CI and fail in it.
 ONLY_VAR = "MEOWBOT_TEST_SERVICES"
@@ -55,6 +59,27 @@ def ensure_packages(packages: dict[str, str]) -> None:
     )
 
 
+def enter_together(
+    stack: contextlib.ExitStack, services: list[contextlib.AbstractContextManager[dict[str, str]]]
+) -> dict[str, str]:
+    """Starts the services side by side, each in a thread, and hands each one's stop to
+    `stack`; the first failure is raised once every start has ended (the started ones stop)."""
+    with ThreadPoolExecutor(max(1, len(services))) as pool:
+        futures = [pool.submit(service.__enter__) for service in services]
+    exported: dict[str, str] = {}
+    failure: BaseException | None = None
+    for service, future in zip(services, futures, strict=True):
+        try:
+            exported.update(future.result())
+        except BaseException as exc:  # re-raised below, after the others
+            failure = failure or exc
+            continue
+        stack.push(service)
+    if failure is not None:
+        raise failure
+    return exported
+
+
 def main(argv: list[str]) -> int:
     if "--" in argv:
         argv = argv[argv.index("--") + 1 :]
@@ -74,9 +99,12 @@ def main(argv: list[str]) -> int:
         tmp = Path(tmp_s)
         env = dict(os.environ)
         env["MEOWBOT_TEST_TMP"] = str(tmp)
-        for name, module in zip(names, modules, strict=True):
-            (tmp / name).mkdir(exist_ok=True)
-            env.update(stack.enter_context(module.start(tmp / name, env)))
+        by_name = dict(zip(names, modules, strict=True))
+        for stage in STAGES:
+            started = [(n, by_name[n]) for n in stage if n in by_name]
+            for name, _ in started:
+                (tmp / name).mkdir(exist_ok=True)
+            env.update(enter_together(stack, [m.start(tmp / n, env) for n, m in started]))
         say("services up: " + ", ".join(names))
         # The child gets its own exit code through; pytest's 5 (no tests ran) stays a failure.
         return subprocess.call(argv, env=env)

@@ -2,9 +2,9 @@
 
 1. ``meowbot demo-checkpoints`` (bot/playground/demo_train.py) trains the tiny run: a GPT-2 of
    2 layers and 64 wide, 500 steps on CPU (about 50 s on 2 cores), a checkpoint every 100
-   steps. The result is cached under the venv (``<sys.prefix>/meowbot-cache/``), keyed by a hash
+   steps. The result is cached in ``~/.cache/meowbot/`` (``$XDG_CACHE_HOME``), keyed by a hash
    of demo_train.py, the arguments, Python's version (the text includes stdlib docstrings) and
-   the torch/transformers/tokenizers versions, so only the first ``make test`` trains.
+   the torch/transformers/tokenizers versions, so only a machine's first ``make test`` trains.
 2. Steps 100-400 are copied into ``<tmp>/checkpoints/<run>/``, before the server starts; step 500
    is copied beside it, into ``<tmp>/next/step-500``, for a test to publish later by moving it
    into place (one ``os.rename``, same file system). Only one test may move it: the others copy.
@@ -83,7 +83,9 @@ def cache_dir(versions: dict[str, str]) -> Path:
     key = hashlib.sha256()
     key.update(DEMO_TRAIN.read_bytes())
     key.update(json.dumps([RUN, STEPS, EVERY, SEED, sys.version, versions]).encode())
-    return Path(sys.prefix) / "meowbot-cache" / f"demo-checkpoints-{key.hexdigest()[:16]}"
+    # Beside the kube-apiserver build: a fresh clone on the same machine trains no more.
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "meowbot" / f"demo-checkpoints-{key.hexdigest()[:16]}"
 
 
 def _train(cache: Path, tmp: Path) -> None:

@@ -283,7 +283,9 @@ def _query(url: str, promql: str) -> list[object]:
 
 
 LIVE_HISTORY_S = 40.0
-"""Seconds of live scrapes (one a second) before the tests start."""
+"""Seconds of live scrapes (one a second) before a test reads Prometheus: exported as the wall
+time `MEOWBOT_TEST_PROM_LIVE_AT`, which tests/conftest.py's `need_service` waits for, so the
+other services and the tests that need no Prometheus do not wait with it."""
 
 
 def _wait_for_fleet(url: str, proc: subprocess.Popen[bytes], logs: Sequence[Path]) -> None:
@@ -432,7 +434,7 @@ def start(tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
         _wait_for_rules(url, n_rules, [prom_log])
         # /job-slow reads its proxies as medians over the window: with a few seconds of live
         # samples, one GPU read between two steps (a dip of a few seconds) would be the median.
-        time.sleep(max(0.0, LIVE_HISTORY_S - (time.monotonic() - scraped)))
+        live_at = time.time() + max(0.0, LIVE_HISTORY_S - (time.monotonic() - scraped))
         _say(
             f"up in {time.monotonic() - started:.1f} s "
             f"(history and backfill {backfilled - started:.1f} s), fleet now={now_s}, "
@@ -442,6 +444,7 @@ def start(tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
             "PROMETHEUS_URL": url,
             "MEOWBOT_TEST_SIM_NOW": str(now_s),
             "MEOWBOT_TEST_JOB_ALIASES": str(aliases),
+            "MEOWBOT_TEST_PROM_LIVE_AT": f"{live_at:.3f}",
         }
     finally:
         # Newest first: Prometheus before the target it scrapes; each waited for.

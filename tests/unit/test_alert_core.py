@@ -231,7 +231,9 @@ def test_sweep_alerts_have_stable_fingerprints_and_resolve_when_gone() -> None:
 def group_of(*alerts: Alert, channel: str = "C_ALERTS", ts: str | None = None) -> AlertGroup:
     a = alerts[0]
     key = GroupKey(cause=a.cause, scope=Scope.NODE, scope_value=a.node or "")
-    return AlertGroup(key=key, alerts=alerts, opened_at=T0 - timedelta(minutes=1), channel=channel, ts=ts)
+    return AlertGroup(
+        key=key, alerts=alerts, opened_at=T0 - timedelta(minutes=1), channel=channel, ts=ts
+    )
 
 
 def test_routes_first_match_wins_else_default() -> None:
