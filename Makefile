@@ -45,6 +45,8 @@ lint: $(TEST_STAMP)
 	@# The core (triage, alerts, highlights, playground) imports no adapter, renderer or
 	@# Slack/Redis/HTTP library: the contract is [tool.importlinter] in pyproject.toml.
 	$(VENV)/bin/lint-imports
+	@# Commit subjects of at most 72 characters and a blank line before the why.
+	$(PY) scripts/check_commits.py
 
 # Starts redis-server (and the other services) on loopback, runs every test, stops them.
 test: $(TEST_STAMP) lint
