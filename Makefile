@@ -41,6 +41,8 @@ shell: $(RUN_STAMP)
 
 lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check bot handlers tests bench scripts
+	@# Relative links and #anchors of README.md and docs/ (standard library, no network).
+	$(PY) scripts/check_links.py
 	$(VENV)/bin/mypy
 	@# The core (triage, alerts, highlights, playground) imports no adapter, renderer or
 	@# Slack/Redis/HTTP library: the contract is [tool.importlinter] in pyproject.toml.

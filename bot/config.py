@@ -1,6 +1,6 @@
 """Configuration: one name per setting, read from the environment and an optional `.env`.
 
-Every variable of the README's table is a field here. A wrong value stops start-up with one
+Every variable of docs/configuration.md is a field here. A wrong value stops start-up with one
 sentence naming the variable and what it expects (`ConfigError`), never a pydantic dump.
 Secrets are `SecretStr`, so neither `repr` nor a log line can show them.
 """

@@ -75,8 +75,8 @@ class LoopFirstSelector(selectors.DefaultSelector):
     Between the moment a burst reaches the loop and the moment its first request is read and
     counted (`hold` from bot/inflight.py), the loop accepts 200 connections one `accept()` at a
     time, and each call gives up the interpreter lock: with a worker computing (a sweep of
-    50,000 nodes), taking it back cost up to a switch interval each, and the last connection
-    was accepted 100 ms late (bench/ack.py, README). So: from the moment `select` finds
+    50,000 nodes), taking it back cost up to a switch interval each, summed over the burst
+    (docs/benchmarks.md). So: from the moment `select` finds
     anything ready until the loop waits again, workers stand aside at their next step."""
 
     _held = False

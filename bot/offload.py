@@ -13,7 +13,7 @@ nodes a column is 400,000 rows) and the simulated fleet's state in every worker.
 threads would still cost the loop is cut at its two sources: a job stands aside between its
 steps while acks are on their way (bot/give_way.py; the pool's threads are the ones that do),
 and the collector's full passes no longer walk the start-up heap (`keep_the_start`).
-bench/ack.py measures what is left; the README has the figures.
+bench/ack.py measures what is left (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ T = TypeVar("T")
 
 SWITCH_INTERVAL_S = 0.001
 """How long a thread holding the GIL keeps it once another asks (Python's default: 5 ms).
-The loop asks after each wait for sockets; at 5 ms a worker's evaluation added up to 5 ms to
-every turn of the loop, at 1 ms the acks of a burst during a 50,000-node sweep came back in
-half the time (bench/ack.py, README) and the sweep itself was no slower."""
+The loop asks after each wait for sockets; at 5 ms a worker's evaluation adds up to 5 ms to
+every turn of the loop, so a burst's acks wait on a sweep; at 1 ms they wait far less, and the
+sweep itself is no slower (docs/benchmarks.md)."""
 
 WORKERS = 2
 """Threads at once: the 2 cores of the smallest host the bot runs on; more only queue for
@@ -113,8 +113,8 @@ class Offload:
 def keep_the_start() -> None:
     """Takes what is alive once the bot has started (its modules, app, tables, a simulated
     fleet: 200,000 objects at 50,000 nodes) out of the collector's full passes, which walked all
-    of it every time and stopped every thread, the event loop's included, for up to 0.3 s
-    (0.02 s after). They live as long as the process; `meowbot run` calls this before serving."""
+    of it every time and stopped every thread, the event loop's included (docs/benchmarks.md).
+    They live as long as the process; `meowbot run` calls this before serving."""
     gc.collect()
     gc.freeze()
 

@@ -219,8 +219,8 @@ def _channel_of(body: dict[str, Any]) -> str | None:
 
 class PooledRespond(AsyncRespond):
     """Bolt's `respond` over the bot's own HTTP session. Bolt's opens a session, and so a
-    connection, for every answer: about 2 ms of the event loop each (bench/ack.py's profile of
-    a burst), time the acks behind it waited for."""
+    connection, for every answer: time on the event loop that the acks behind it wait for
+    (docs/benchmarks.md)."""
 
     def __init__(self, response_url: str, session: ClientSession) -> None:
         super().__init__(response_url=response_url)

@@ -179,8 +179,8 @@ def _is_job_id(job_id: str) -> bool:
 
 def step_selector(job_id: str, cfg: StragglerConfig, metric: str | None = None) -> str:
     """The job's step-time series (or another per-rank metric's), by its `job_id` label: a
-    Kubernetes job's exporter writes `namespace/kind/name` there (README, "Kubernetes beside
-    Slurm"). The id is checked and escaped: it comes from the user."""
+    Kubernetes job's exporter writes `namespace/kind/name` there (docs/schedulers.md). The id
+    is checked and escaped: it comes from the user."""
     metric = metric or cfg.step_metric
     if not _is_job_id(job_id):
         raise ValueError(f"{job_id!r} is not a job id")

@@ -179,9 +179,9 @@ def _critical_gauges() -> frozenset[str]:
 READ_AT_THE_SCRAPE = _critical_gauges()
 """Never recorded: the gauges a critical fault shows in at once (the last Xid, double-bit ECC
 errors, a failed row remap, a GPU gone from its node, an InfiniBand port down, DCGM's health
-verdict, hardware slowdowns). Recorded every 30 s, an Xid reached the alert channel in P50
-39 s instead of 16 s: the sweep saw it only at the rule's next run. Raw, such a read costs
-Prometheus one sample a series (0.1-0.3 s of CPU over 32k GPUs): the warnings' gauges
+verdict, hardware slowdowns). Recorded, an Xid would reach the sweep only at the rule's next
+run after the scrape (docs/benchmarks.md). Raw, such a read costs Prometheus one sample a
+series, a fraction of a second of CPU over 32k GPUs: the warnings' gauges
 (temperature, PCIe link, pending remaps) stay recorded, to keep a sweep short."""
 
 

@@ -10,10 +10,10 @@ with jittered exponential backoff until a budget has passed since its first try.
 it is FAILOVER_BUDGET_S: long enough for Sentinel to notice a dead primary and promote a replica
 when `down-after-milliseconds` plus the election stay under it. One server has no replica to wait
 for, only a restart or a blip: ONE_SERVER_BUDGET_S, so that with Redis down a request is still
-answered (503) within Slack's 3 s, as before there were retries. A
+answered (503) within Slack's 3 s. A
 retried command may already have run on the old primary before the connection broke; what makes
 that safe (claims that recognise their own token, scripts that carry their delivery's claim,
-transactions that start again from WATCH) is said where each write is, and in the README.
+transactions that start again from WATCH) is said where each write is, and in docs/redis.md.
 """
 
 from __future__ import annotations

@@ -34,9 +34,9 @@ class EffectConfig:
     window: timedelta = timedelta(hours=24)
     """How far before and after its switch a job's pace is read: whole days, so that a job's
     own share of the daily cycle (shared storage's other tenants; each job feels it more or
-    less than the fleet's common pace that is divided out) falls alike on both sides. Against
-    12 h, bench/regressions.py's estimate error at 5 % (p95) went from 0.32 to 0.30 points
-    and the claims at 0 % from 3 to 1 in 100; a job shorter than that reads what it has."""
+    less than the fleet's common pace that is divided out) falls alike on both sides: fewer
+    false claims and a smaller error than 12 h (docs/benchmarks.md); a job shorter than that
+    reads what it has."""
     guard: timedelta = timedelta(minutes=15)
     """Left out either side of a switch: the recorded pace mixes both sides there."""
     warmup: timedelta = timedelta(minutes=30)

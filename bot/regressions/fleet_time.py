@@ -72,10 +72,10 @@ def without_fleet_time(
     # Least squares by turns (job levels, then the common pace), stopped after `passes` on
     # purpose. Solved to the end (conjugate gradients), the fit also tells a fleet-wide step at
     # the rollout's first hour from the rollout, through the few jobs that switched later, but
-    # with a variance common to every job that neither the bootstrap nor the margin sees: in
-    # bench/regressions.py it claimed effects at 0 % in 7 % of seeds (19 % on 2,048 noisier
-    # nodes). Stopped early, the intervals stay honest, and such a step is partly blamed on
-    # the rollout (said in the module's docstring and the README).
+    # with a variance common to every job that neither the bootstrap nor the margin sees, and
+    # claims effects where there are none (docs/benchmarks.md). Stopped early, the intervals
+    # stay honest, and such a step is partly blamed on the rollout (said in the module's
+    # docstring and docs/benchmarks.md).
     for _ in range(passes):
         level = np.bincount(stretch, w * (logy - common[bins]), minlength=first) / per_stretch
         sums = np.bincount(bins, w * (logy - level[stretch]))

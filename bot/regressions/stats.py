@@ -3,12 +3,11 @@
 - The effect is the trimmed mean of the jobs' effects (the middle 60 %: a fifth cut from
   either end): one job that restarted or shared a flaky link moves a mean, not a trimmed one;
   and with every job's pace wandering on its own over hours, it is the tighter of the robust
-  centres (a median wastes a third of the jobs: bench/regressions.py's estimate error at 1 %,
-  p95, 0.28 points with the median, 0.26 with this).
+  centres (a median wastes a third of the jobs; docs/benchmarks.md compares the two).
 - Its 95 % interval is a bootstrap over jobs (jobs are the independent units; a job's samples
   are not: its pace wanders for reasons of its own), widened for few jobs as Student's t
-  would be (a percentile bootstrap over 6 jobs held the truth in 90 % of
-  bench/regressions_sim.py's seeds, not 95 %).
+  would be (a plain percentile bootstrap over a handful of jobs holds the truth less often
+  than it says).
 - The margin is the same estimate made where no rollout was: every crossing job measured again
   at its switch shifted by one common amount (bot/regressions/effects.py); each resample draws
   a shift, then as many jobs as crossed among those measured there, and the margin is the 95th
@@ -16,7 +15,7 @@
   what moves every job at once at some hours and any drift they share (a fleet slowly slowing
   shows at every shift, rollout or not). Resampling the jobs of one shift counts their spread
   twice (once in which jobs ran then, once in the draw), so the margin errs wide: the interval
-  held the truth in 98-100 % of bench/regressions.py's seeds, not 95 %.
+  holds the truth more often than 95 % (docs/benchmarks.md).
 - The interval reaches at least the margin either side of the effect (a bootstrap over jobs
   alone misses what moves every job at once, and would cover the truth less often than it
   says), and a regression (or an improvement) is claimed only when it excludes zero: the

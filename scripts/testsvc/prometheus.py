@@ -86,8 +86,8 @@ BLOCK_S = 7200
 def split_by_block(text: Path, folder: Path) -> list[Path]:
     """The OpenMetrics file `text` cut into one file a 2 h block in `folder` (each family's
     header repeated in each file it has samples in). promtool 2.42 reads its whole input once
-    for each block it writes: three days of history were 37 reads of 150 MB (110 s on two
-    cores); cut first, each sample is read once."""
+    for each block it writes (three days of history: 37 reads of 150 MB); cut first, each
+    sample is read once."""
     parts: dict[int, tuple[Path, TextIO]] = {}
     family = 0  # a new one at each header, after samples
     header: list[str] = []
