@@ -41,8 +41,8 @@ class Authorizer:
             # Nobody to ask: the one who can mend it is whoever runs the bot, so say where.
             return (
                 f":no_entry: Nobody may {verb} from Slack here yet: meowbot has no cluster "
-                "admins set up (whoever runs it names them; its README's Drain and Resume says "
-                "how). Nothing was changed."
+                "admins set up (whoever runs it names them: docs/node-health.md, under Drain and "
+                "Resume, says how). Nothing was changed."
             )
         shown = named[:MAX_NAMED]
         more = len(named) - len(shown)
