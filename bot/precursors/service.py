@@ -106,24 +106,8 @@ async def find_precursors(
     too, where the history port does not find one of them itself."""
     cfg = cfg or PrecursorsConfig()
     say = progress or _quiet
-    candidates = cfg.candidate_list()
-    lead = timedelta(seconds=cfg.lead_s)
     await say(f"Looking for {kind} events...")
-    found = (
-        await history.events(kind, nodes=nodes, start=start + lead, end=end)
-        if kind in history.kinds()
-        else []
-    )
-    keep = None if nodes is None else set(nodes)
-    events = merge_events(
-        found,
-        [
-            e
-            for e in recorded
-            if e.kind == kind and start + lead <= e.at <= end and (keep is None or e.node in keep)
-        ],
-    )
-    events = sorted(events, key=lambda e: e.at)[-cfg.max_events :]
+    events = await _events(history, kind, nodes, start, end, cfg, recorded)
     event_nodes = tuple(sorted({e.node for e in events}))
     peers = pick_peers(nodes if nodes is not None else fleet, set(event_nodes), cfg.peers)
     empty = PrecursorReport(
@@ -142,22 +126,15 @@ async def find_precursors(
     )
     if not events:
         return empty
+    candidates = cfg.candidate_list()
     await say(
         f"Found {count(len(events), f'{kind} event')} on {count(len(event_nodes), 'node')}; "
         f"reading {count(len(candidates), 'candidate')} on them and "
         f"{count(len(peers), 'peer')}..."
     )
-    read = [*event_nodes, *peers]
-    coarse = await history.windows(candidates, nodes=read, start=start, end=end, lead_s=cfg.lead_s)
-    before = timedelta(seconds=cfg.lead_s * AROUND_BEFORE)
-    after = timedelta(seconds=AROUND_AFTER_S)
-    spans = [(e.node, e.at - before, min(end, e.at + after)) for e in events]
-    fine = await history.around(candidates, spans, step_s=FINE_STEP_S)
-    await say(f"Comparing the {count(len(events), 'lead window')} with the ordinary windows...")
-    if compute is None:
-        ranked, tried = _rank(events, cfg, fine, coarse)
-    else:
-        ranked, tried = await compute(_rank, events, cfg, fine, coarse)
+    ranked, tried, fine = await _read_and_rank(
+        history, events, [*event_nodes, *peers], start, end, cfg, say, compute
+    )
     seen = {r.candidate.name for r in ranked}
     report = replace(
         empty,
@@ -168,19 +145,80 @@ async def find_precursors(
     leading = report.leading
     if leading is None:
         return report
+    return replace(
+        report,
+        around=_leading_around(leading, fine, events),
+        crossing_now=await _crossing_now(history, leading, end, cfg),
+    )
+
+
+async def _read_and_rank(
+    history: PrecursorHistory,
+    events: list[Event],
+    read: Sequence[str],
+    start: datetime,
+    end: datetime,
+    cfg: PrecursorsConfig,
+    say: Progress,
+    compute: Compute | None,
+) -> tuple[list[Ranked], int, list[Series]]:
+    """Every candidate over `read`'s windows (coarse) and around each event (fine), ranked:
+    the ranking, how many candidates were tried, and the fine series for the chart."""
+    candidates = cfg.candidate_list()
+    coarse = await history.windows(candidates, nodes=read, start=start, end=end, lead_s=cfg.lead_s)
+    before = timedelta(seconds=cfg.lead_s * AROUND_BEFORE)
+    after = timedelta(seconds=AROUND_AFTER_S)
+    spans = [(e.node, e.at - before, min(end, e.at + after)) for e in events]
+    fine = await history.around(candidates, spans, step_s=FINE_STEP_S)
+    await say(f"Comparing the {count(len(events), 'lead window')} with the ordinary windows...")
+    if compute is None:
+        ranked, tried = _rank(events, cfg, fine, coarse)
+    else:
+        ranked, tried = await compute(_rank, events, cfg, fine, coarse)
+    return ranked, tried, fine
+
+
+async def _events(
+    history: PrecursorHistory,
+    kind: str,
+    nodes: Sequence[str] | None,
+    start: datetime,
+    end: datetime,
+    cfg: PrecursorsConfig,
+    recorded: Sequence[Event],
+) -> list[Event]:
+    """The `kind` events late enough to have a whole lead window, the history port's and the
+    recorded ones merged, the newest `cfg.max_events`."""
+    lead = timedelta(seconds=cfg.lead_s)
+    found = (
+        await history.events(kind, nodes=nodes, start=start + lead, end=end)
+        if kind in history.kinds()
+        else []
+    )
+    keep = None if nodes is None else set(nodes)
+    events = merge_events(
+        found,
+        [
+            e
+            for e in recorded
+            if e.kind == kind and start + lead <= e.at <= end and (keep is None or e.node in keep)
+        ],
+    )
+    return sorted(events, key=lambda e: e.at)[-cfg.max_events :]
+
+
+async def _crossing_now(
+    history: PrecursorHistory, leading: Ranked, end: datetime, cfg: PrecursorsConfig
+) -> tuple[tuple[str, float], ...]:
+    """The nodes whose leading signal is past its warning level now, furthest first."""
     now = await history.current(leading.candidate, at=end, lead_s=cfg.lead_s)
     level = warn_level(leading)
     up = leading.candidate.direction == "above"
-    crossing = sorted(
-        {
-            (s.node, s.values[-1])
-            for s in now
-            if s.part == leading.part
-            and s.values
-            and (s.values[-1] >= level if up else s.values[-1] <= level)
-        },
-        key=lambda nv: (-nv[1] if up else nv[1], nv[0]),
-    )
-    return replace(
-        report, around=_leading_around(leading, fine, events), crossing_now=tuple(crossing)
-    )
+    crossing = {
+        (s.node, s.values[-1])
+        for s in now
+        if s.part == leading.part
+        and s.values
+        and (s.values[-1] >= level if up else s.values[-1] <= level)
+    }
+    return tuple(sorted(crossing, key=lambda nv: (-nv[1] if up else nv[1], nv[0])))
