@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from bot import metric_names as m
 from bot.give_way import give_way, in_slices
-from bot.models import Action, Evidence, Fault, FaultKind, Severity
+from bot.models import VERSION_DRIFT_KINDS, Action, Evidence, Fault, FaultKind, Severity
 from bot.triage.repeat_config import RepeatConfig
 from bot.triage.table import VERSION_LABELS, Column, MetricRequest, Reading, Table
 from bot.triage.window import IN_THE_WINDOW, named
@@ -1176,6 +1176,9 @@ assert len(ALERTNAMES) == sum(len(c.alertnames) for c in CHECKS), "an alert name
 assert all(n == n.lower() for n in ALERTNAMES), "alert names are matched in lower case"
 VERSIONS: dict[FaultKind, Version] = {c.kind: c.version for c in CHECKS if c.version is not None}
 """The drift kinds, each with the version it compares."""
+DRIFT_OF: dict[str, FaultKind] = {v.component: k for k, v in VERSIONS.items()}
+"""The drift kind of each component of a node's versions (`driver`, `kernel`, `firmware`)."""
+assert set(VERSIONS) == VERSION_DRIFT_KINDS, "bot/models.py: VERSION_DRIFT_KINDS"
 CLOCK_HELD_KINDS: frozenset[FaultKind] = frozenset(
     c.kind for c in CHECKS if CLOCK_HELD in c.injects.sets
 )
