@@ -10,8 +10,10 @@ A check is one entry of `CHECKS` (`Check`), named for the fault kind it finds, a
 else about it lives in that entry: what the simulator does to show it, how its alerts group,
 its words, the `/hw-faults` words for it, which kinds explain it. Readers of the entries:
 bot/triage/kinds.py (words), bot/triage/targets.py (filters), bot/triage/service.py (folding),
-bot/alerts/dispatch.py (grouping), bot/render/triage.py (`/hw-faults help`, checks not run)
-and bot/backends/sim (effects, scopes, clock bits, health watches, exported families).
+bot/alerts/dispatch.py (grouping), bot/alerts/causes.py (usual alert names),
+bot/triage/stragglers.py and jobs.py (a straggler's causes, drift versions), bot/shell/session.py
+(weather), bot/render/triage.py (`/hw-faults help`, checks not run, drift) and bot/backends/sim
+(effects and their parameters, scopes, clock bits, health watches, exported families, drift).
 """
 
 from __future__ import annotations
