@@ -19,6 +19,7 @@ from typing import TypeVar
 
 from bot.metric_names import LABEL_XID
 from bot.models import Fault, FaultKind
+from bot.triage.checks import ALERTNAMES
 from bot.triage.repeats import OCCURRENCES_SERIES
 
 T = TypeVar("T")
@@ -28,36 +29,9 @@ XID_PREFIX = "xid_"
 _CAUSE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
 
 # Alert names of dcgm-exporter's and node_exporter's common rule sets (lower case), by the
-# fault kind they report. An `xid` label on any of them names the Xid and wins.
-KNOWN_ALERTNAMES: dict[str, FaultKind] = {
-    "dcgm_fi_dev_xid_errors": FaultKind.XID,
-    "gpuxiderror": FaultKind.XID,
-    "gpuxiderrors": FaultKind.XID,
-    "dcgmxiderrors": FaultKind.XID,
-    "dcgm_fi_dev_ecc_dbe_vol_total": FaultKind.ECC_DBE,
-    "gpueccdbe": FaultKind.ECC_DBE,
-    "gpueccdoublebiterrors": FaultKind.ECC_DBE,
-    "dcgm_fi_dev_row_remap_failure": FaultKind.ROW_REMAP_FAILURE,
-    "gpurowremapfailure": FaultKind.ROW_REMAP_FAILURE,
-    "dcgm_fi_dev_gpu_temp": FaultKind.HIGH_TEMPERATURE,
-    "gpuhightemperature": FaultKind.HIGH_TEMPERATURE,
-    "gputemperaturehigh": FaultKind.HIGH_TEMPERATURE,
-    "dcgm_fi_dev_nvlink_crc_flit_error_count_total": FaultKind.NVLINK_CRC,
-    "gpunvlinkcrcerrors": FaultKind.NVLINK_CRC,
-    "nvlinkreplayerrors": FaultKind.NVLINK_REPLAY,
-    "dcgm_fi_dev_pcie_replay_counter": FaultKind.PCIE_REPLAY,
-    "gpupciereplays": FaultKind.PCIE_REPLAY,
-    "gpumissing": FaultKind.GPU_MISSING,
-    "gpucountmismatch": FaultKind.GPU_MISSING,
-    "infinibandlinkdown": FaultKind.IB_LINK_DOWN,
-    "nodeinfinibandportdown": FaultKind.IB_LINK_DOWN,
-    "infinibandlinkflapping": FaultKind.IB_FLAPPING,
-    "nodenetworkreceiveerrs": FaultKind.NIC_ERRORS,
-    "nodenetworktransmiterrs": FaultKind.NIC_ERRORS,
-    "nodenetworkinterfaceflapping": FaultKind.NIC_ERRORS,
-    "noderebooted": FaultKind.UNEXPECTED_REBOOT,
-    "nodeunexpectedreboot": FaultKind.UNEXPECTED_REBOOT,
-}
+# fault kind they report: each check's entry lists its own (`alertnames`). An `xid` label on
+# any of them names the Xid and wins.
+KNOWN_ALERTNAMES: dict[str, FaultKind] = ALERTNAMES
 
 
 def xid_cause(code: int) -> str:

@@ -12,7 +12,7 @@ from bot.mrkdwn import code, escape
 from bot.ports import SchedulerNode
 from bot.render.blocks import Block, Message, SlackMessage, button, confirm_dialog
 from bot.render.blocks import error as error_message
-from bot.triage.checks import CHECKS, CHECKS_BY_NAME
+from bot.triage.checks import CHECKS, CHECKS_BY_NAME, DRIFT_OF
 from bot.triage.kinds import words
 from bot.triage.repeats import Offender
 from bot.triage.service import (
@@ -138,11 +138,7 @@ def _not_run(not_run: dict[str, list[str]]) -> str | None:
     return f":grey_question: Not checked, their metrics are absent: {names}."
 
 
-DRIFT_KINDS = {
-    "driver": FaultKind.DRIVER_DRIFT,
-    "kernel": FaultKind.KERNEL_DRIFT,
-    "firmware": FaultKind.FIRMWARE_DRIFT,
-}
+DRIFT_KINDS = DRIFT_OF  # the drift kind of each version /node-health shows
 
 
 def _versions(report: NodeReport) -> str:

@@ -41,6 +41,7 @@ from bot.server import SLACK_EVENTS_PATH, Bot
 from bot.shell.emulator import SlackEmulator
 from bot.shell.local_redis import LocalRedis
 from bot.shell.terminal import button_targets
+from bot.triage.checks import WEATHER_KINDS
 
 log = logging.getLogger(__name__)
 
@@ -54,17 +55,8 @@ SETTLE_MAX_S = 60.0
 PROGRESS_AFTER_S = 1.0  # a step longer than this shows that it is still going
 # How long `sweep` waits for the notifier to post what the sweep found (one post a second).
 SWEEP_POST_MAX_S = 60.0
-# The simulated weather: the faults that come and go on their own in an interactive shell.
-WEATHER_KINDS = (
-    "xid",
-    "ecc_dbe",
-    "throttle_sw_thermal",
-    "high_temperature",
-    "nvlink_crc",
-    "ib_link_down",
-    "gpu_missing",
-    "pcie_replay",
-)
+# The simulated weather: the faults that come and go on their own in an interactive shell
+# are the checks whose entry says `weather` (bot/triage/checks.py: WEATHER_KINDS).
 # One change of the simulated fleet a minute, whatever the sweep interval: readable.
 WEATHER_EVERY_S = 60
 WEATHER_MAX = 4  # at most this many at once: a change is a heal past it

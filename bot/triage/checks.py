@@ -10,8 +10,10 @@ A check is one entry of `CHECKS` (`Check`), named for the fault kind it finds, a
 else about it lives in that entry: what the simulator does to show it, how its alerts group,
 its words, the `/hw-faults` words for it, which kinds explain it. Readers of the entries:
 bot/triage/kinds.py (words), bot/triage/targets.py (filters), bot/triage/service.py (folding),
-bot/alerts/dispatch.py (grouping), bot/render/triage.py (`/hw-faults help`, checks not run)
-and bot/backends/sim (effects, scopes, clock bits, health watches, exported families).
+bot/alerts/dispatch.py (grouping), bot/alerts/causes.py (usual alert names),
+bot/triage/stragglers.py and jobs.py (a straggler's causes, drift versions), bot/shell/session.py
+(weather), bot/render/triage.py (`/hw-faults help`, checks not run, drift) and bot/backends/sim
+(effects and their parameters, scopes, clock bits, health watches, exported families, drift).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from bot import metric_names as m
 from bot.give_way import give_way, in_slices
-from bot.models import Action, Evidence, Fault, FaultKind, Severity
+from bot.models import VERSION_DRIFT_KINDS, Action, Evidence, Fault, FaultKind, Severity
 from bot.triage.repeat_config import RepeatConfig
 from bot.triage.table import VERSION_LABELS, Column, MetricRequest, Reading, Table
 from bot.triage.window import IN_THE_WINDOW, named
@@ -231,6 +233,51 @@ class Sets:
     scale: float = 1.0
 
 
+# A simulated fault's parameters (its `detail`: the Xid code, a counter's rate, the NIC, the
+# drifted version...), drawn at injection for those the caller left out, in the order listed:
+# a seeded fleet draws them alike every time (bot/backends/sim/faults.py: default_detail). The
+# simulator's vocabulary, like `How`: Fixed a value; OneOf one of `values`; Between a whole
+# number from `low` to `high` (both in), or with `digits` a uniform one rounded to them;
+# Device one of the node's InfiniBand ports (`nics`) or interfaces (`netdevs`); Either the
+# parameters of `first` half the time (one draw decides), else those of `second`.
+ParamValue = str | int | float
+
+
+@dataclass(frozen=True)
+class Fixed:
+    key: str
+    value: ParamValue
+
+
+@dataclass(frozen=True)
+class OneOf:
+    key: str
+    values: tuple[ParamValue, ...]
+
+
+@dataclass(frozen=True)
+class Between:
+    key: str
+    low: float
+    high: float
+    digits: int | None = None
+
+
+@dataclass(frozen=True)
+class Device:
+    key: str
+    of: Literal["nics", "netdevs"]
+
+
+@dataclass(frozen=True)
+class Either:
+    first: tuple[Param, ...]
+    second: tuple[Param, ...]
+
+
+Param = Fixed | OneOf | Between | Device | Either
+
+
 @dataclass(frozen=True)
 class Exported:
     """A family a check reads that the simulated exporters do not already export: its HELP
@@ -258,6 +305,20 @@ class Injects:
     # that every seeded fleet (and every test built on one) stays what it was.
     at_random: bool = True
     exports: tuple[Exported, ...] = ()
+    # Its parameters where the caller gives none (the words above `Fixed`), in draw order.
+    detail: tuple[Param, ...] = ()
+
+
+@dataclass(frozen=True)
+class Version:
+    """What a drift check compares with the fleet's majority: the `component` of a node's
+    versions it is (`driver`, `kernel`, `firmware`: the node's info, the simulator's version
+    slots), `what` it is in words, and the `label` of `metric` that carries it."""
+
+    component: str
+    what: str
+    metric: str
+    label: str
 
 
 @dataclass(frozen=True)
@@ -278,7 +339,12 @@ class Check:
     `group_by` its alert grouping; `filters` the words people type in `/hw-faults` for it and
     its family (`temp`: every thermal kind); `explained_by` the kinds that explain it on the
     same GPU (it is folded into them as evidence, not a row of its own); `injects` how the
-    simulator shows it.
+    simulator shows it. `straggler_rank` is its place among the findings that name a slow
+    job's straggler (bot/triage/stragglers.py), most specific first (1 first; 0: it names
+    none); `alertnames` the names (lower case) of dcgm-exporter's and node_exporter's usual
+    Alertmanager rules that report it (bot/alerts/causes.py); `version` what a drift check
+    compares; `weather` its place in the interactive shell's weather draw (1 first; 0: the
+    weather never brings it; bot/shell/session.py).
     """
 
     kind: FaultKind
@@ -292,6 +358,10 @@ class Check:
     group_by: GroupBy = "node"
     filters: tuple[str, ...] = ()
     explained_by: frozenset[FaultKind] = frozenset()
+    straggler_rank: int = 0
+    alertnames: tuple[str, ...] = ()
+    version: Version | None = None
+    weather: int = 0
 
     @property
     def name(self) -> str:
@@ -723,7 +793,8 @@ def _drifted(versions: Mapping[str, int], majority: str) -> tuple[str, int]:
     return next(((v, i) for v, i in versions.items() if v != majority), ("", -1))
 
 
-def _drift(kind: FaultKind, what: str, metric: str, label: str) -> Custom:
+def _drift(kind: FaultKind, version: Version) -> Custom:
+    what, metric, label = version.what, version.metric, version.label
     # One row a node tells its version: the backend may answer one a node.
     labels = tuple(lb for mt, lb in VERSION_LABELS if mt == metric)
     request = MetricRequest(metric, V, per_node=True, by=labels)
@@ -792,18 +863,23 @@ def _clock_event(
     kind: FaultKind,
     words: str,
     slowdown: float,
+    clocks: tuple[int, ...],
     *more: Sets,
+    detail: tuple[Param, ...] = (),
     health: tuple[str, int, str] | None = None,
     group_by: GroupBy = "node",
     filters: tuple[str, ...] = ("throttle",),
+    straggler_rank: int = 0,
+    weather: int = 0,
 ) -> Check:
     """A clock-event kind: its bit, meaning, severity and action are its row of THROTTLE_BITS;
-    the simulator sets its bit in both names of the bitmask and holds the SM clock down."""
+    the simulator sets its bit in both names of the bitmask and holds the SM clock down, at
+    one of `clocks` (MHz) unless the fault's slowdown decides it."""
     bit, _, meaning, severity, action = next(row for row in THROTTLE_BITS if row[1] is kind)
     sets = (
         Sets(m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS, "bits", bit),
         Sets(m.DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, "bits", bit),
-        Sets(m.DCGM_FI_DEV_SM_CLOCK, "at_most", "sm_clock_mhz"),
+        CLOCK_HELD,
         *more,
     )
     return Check(
@@ -813,13 +889,39 @@ def _clock_event(
         THROTTLE,
         severity,
         action,
-        Injects("gpu", slowdown, sets, health),
+        Injects("gpu", slowdown, sets, health, detail=(OneOf("sm_clock_mhz", clocks), *detail)),
         ("throttled_share", "min_throttled_ns"),
         group_by,
         filters,
+        straggler_rank=straggler_rank,
+        weather=weather,
     )
 
 
+def _drift_check(
+    kind: FaultKind, version: Version, versions: tuple[str, ...], filters: tuple[str, ...]
+) -> Check:
+    """A drift kind: a node whose `version` differs from the fleet's majority. The simulator
+    moves the node to one of `versions`."""
+    return Check(
+        kind,
+        f"{version.what} differs from the fleet majority",
+        f"{version.component} differs from the fleet",
+        _drift(kind, version),
+        Severity.WARNING,
+        Action.WATCH,
+        Injects("node", 0.06, detail=(OneOf("version", versions),)),
+        ("drift_min_nodes",),
+        filters=filters,
+        version=version,
+    )
+
+
+# How a clock-event kind (and a low SM clock) holds the GPU back: the SM clock at most the
+# fault's `sm_clock_mhz` (sim/faults.py reads it to match a given slowdown).
+CLOCK_HELD = Sets(m.DCGM_FI_DEV_SM_CLOCK, "at_most", "sm_clock_mhz")
+# The Xid codes that matter for triage; the simulator injects any of them.
+XID_CODES: tuple[int, ...] = (13, 31, 43, 45, 48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120)
 # A link that replays flits sends less data: the throughput proxy falls with the errors.
 _NVLINK_SHARE = Sets(m.DCGM_FI_PROF_NVLINK_TX_BYTES, "times", "nvlink_share")
 _NVLINK_WATCH = ("NVLINK", m.HEALTH_WARN, "DCGM_FR_NVLINK_ERROR_THRESHOLD")
@@ -830,6 +932,10 @@ _THERMAL_KINDS = frozenset({FaultKind.THROTTLE_SW_THERMAL, FaultKind.THROTTLE_HW
 _THERMAL = ("thermal", "temperature", "temp", "hot")
 _ECC = ("ecc", "memory")
 _IB = ("ib", "infiniband", "network")
+_REPLAYS_PER_MIN = Between("per_min", 2.0, 20.0, 2)
+# Of the link's usual traffic, the rest lost to replays.
+_NVLINK_DETAIL = (_REPLAYS_PER_MIN, Fixed("nvlink_share", 0.7))
+_PORT = Device("nic", "nics")
 
 # The table is laid out by hand (`# fmt: skip`): an entry reads as one row, its threshold,
 # severity, action and simulator effect each on its own line, which the formatter would
@@ -840,7 +946,10 @@ CHECKS: tuple[Check, ...] = (
         Custom((MetricRequest(m.DCGM_FI_DEV_XID_ERRORS, V, "> 0"),
                 MetricRequest(m.DCGM_EXP_XID_ERRORS_COUNT, INC, "> 0"), XID_TOTAL_REQUEST), _xid),
         Severity.CRITICAL, Action.DRAIN,
-        Injects("gpu", sets=(Sets(m.DCGM_FI_DEV_XID_ERRORS, "set", "xid"),)),
+        Injects("gpu", sets=(Sets(m.DCGM_FI_DEV_XID_ERRORS, "set", "xid"),),
+                detail=(OneOf("xid", XID_CODES), Fixed("count", 1))),
+        straggler_rank=6, weather=1,
+        alertnames=("dcgm_fi_dev_xid_errors", "gpuxiderror", "gpuxiderrors", "dcgmxiderrors"),
     ),
     Check(
         FaultKind.ECC_DBE, "double-bit (uncorrectable) ECC errors", "double-bit ECC error",
@@ -848,8 +957,10 @@ CHECKS: tuple[Check, ...] = (
                    lambda v, c: f"{count(v, 'double-bit ECC error')}: reset the GPU"),),
         Severity.CRITICAL, Action.DRAIN,
         Injects("gpu", sets=(Sets(m.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, "plus", "count"),),
-                health=("MEM", m.HEALTH_FAIL, "DCGM_FR_VOLATILE_DBE_DETECTED")),
-        filters=_ECC,
+                health=("MEM", m.HEALTH_FAIL, "DCGM_FR_VOLATILE_DBE_DETECTED"),
+                detail=(Between("count", 1, 3),)),
+        filters=_ECC, straggler_rank=7, weather=2,
+        alertnames=("dcgm_fi_dev_ecc_dbe_vol_total", "gpueccdbe", "gpueccdoublebiterrors"),
     ),
     Check(
         FaultKind.ROW_REMAP_FAILURE, "row-remap failure", "row-remap failure",
@@ -859,6 +970,7 @@ CHECKS: tuple[Check, ...] = (
         Injects("gpu", sets=(Sets(m.DCGM_FI_DEV_ROW_REMAP_FAILURE, "const", 1.0),),
                 health=("MEM", m.HEALTH_FAIL, "DCGM_FR_ROW_REMAP_FAILURE")),
         filters=(*_ECC, "remap"),
+        alertnames=("dcgm_fi_dev_row_remap_failure", "gpurowremapfailure"),
     ),
     Check(
         FaultKind.ROW_REMAP_PENDING, "pending row remaps", "pending row remap",
@@ -867,36 +979,43 @@ CHECKS: tuple[Check, ...] = (
         Severity.WARNING, Action.RESET_GPU,
         Injects("gpu", sets=(Sets(m.DCGM_FI_DEV_ROW_REMAP_PENDING, "const", 1.0),),
                 health=("MEM", m.HEALTH_WARN, "DCGM_FR_PENDING_ROW_REMAP")),
-        filters=(*_ECC, "remap"),
+        filters=(*_ECC, "remap"), straggler_rank=8,
     ),
     _clock_event(
-        FaultKind.THROTTLE_POWER, "power-cap slowdown", 0.08,
+        FaultKind.THROTTLE_POWER, "power-cap slowdown", 0.08, (1560, 1605, 1650),
         Sets(m.DCGM_FI_DEV_POWER_USAGE, "set", "power_w"),
-        Sets(m.DCGM_FI_DEV_POWER_VIOLATION, "held"),
+        Sets(m.DCGM_FI_DEV_POWER_VIOLATION, "held"), detail=(Fixed("power_w", 699.0),),
         health=("POWER", m.HEALTH_WARN, "DCGM_FR_CLOCK_THROTTLE_POWER"), group_by="rack",
-        filters=("throttle", "power"),
+        filters=("throttle", "power"), straggler_rank=5,
     ),
-    _clock_event(FaultKind.THROTTLE_HW_SLOWDOWN, "hardware slowdown", 0.35),
+    _clock_event(FaultKind.THROTTLE_HW_SLOWDOWN, "hardware slowdown", 0.35, (990, 1095, 1200),
+                 straggler_rank=2),
     _clock_event(
-        FaultKind.THROTTLE_SW_THERMAL, "software thermal slowdown", 0.12, _HOT, _HELD_THERMAL,
+        FaultKind.THROTTLE_SW_THERMAL, "software thermal slowdown", 0.12, (1605, 1650), _HOT,
+        _HELD_THERMAL, detail=(Between("temp_c", 86, 88),),
         health=_THERMAL_WATCH, group_by="rack", filters=("throttle", *_THERMAL),
+        straggler_rank=4, weather=3,
     ),
     _clock_event(
-        FaultKind.THROTTLE_HW_THERMAL, "hardware thermal slowdown", 0.25, _HOT, _HELD_THERMAL,
+        FaultKind.THROTTLE_HW_THERMAL, "hardware thermal slowdown", 0.25, (1095, 1200), _HOT,
+        _HELD_THERMAL, detail=(Between("temp_c", 92, 95),),
         health=_THERMAL_WATCH, group_by="rack", filters=("throttle", *_THERMAL),
+        straggler_rank=3,
     ),
     _clock_event(
-        FaultKind.POWER_BRAKE, "power brake", 0.5,
-        Sets(m.DCGM_FI_DEV_POWER_USAGE, "at_most", "power_w"), group_by="rack",
-        filters=("throttle", "power"),
+        FaultKind.POWER_BRAKE, "power brake", 0.5, (705, 810),
+        Sets(m.DCGM_FI_DEV_POWER_USAGE, "at_most", "power_w"), detail=(Fixed("power_w", 310.0),),
+        group_by="rack", filters=("throttle", "power"), straggler_rank=1,
     ),
     Check(
         FaultKind.HIGH_TEMPERATURE, "GPU temperature", "high GPU temperature",
         (Threshold(m.DCGM_FI_DEV_GPU_TEMP, V, lambda v, c: v > c.max_gpu_temp_c,
                    lambda v, c: f"GPU at {v:.0f} °C (limit {c.max_gpu_temp_c:.0f} °C): check cooling",
                    floor=lambda c: c.max_gpu_temp_c, keep="> {max_gpu_temp_c}"),),
-        Severity.WARNING, Action.WATCH, Injects("gpu", sets=(_HOT,)), ("max_gpu_temp_c",),
-        group_by="rack", filters=_THERMAL, explained_by=_THERMAL_KINDS,
+        Severity.WARNING, Action.WATCH,
+        Injects("gpu", sets=(_HOT,), detail=(Between("temp_c", 90, 96),)), ("max_gpu_temp_c",),
+        group_by="rack", filters=_THERMAL, explained_by=_THERMAL_KINDS, weather=4,
+        alertnames=("dcgm_fi_dev_gpu_temp", "gpuhightemperature", "gputemperaturehigh"),
     ),
     Check(
         FaultKind.NVLINK_CRC, "NVLink CRC errors", "NVLink CRC errors",
@@ -905,8 +1024,9 @@ CHECKS: tuple[Check, ...] = (
                    lambda v, c: f"{count(round(v), 'NVLink CRC flit error')} in the window"),),
         Severity.WARNING, Action.DRAIN,
         Injects("gpu", 0.06, (Sets(m.DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, "counter", "per_min"),
-                              _NVLINK_SHARE), _NVLINK_WATCH),
-        ("nvlink_crc_per_window",), filters=("nvlink",),
+                              _NVLINK_SHARE), _NVLINK_WATCH, detail=_NVLINK_DETAIL),
+        ("nvlink_crc_per_window",), filters=("nvlink",), straggler_rank=10, weather=5,
+        alertnames=("dcgm_fi_dev_nvlink_crc_flit_error_count_total", "gpunvlinkcrcerrors"),
     ),
     Check(
         FaultKind.NVLINK_REPLAY, "NVLink replay errors", "NVLink replays",
@@ -915,8 +1035,9 @@ CHECKS: tuple[Check, ...] = (
                    lambda v, c: f"{count(round(v), 'NVLink replay')} in the window"),),
         Severity.WARNING, Action.DRAIN,
         Injects("gpu", 0.06, (Sets(m.DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL, "counter", "per_min"),
-                              _NVLINK_SHARE), _NVLINK_WATCH),
-        ("nvlink_replay_per_window",), filters=("nvlink",),
+                              _NVLINK_SHARE), _NVLINK_WATCH, detail=_NVLINK_DETAIL),
+        ("nvlink_replay_per_window",), filters=("nvlink",), straggler_rank=11,
+        alertnames=("nvlinkreplayerrors",),
     ),
     Check(
         FaultKind.PCIE_REPLAY, "PCIe replays", "PCIe replays",
@@ -924,8 +1045,9 @@ CHECKS: tuple[Check, ...] = (
                    lambda v, c: f"{count(round(v), 'PCIe replay')} in the window"),),
         Severity.WARNING, Action.WATCH,
         Injects("gpu", 0.06, (Sets(m.DCGM_FI_DEV_PCIE_REPLAY_COUNTER, "counter", "per_min"),),
-                ("PCIE", m.HEALTH_WARN, "DCGM_FR_PCI_REPLAY_RATE")),
-        ("pcie_replay_per_window",), filters=("pcie",),
+                ("PCIE", m.HEALTH_WARN, "DCGM_FR_PCI_REPLAY_RATE"), detail=(_REPLAYS_PER_MIN,)),
+        ("pcie_replay_per_window",), filters=("pcie",), straggler_rank=12, weather=8,
+        alertnames=("dcgm_fi_dev_pcie_replay_counter", "gpupciereplays"),
     ),
     Check(
         FaultKind.PCIE_DOWNTRAINED, "PCIe link width and generation", "PCIe link below its speed",
@@ -937,8 +1059,9 @@ CHECKS: tuple[Check, ...] = (
                    ceiling=lambda c: float(c.expected_pcie_gen), keep="< {expected_pcie_gen}")),
         Severity.WARNING, Action.DRAIN,
         Injects("gpu", 0.08, (Sets(m.DCGM_FI_DEV_PCIE_LINK_WIDTH, "if_given", "width"),
-                              Sets(m.DCGM_FI_DEV_PCIE_LINK_GEN, "if_given", "gen"))),
-        ("expected_pcie_width", "expected_pcie_gen"), filters=("pcie",),
+                              Sets(m.DCGM_FI_DEV_PCIE_LINK_GEN, "if_given", "gen")),
+                detail=(Either((OneOf("width", (8, 4)),), (OneOf("gen", (4, 3)),)),)),
+        ("expected_pcie_width", "expected_pcie_gen"), filters=("pcie",), straggler_rank=9,
     ),
     Check(
         FaultKind.IB_LINK_DOWN, "InfiniBand port state", "InfiniBand link down",
@@ -948,8 +1071,10 @@ CHECKS: tuple[Check, ...] = (
         Injects("nic", sets=(Sets(m.NODE_INFINIBAND_STATE_ID, "const", float(m.IB_STATE_DOWN)),
                              Sets(m.NODE_INFINIBAND_PHYSICAL_STATE_ID, "const",
                                   float(m.IB_PHYSICAL_STATE_POLLING)),
-                             Sets(m.NODE_INFINIBAND_LINK_DOWNED_TOTAL, "bump", 1.0))),
+                             Sets(m.NODE_INFINIBAND_LINK_DOWNED_TOTAL, "bump", 1.0)),
+                detail=(_PORT, Fixed("rx_loss", 1.0))),
         group_by="leaf_switch", filters=_IB, explained_by=frozenset({FaultKind.IB_FLAPPING}),
+        straggler_rank=14, weather=6, alertnames=("infinibandlinkdown", "nodeinfinibandportdown"),
     ),
     Check(
         FaultKind.IB_FLAPPING, "InfiniBand flapping", "InfiniBand link flapping",
@@ -960,8 +1085,11 @@ CHECKS: tuple[Check, ...] = (
         Injects("nic", 0.06, (Sets(m.NODE_INFINIBAND_LINK_DOWNED_TOTAL, "flap_count"),
                               Sets(m.NODE_INFINIBAND_STATE_ID, "flap_state", float(m.IB_STATE_DOWN)),
                               Sets(m.NODE_INFINIBAND_PHYSICAL_STATE_ID, "flap_state",
-                                   float(m.IB_PHYSICAL_STATE_POLLING)))),
-        ("ib_flaps_per_window",), "leaf_switch", _IB,
+                                   float(m.IB_PHYSICAL_STATE_POLLING))),
+                # Down a minute each time, then retraining: half the port's traffic is lost.
+                detail=(_PORT, Fixed("rx_loss", 0.5), OneOf("period_s", (300, 600, 900)))),
+        ("ib_flaps_per_window",), "leaf_switch", _IB, straggler_rank=13,
+        alertnames=("infinibandlinkflapping",),
     ),
     Check(
         FaultKind.IB_SYMBOL_ERRORS, "InfiniBand symbol errors", "InfiniBand symbol errors",
@@ -969,8 +1097,9 @@ CHECKS: tuple[Check, ...] = (
                    lambda v, c: f"{count(round(v), 'InfiniBand symbol error')} in the window: check the cable",
                    per_gpu=False),),
         Severity.WARNING, Action.WATCH,
-        Injects("nic", 0.06, (Sets(m.NODE_INFINIBAND_SYMBOL_ERROR_TOTAL, "counter", "per_min"),)),
-        ("ib_symbol_errors_per_window",), "leaf_switch", _IB,
+        Injects("nic", 0.06, (Sets(m.NODE_INFINIBAND_SYMBOL_ERROR_TOTAL, "counter", "per_min"),),
+                detail=(_PORT, Fixed("rx_loss", 0.4), Between("per_min", 50.0, 500.0, 1))),
+        ("ib_symbol_errors_per_window",), "leaf_switch", _IB, straggler_rank=15,
     ),
     Check(
         FaultKind.NIC_ERRORS, "NIC receive and transmit errors", "network card errors",
@@ -980,8 +1109,10 @@ CHECKS: tuple[Check, ...] = (
                    lambda v, c: f"{count(round(v), 'NIC transmit error')} in the window", per_gpu=False)),
         Severity.WARNING, Action.WATCH,
         Injects("netdev", 0.06, (Sets(m.NODE_NETWORK_RECEIVE_ERRS_TOTAL, "counter", "per_min"),
-                                 Sets(m.NODE_NETWORK_TRANSMIT_ERRS_TOTAL, "counter", "per_min", 0.25))),
-        ("nic_errors_per_window",), "leaf_switch", ("network", "nic"),
+                                 Sets(m.NODE_NETWORK_TRANSMIT_ERRS_TOTAL, "counter", "per_min", 0.25)),
+                detail=(Device("device", "netdevs"), Between("per_min", 20.0, 200.0, 1))),
+        ("nic_errors_per_window",), "leaf_switch", ("network", "nic"), straggler_rank=16,
+        alertnames=("nodenetworkreceiveerrs", "nodenetworktransmiterrs", "nodenetworkinterfaceflapping"),
     ),
     Check(
         FaultKind.UNEXPECTED_REBOOT, "unexpected reboot", "unexpected reboot",
@@ -989,40 +1120,37 @@ CHECKS: tuple[Check, ...] = (
                    lambda v, c: "the node rebooted in the window (boot time moved)", per_gpu=False),),
         Severity.WARNING, Action.WATCH,
         Injects("node", sets=(Sets(m.NODE_BOOT_TIME_SECONDS, "since"),)), filters=("reboot",),
+        alertnames=("noderebooted", "nodeunexpectedreboot"),
     ),
     Check(
         FaultKind.GPU_MISSING, "GPUs visible against the expected count", "GPU missing",
         Custom((GPU_COUNT_REQUEST,), _gpu_count), Severity.CRITICAL, Action.DRAIN,
-        Injects("gpu"), ("expected_gpus",), filters=("missing",),
+        Injects("gpu"), ("expected_gpus",), filters=("missing",), straggler_rank=17, weather=7,
+        alertnames=("gpumissing", "gpucountmismatch"),
     ),
     Check(
         FaultKind.DCGM_HEALTH, "DCGM's own health watches", "DCGM health watch failing",
         Custom((MetricRequest(m.DCGM_EXP_GPU_HEALTH_STATUS, V, "> 0"),), _dcgm_health),
         # A watch's fault shows only where the newer exporter runs: never drawn at random.
-        Severity.CRITICAL, Action.DRAIN, Injects("gpu", at_random=False),
+        Severity.CRITICAL, Action.DRAIN,
+        Injects("gpu", at_random=False,
+                detail=(Fixed("watch", "INFOROM"), Fixed("code", "DCGM_FR_CORRUPT_INFOROM"),
+                        Fixed("result", m.HEALTH_FAIL))),
         filters=("health", "dcgm"),
     ),
-    Check(
-        FaultKind.DRIVER_DRIFT, "driver differs from the fleet majority",
-        "driver differs from the fleet",
-        _drift(FaultKind.DRIVER_DRIFT, "driver", m.DCGM_FI_DEV_GPU_TEMP, m.LABEL_DRIVER_VERSION),
-        Severity.WARNING, Action.WATCH, Injects("node", 0.06), ("drift_min_nodes",),
-        filters=("drift", "driver"),
+    _drift_check(
+        FaultKind.DRIVER_DRIFT,
+        Version("driver", "driver", m.DCGM_FI_DEV_GPU_TEMP, m.LABEL_DRIVER_VERSION),
+        ("535.161.08", "550.90.07", "545.23.08"), ("drift", "driver"),
     ),
-    Check(
-        FaultKind.KERNEL_DRIFT, "kernel differs from the fleet majority",
-        "kernel differs from the fleet",
-        _drift(FaultKind.KERNEL_DRIFT, "kernel", m.NODE_UNAME_INFO, "release"),
-        Severity.WARNING, Action.WATCH, Injects("node", 0.06), ("drift_min_nodes",),
-        filters=("drift", "kernel"),
+    _drift_check(
+        FaultKind.KERNEL_DRIFT, Version("kernel", "kernel", m.NODE_UNAME_INFO, m.LABEL_RELEASE),
+        ("5.15.0-91-generic", "5.15.0-112-generic", "6.8.0-40-generic"), ("drift", "kernel"),
     ),
-    Check(
-        FaultKind.FIRMWARE_DRIFT, "firmware (VBIOS) differs from the fleet majority",
-        "firmware differs from the fleet",
-        _drift(FaultKind.FIRMWARE_DRIFT, "firmware (VBIOS)", m.DCGM_FI_DEV_GPU_TEMP,
-               m.LABEL_VBIOS_VERSION),
-        Severity.WARNING, Action.WATCH, Injects("node", 0.06), ("drift_min_nodes",),
-        filters=("drift", "firmware"),
+    _drift_check(
+        FaultKind.FIRMWARE_DRIFT,
+        Version("firmware", "firmware (VBIOS)", m.DCGM_FI_DEV_GPU_TEMP, m.LABEL_VBIOS_VERSION),
+        ("96.00.74.00.0B", "96.00.99.00.01", "96.00.61.00.05"), ("drift", "firmware"),
     ),
 )  # fmt: skip
 
@@ -1031,6 +1159,32 @@ CHECK_OF: dict[FaultKind, Check] = {c.kind: c for c in CHECKS}
 assert len(CHECK_OF) == len(CHECKS), "one entry a kind"
 assert all(f in HealthConfig.model_fields for c in CHECKS for f in c.reads), "reads a field"
 assert all(k in CHECK_OF for ks in OLD_NAMES.values() for k in ks), "old names name checks"
+
+
+def _ranked(rank: Callable[[Check], int]) -> tuple[Check, ...]:
+    ranked = sorted((c for c in CHECKS if rank(c)), key=rank)
+    assert len({rank(c) for c in ranked}) == len(ranked), "one entry a place"
+    return tuple(ranked)
+
+
+# The entries' properties as the lists their readers take: nothing else lists kinds by hand.
+STRAGGLER_KINDS: tuple[FaultKind, ...] = tuple(c.kind for c in _ranked(lambda c: c.straggler_rank))
+"""The health findings that name a straggler's cause, most specific first."""
+WEATHER_KINDS: tuple[str, ...] = tuple(c.name for c in _ranked(lambda c: c.weather))
+"""The faults that come and go on their own in an interactive shell, in draw order."""
+ALERTNAMES: dict[str, FaultKind] = {n: c.kind for c in CHECKS for n in c.alertnames}
+"""The usual DCGM and node_exporter alert names (lower case), by the kind they report."""
+assert len(ALERTNAMES) == sum(len(c.alertnames) for c in CHECKS), "an alert name reports one kind"
+assert all(n == n.lower() for n in ALERTNAMES), "alert names are matched in lower case"
+VERSIONS: dict[FaultKind, Version] = {c.kind: c.version for c in CHECKS if c.version is not None}
+"""The drift kinds, each with the version it compares."""
+DRIFT_OF: dict[str, FaultKind] = {v.component: k for k, v in VERSIONS.items()}
+"""The drift kind of each component of a node's versions (`driver`, `kernel`, `firmware`)."""
+assert set(VERSIONS) == VERSION_DRIFT_KINDS, "bot/models.py: VERSION_DRIFT_KINDS"
+CLOCK_HELD_KINDS: frozenset[FaultKind] = frozenset(
+    c.kind for c in CHECKS if CLOCK_HELD in c.injects.sets
+)
+"""The kinds whose simulated fault holds the SM clock down (to match a given slowdown)."""
 
 
 def enabled_checks(cfg: HealthConfig) -> list[Check]:

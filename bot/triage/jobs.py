@@ -16,16 +16,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from bot.errors import BackendError
-from bot.models import Fault, FaultKind, Job, JobState
+from bot.models import Fault, Job, JobState
 from bot.mrkdwn import code
-from bot.triage.checks import CHECKS_BY_NAME, enabled_checks, requests_for, run_checks
+from bot.triage.checks import CHECK_OF, VERSIONS, enabled_checks, requests_for, run_checks
 from bot.triage.job_ids import ONE_ID, BadJobId, check_job_id
 from bot.triage.ports import Metrics
 from bot.triage.resumes import apply_resume_memory
 from bot.triage.service import NO_METRICS, Triage, UserError
 from bot.triage.stragglers import (
     COMPUTE,
-    DRIFT,
     PROXIES_MODE,
     STEP,
     Comparison,
@@ -44,14 +43,6 @@ from bot.triage.table import Table
 HISTORY = timedelta(hours=48)
 DAY = timedelta(hours=24)
 PACE_STEP_S = 60  # a minute: stalls of a minute show; 2,880 points over 48 h
-
-# Where each drift kind's version is read: the health checks' per-node version columns.
-_VERSION_KEYS = {
-    FaultKind.DRIVER_DRIFT: "driver_drift",
-    FaultKind.KERNEL_DRIFT: "kernel_drift",
-    FaultKind.FIRMWARE_DRIFT: "firmware_drift",
-}
-
 
 # What the chart's per-node panel shows, by the measure that judged the job.
 _LABELS = {
@@ -209,10 +200,8 @@ def _diagnosis(
     """The diagnosis from the reads: the health table (its version columns), the proxies and
     the health checks' faults."""
     health_table, proxies, faults = reads
-    keys = {
-        kind: (CHECKS_BY_NAME[name].needs[0].key, DRIFT[kind][1])
-        for kind, name in _VERSION_KEYS.items()
-    }
+    # Where each drift kind's version is read: its check's per-node version column.
+    keys = {kind: (CHECK_OF[kind].needs[0].key, v.label) for kind, v in VERSIONS.items()}
     versions = job_versions(health_table, keys)
     evidence = NodeEvidence.from_reads(proxies, versions, faults, cfg.average_s)
     return diagnose(job, signals, evidence, cfg, comparison=comparison, minutes=minutes)

@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bot import metric_names as m
 from bot.models import JOB_LEVEL_KINDS, Action, Fault, FaultKind, Job, StragglerReport
+from bot.triage.checks import STRAGGLER_KINDS, VERSIONS
 from bot.triage.table import MetricRequest, Reading, Table
 from bot.words import number
 
@@ -236,32 +237,12 @@ def outliers(
 
 
 # --- explaining a straggler ---------------------------------------------------------------------
-# Health findings that slow a rank, most specific first: the first one found names the cause.
-_SLOWING_FAULTS: tuple[FaultKind, ...] = (
-    FaultKind.POWER_BRAKE,
-    FaultKind.THROTTLE_HW_SLOWDOWN,
-    FaultKind.THROTTLE_HW_THERMAL,
-    FaultKind.THROTTLE_SW_THERMAL,
-    FaultKind.THROTTLE_POWER,
-    FaultKind.XID,
-    FaultKind.ECC_DBE,
-    FaultKind.ROW_REMAP_PENDING,
-    FaultKind.PCIE_DOWNTRAINED,
-    FaultKind.NVLINK_CRC,
-    FaultKind.NVLINK_REPLAY,
-    FaultKind.PCIE_REPLAY,
-    # A flapping port is often down at the instant read too: the flapping is the diagnosis.
-    FaultKind.IB_FLAPPING,
-    FaultKind.IB_LINK_DOWN,
-    FaultKind.IB_SYMBOL_ERRORS,
-    FaultKind.NIC_ERRORS,
-    FaultKind.GPU_MISSING,
-)
-DRIFT: dict[FaultKind, tuple[str, str]] = {
-    FaultKind.DRIVER_DRIFT: ("driver", m.LABEL_DRIVER_VERSION),
-    FaultKind.KERNEL_DRIFT: ("kernel", m.LABEL_RELEASE),
-    FaultKind.FIRMWARE_DRIFT: ("firmware (VBIOS)", m.LABEL_VBIOS_VERSION),
-}
+# Health findings that slow a rank, most specific first: the first one found names the cause
+# (the checks' `straggler_rank`; a flapping port is often down at the instant read too: the
+# flapping is the diagnosis). A drift kind names one by the job's versions, what and where
+# read as its check's entry says (`version`).
+_SLOWING_FAULTS: tuple[FaultKind, ...] = STRAGGLER_KINDS
+DRIFT: dict[FaultKind, tuple[str, str]] = {k: (v.what, v.label) for k, v in VERSIONS.items()}
 
 
 @dataclass(frozen=True)

@@ -18,20 +18,23 @@ from typing import Literal
 
 from bot import metric_names as m
 from bot.models import FaultKind
-from bot.triage.checks import CHECKS, Sets
+from bot.triage.checks import (
+    CHECKS,
+    CLOCK_HELD,
+    CLOCK_HELD_KINDS,
+    Between,
+    Device,
+    Fixed,
+    OneOf,
+    Param,
+    Sets,
+)
+from bot.triage.checks import (
+    XID_CODES as XID_CODES,  # the Xid codes the simulator injects (the `xid` entry's)
+)
 
 DetailValue = str | int | float | bool
 Scope = Literal["gpu", "nic", "netdev", "node", "job"]
-
-XID_CODES: tuple[int, ...] = (13, 31, 43, 45, 48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120)
-"""The Xid codes that matter for triage; the simulator injects any of them."""
-
-# Versions a drifted node runs instead of the fleet's majority (see inventory.py).
-DRIFT_VERSIONS: dict[FaultKind, tuple[str, ...]] = {
-    FaultKind.DRIVER_DRIFT: ("535.161.08", "550.90.07", "545.23.08"),
-    FaultKind.KERNEL_DRIFT: ("5.15.0-91-generic", "5.15.0-112-generic", "6.8.0-40-generic"),
-    FaultKind.FIRMWARE_DRIFT: ("96.00.74.00.0B", "96.00.99.00.01", "96.00.61.00.05"),
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,32 +44,43 @@ class KindSpec:
     slowdown: float
     """Extra step time (0.1 = 10 % slower) of the ranks on the node while it runs a job; at
     least 6 % where not 0, so that ground truth stands clear of the +-1.5 % jitter."""
+    detail: tuple[Param, ...] = ()
+    """Its parameters where the caller gives none, in draw order (`default_detail`)."""
 
 
 KIND_SPECS: dict[FaultKind, KindSpec] = {
     # A health check's kind: as its entry says (bot/triage/checks.py `injects`).
-    **{c.kind: KindSpec(c.injects.on, c.injects.slowdown) for c in CHECKS},
+    **{c.kind: KindSpec(c.injects.on, c.injects.slowdown, c.injects.detail) for c in CHECKS},
     # The causes of a slow job that no health check finds.
-    FaultKind.LOW_SM_CLOCK: KindSpec("gpu", 0.12),
-    FaultKind.NUMA_MISPLACEMENT: KindSpec("gpu", 0.07),
-    FaultKind.CPU_CONTENTION: KindSpec("node", 0.10),
+    FaultKind.LOW_SM_CLOCK: KindSpec("gpu", 0.12, (OneOf("sm_clock_mhz", (1410, 1530, 1620)),)),
+    FaultKind.NUMA_MISPLACEMENT: KindSpec(
+        "gpu",
+        0.07,
+        (
+            OneOf("misplaced", ("gpu", "nic")),
+            Fixed("miss_pages_per_s", 25_000.0),
+            Fixed("gpu_util_share", 0.85),
+        ),
+    ),
+    FaultKind.CPU_CONTENTION: KindSpec(
+        "node",
+        0.10,
+        (
+            Between("load", 80.0, 160.0, 1),
+            Between("psi_per_s", 0.4, 0.9, 2),
+            Fixed("gpu_util_share", 0.8),
+        ),
+    ),
     FaultKind.PIPELINE_IMBALANCE: KindSpec("job", 0.12),
-    FaultKind.GC_STALLS: KindSpec("job", 0.8),
+    FaultKind.GC_STALLS: KindSpec(
+        "job", 0.8, (OneOf("period_min", (5, 10, 15)), Between("phase_min", 0, 4))
+    ),
     FaultKind.JOB_SLOWDOWN: KindSpec("job", 0.15),
 }
 
 BUSY_SM_CLOCK_MHZ = 1965.0
 """A busy healthy GPU's usual SM clock (it moves between 1,935 and 1,980 MHz)."""
-CLOCK_KINDS = frozenset(
-    {
-        FaultKind.THROTTLE_POWER,
-        FaultKind.THROTTLE_HW_SLOWDOWN,
-        FaultKind.THROTTLE_SW_THERMAL,
-        FaultKind.THROTTLE_HW_THERMAL,
-        FaultKind.POWER_BRAKE,
-        FaultKind.LOW_SM_CLOCK,
-    }
-)
+CLOCK_KINDS = CLOCK_HELD_KINDS | {FaultKind.LOW_SM_CLOCK}
 """Kinds that slow a GPU through its clock: their clock follows a given slowdown."""
 
 ALL_NICS = "all"
@@ -139,70 +153,35 @@ def default_detail(
     the fleet makes on healthy nodes.
     """
     out: dict[str, DetailValue] = {"slowdown": KIND_SPECS[kind].slowdown}
-    k = FaultKind
-    if kind is k.XID:
-        out["xid"] = rng.choice(XID_CODES)
-        out["count"] = 1
-    elif kind is k.ECC_DBE:
-        out["count"] = rng.randint(1, 3)
-    elif kind is k.DCGM_HEALTH:
-        # A watch only DCGM reads; no rng draw, so the seeded fleets stay as they were.
-        out.update(watch="INFOROM", code="DCGM_FR_CORRUPT_INFOROM", result=m.HEALTH_FAIL)
-    elif kind is k.THROTTLE_POWER:
-        out.update(sm_clock_mhz=rng.choice((1560, 1605, 1650)), power_w=699.0)
-    elif kind is k.THROTTLE_HW_SLOWDOWN:
-        out.update(sm_clock_mhz=rng.choice((990, 1095, 1200)))
-    elif kind is k.THROTTLE_SW_THERMAL:
-        out.update(sm_clock_mhz=rng.choice((1605, 1650)), temp_c=rng.randint(86, 88))
-    elif kind is k.THROTTLE_HW_THERMAL:
-        out.update(sm_clock_mhz=rng.choice((1095, 1200)), temp_c=rng.randint(92, 95))
-    elif kind is k.POWER_BRAKE:
-        out.update(sm_clock_mhz=rng.choice((705, 810)), power_w=310.0)
-    elif kind is k.HIGH_TEMPERATURE:
-        out["temp_c"] = rng.randint(90, 96)
-    elif kind in (k.NVLINK_CRC, k.NVLINK_REPLAY, k.PCIE_REPLAY):
-        out["per_min"] = round(rng.uniform(2.0, 20.0), 2)
-        if kind is not k.PCIE_REPLAY:
-            out["nvlink_share"] = 0.7  # of the link's usual traffic, the rest lost to replays
-    elif kind is k.PCIE_DOWNTRAINED:
-        if rng.random() < 0.5:
-            out["width"] = rng.choice((8, 4))
-        else:
-            out["gen"] = rng.choice((4, 3))
-    elif kind is k.LOW_SM_CLOCK:
-        out["sm_clock_mhz"] = rng.choice((1410, 1530, 1620))
-    elif kind is k.NUMA_MISPLACEMENT:
-        out["misplaced"] = rng.choice(("gpu", "nic"))
-        out["miss_pages_per_s"] = 25_000.0
-        out["gpu_util_share"] = 0.85
-    elif kind in (k.IB_LINK_DOWN, k.IB_FLAPPING, k.IB_SYMBOL_ERRORS):
-        out["nic"] = rng.choice(shape.nics)
-        # The share of the port's traffic it no longer receives: all of it when down, some
-        # when it flaps (down a minute each time, then retraining) or resends bad packets.
-        out["rx_loss"] = {k.IB_LINK_DOWN: 1.0, k.IB_FLAPPING: 0.5, k.IB_SYMBOL_ERRORS: 0.4}[kind]
-        if kind is k.IB_FLAPPING:
-            out["period_s"] = rng.choice((300, 600, 900))
-        if kind is k.IB_SYMBOL_ERRORS:
-            out["per_min"] = round(rng.uniform(50.0, 500.0), 1)
-    elif kind is k.NIC_ERRORS:
-        out["device"] = rng.choice(shape.netdevs)
-        out["per_min"] = round(rng.uniform(20.0, 200.0), 1)
-    elif kind in DRIFT_VERSIONS:
-        out["version"] = rng.choice(DRIFT_VERSIONS[kind])
+    _draw(KIND_SPECS[kind].detail, rng, shape, out)
     if kind in CLOCK_KINDS and "slowdown" in detail and "sm_clock_mhz" not in detail:
         # A GPU that computes `slowdown` slower on clock alone runs at 1/(1 + slowdown) of its
         # busy clock (in the 15 MHz steps GPUs clock in): a 3 % straggler is a 3 % clock.
         clock = BUSY_SM_CLOCK_MHZ / (1.0 + float(detail["slowdown"]))
         out["sm_clock_mhz"] = float(int(clock / 15.0) * 15)
-    elif kind is k.CPU_CONTENTION:
-        out["load"] = round(rng.uniform(80.0, 160.0), 1)
-        out["psi_per_s"] = round(rng.uniform(0.4, 0.9), 2)
-        out["gpu_util_share"] = 0.8
-    elif kind is k.GC_STALLS:
-        out["period_min"] = rng.choice((5, 10, 15))
-        out["phase_min"] = rng.randrange(5)
     out.update(detail)
     return out
+
+
+def _draw(
+    params: tuple[Param, ...], rng: random.Random, shape: NodeShape, out: dict[str, DetailValue]
+) -> None:
+    """Each parameter in turn (the words above `Fixed` in bot/triage/checks.py)."""
+    for p in params:
+        if isinstance(p, Fixed):
+            out[p.key] = p.value
+        elif isinstance(p, OneOf):
+            out[p.key] = rng.choice(p.values)
+        elif isinstance(p, Between):
+            out[p.key] = (
+                rng.randint(int(p.low), int(p.high))
+                if p.digits is None
+                else round(rng.uniform(p.low, p.high), p.digits)
+            )
+        elif isinstance(p, Device):
+            out[p.key] = rng.choice(shape.nics if p.of == "nics" else shape.netdevs)
+        else:
+            _draw(p.first if rng.random() < 0.5 else p.second, rng, shape, out)
 
 
 # --- what a fault does to a metric's value ------------------------------------------------------
@@ -324,7 +303,7 @@ def _add_const(n: float) -> Effect:
 
 EFFECTS: dict[FaultKind, dict[str, Effect]] = {
     **{c.kind: {s.metric: EFFECT_OF[s.how](s) for s in c.injects.sets} for c in CHECKS},
-    FaultKind.LOW_SM_CLOCK: {m.DCGM_FI_DEV_SM_CLOCK: _at_most("sm_clock_mhz")},
+    FaultKind.LOW_SM_CLOCK: {CLOCK_HELD.metric: EFFECT_OF[CLOCK_HELD.how](CLOCK_HELD)},
     # The host feeds the GPU late: it idles between kernels.
     FaultKind.NUMA_MISPLACEMENT: {
         m.NODE_MEMORY_NUMA_NUMA_MISS_TOTAL: _rate_counter("miss_pages_per_s"),

@@ -48,7 +48,7 @@ from bot.backends.sim.inventory import (
     Hardware,
     Topology,
 )
-from bot.backends.sim.rollouts import BUILT_IN_SLOTS, SimRollout, rollout_times
+from bot.backends.sim.rollouts import BUILT_IN_SLOTS, DRIFT_SLOTS, SimRollout, rollout_times
 from bot.backends.sim.snapshot import NOISE_BITS, FleetSnapshot, Placed, Scope
 from bot.backends.sim.wander import PaceWander
 from bot.backends.sim.workload import JobSpec, build_run, generate_jobs, make_spec
@@ -60,7 +60,7 @@ ORIGIN_AGE_S = 30 * 86400
 """Counters start this long before ``now`` (the fleet's last maintenance): boot times sit there."""
 
 HostLabel = Literal["Hostname", "hostname", "mixed"]
-DRIFT_KINDS = (FaultKind.DRIVER_DRIFT, FaultKind.KERNEL_DRIFT, FaultKind.FIRMWARE_DRIFT)
+DRIFT_KINDS = tuple(sorted(DRIFT_SLOTS, key=DRIFT_SLOTS.__getitem__))
 """The fault that moves one node off the fleet's value, per slot of (driver, kernel, firmware)."""
 
 NODE_KINDS: tuple[FaultKind, ...] = tuple(k for k in FaultKind if k not in JOB_LEVEL_KINDS)
@@ -254,7 +254,7 @@ class SimFleet:
         nic_numa = [hw.nic_numa(k) for k in range(hw.nics_per_node)]
         missing: set[int] = set()
         versions = list(self.rolled_versions(n, t))
-        slots = {FaultKind.DRIVER_DRIFT: 0, FaultKind.KERNEL_DRIFT: 1, FaultKind.FIRMWARE_DRIFT: 2}
+        slots = DRIFT_SLOTS
         for placed in self.placed_on(n):
             fault = placed.fault
             if not fault.active(t):

@@ -15,9 +15,14 @@ import math
 import random
 from dataclasses import dataclass
 
+from bot.models import FaultKind
+from bot.triage.checks import DRIFT_OF
+
 BUILT_IN_SLOTS: dict[str, int] = {"driver": 0, "kernel": 1, "firmware": 2}
 """Components every node exports (its slot in the fleet's (driver, kernel, firmware) versions);
 any other component is a configured info metric, such as a container image."""
+DRIFT_SLOTS: dict[FaultKind, int] = {DRIFT_OF[c]: slot for c, slot in BUILT_IN_SLOTS.items()}
+"""The fault that moves one node off the fleet's value, and the slot it moves."""
 
 
 @dataclass(frozen=True)

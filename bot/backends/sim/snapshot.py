@@ -25,6 +25,7 @@ from bot import metric_names as m
 from bot.backends.sim.exposition import FAMILY_BY_NAME, Entity, Family, Labels, Sample
 from bot.backends.sim.faults import EFFECTS, Effect, InjectedFault
 from bot.backends.sim.inventory import GPU_MODEL
+from bot.backends.sim.rollouts import DRIFT_SLOTS
 from bot.backends.sim.workload import COMM_SHARE, REPORT_JITTER, STEP_JITTER
 from bot.give_way import give_way
 from bot.models import FaultKind
@@ -303,11 +304,7 @@ class FleetSnapshot:
         if self._versions is None:
             out: dict[int, tuple[str, str, str]] = {}
             default = self.fleet.default_versions
-            slot = {
-                FaultKind.DRIVER_DRIFT: 0,
-                FaultKind.KERNEL_DRIFT: 1,
-                FaultKind.FIRMWARE_DRIFT: 2,
-            }
+            slot = DRIFT_SLOTS
             fleet = self.fleet
             if fleet.rollouts:
                 # A rolled-out node differs from the fleet's defaults like a drifted one.
