@@ -664,43 +664,9 @@ def diagnose(
     steps = node_paces(signals.step) if signals.step else {}
     waits = node_paces(signals.wait) if signals.wait else {}
     slowness, lags = proxy_lags(evidence, job_nodes, cfg)
-    measured = [
-        name
-        for name, present in (
-            ("compute time", bool(signals.compute)),
-            ("collective wait", bool(signals.wait)),
-            ("step time", bool(signals.step)),
-            ("hardware proxies", bool(slowness)),
-        )
-        if present
-    ]
-    found: dict[str, Outlier] = {}
-    if compute:
-        per_node = node_paces(compute)
-        s, outs = outliers(per_node, cfg)
-        mode = COMPUTE
-    elif steps:
-        per_node = steps
-        s, outs = outliers(per_node, cfg)
-        mode = STEP
-    else:
-        per_node, s, outs, mode = slowness, Spread(1.0, 1.0), [], PROXIES_MODE
-    for o in outs:
-        found[o.node] = o
-    # Stragglers by their hardware, whatever the ranks say: in a synchronous job without compute
-    # times the ranks' steps are equal, and only the hardware names the node.
-    by_proxy = {n for n in lags if n not in found}
-    if mode != PROXIES_MODE and by_proxy and not outs:
-        # Shown and costed by the proxies: the ranks' measure does not separate the nodes.
-        per_node, s, mode = slowness, Spread(1.0, 1.0), PROXIES_MODE
-    for node in by_proxy:
-        if mode == PROXIES_MODE:
-            found[node] = Outlier(node, slowness[node], lags[node].z, slowness[node] - 1)
-        else:
-            value = per_node.get(node, s.median)
-            excess = (value - s.median) / s.median if s.median else 0.0
-            found[node] = Outlier(node, value, s.z(value), excess)
-    ordered = sorted(found.values(), key=lambda o: (-o.excess, o.node))
+    pace = _pace(compute, steps, slowness, lags, cfg)
+    per_node, s, mode = pace.per_node, pace.spread, pace.mode
+    ordered = pace.ordered
     missing = sorted(job_nodes - set(per_node)) if per_node else []
     ranks = compute if compute else list(signals.step)
     stage = stage_of_stragglers(ranks, [o.node for o in ordered]) if ranks else None
@@ -708,14 +674,7 @@ def diagnose(
     job_cause: Cause | None = None
     stragglers: list[Straggler] = []
     if stage is not None and not any(explain(o.node, evidence, cfg) for o in ordered):
-        excess = statistics.median(o.excess for o in ordered)
-        job_cause = Cause(
-            FaultKind.PIPELINE_IMBALANCE,
-            f"every slow rank is in pipeline stage {stage} ({len(ordered)} nodes, "
-            f"{excess:.0%} longer {mode}) and no node shows a fault: the stage has more work "
-            "than the others (rebalance its layers)",
-            Action.NONE,
-        )
+        job_cause = _stage_cause(stage, ordered, mode)
     else:
         stragglers = [
             Straggler(
@@ -732,30 +691,7 @@ def diagnose(
     named = {st.node for st in stragglers}
     suspects = _suspects(job, named, evidence, cfg) if job_cause is None else []
     if not stragglers and job_cause is None:
-        if stall is not None:
-            period = f" every {stall.period_min} min" if stall.period_min else ""
-            job_cause = Cause(
-                FaultKind.GC_STALLS,
-                f"every rank stalls together{period} ({stall.minutes} stalls, "
-                f"{stall.ratio:.0%} slower each): a pause in the job itself, such as garbage "
-                "collection or checkpointing, not a node",
-                Action.NONE,
-            )
-        elif comparison is not None and comparison.change > cfg.slower_threshold and not suspects:
-            unseparated = (
-                ""
-                if compute
-                else " (without per-rank compute times I cannot tell one slow pipeline stage "
-                "from the whole job)"
-            )
-            job_cause = Cause(
-                FaultKind.JOB_SLOWDOWN,
-                f"every node slowed together ({comparison.change:.1%} against "
-                f"{comparison.baseline}) and no node's hardware lags{unseparated}: look at what "
-                "changed for the whole job (data loading, the code, the filesystem, the "
-                "network), not at one node",
-                Action.NONE,
-            )
+        job_cause = _whole_job_cause(stall, comparison, bool(compute), bool(suspects), cfg)
     step_s = statistics.median(steps.values()) if steps else None
     gain, bound = _gain(mode, stragglers, per_node, s, step_s)
     if bound and comparison is not None and comparison.change > 0:
@@ -779,7 +715,118 @@ def diagnose(
         cost_is_bound=bound,
         suspects=suspects if job_cause is None else [],
         wait_median_s=statistics.median(waits.values()) if waits else None,
-        measured=tuple(measured),
+        measured=_measured(signals, bool(slowness)),
+    )
+
+
+def _measured(signals: RankSignals, proxies: bool) -> tuple[str, ...]:
+    """What was measured of the job, in the words the answer names them."""
+    return tuple(
+        name
+        for name, present in (
+            ("compute time", bool(signals.compute)),
+            ("collective wait", bool(signals.wait)),
+            ("step time", bool(signals.step)),
+            ("hardware proxies", proxies),
+        )
+        if present
+    )
+
+
+@dataclass(frozen=True)
+class _Pace:
+    """The measure that shows and costs the job's pace, and its slow nodes, slowest first."""
+
+    per_node: Mapping[str, float]
+    spread: Spread
+    mode: str
+    ordered: list[Outlier]
+
+
+def _pace(
+    compute: Sequence[RankTime],
+    steps: Mapping[str, float],
+    slowness: Mapping[str, float],
+    lags: Mapping[str, Lag],
+    cfg: StragglerConfig,
+) -> _Pace:
+    """Outliers by compute time, else step time, else the hardware proxies; and the nodes
+    whose hardware lags whatever the ranks say (in a synchronous job without compute times
+    the ranks' steps are equal, and only the hardware names the node)."""
+    found: dict[str, Outlier] = {}
+    per_node: Mapping[str, float]
+    if compute:
+        per_node = node_paces(compute)
+        s, outs = outliers(per_node, cfg)
+        mode = COMPUTE
+    elif steps:
+        per_node = steps
+        s, outs = outliers(per_node, cfg)
+        mode = STEP
+    else:
+        per_node, s, outs, mode = slowness, Spread(1.0, 1.0), [], PROXIES_MODE
+    for o in outs:
+        found[o.node] = o
+    by_proxy = {n for n in lags if n not in found}
+    if mode != PROXIES_MODE and by_proxy and not outs:
+        # Shown and costed by the proxies: the ranks' measure does not separate the nodes.
+        per_node, s, mode = slowness, Spread(1.0, 1.0), PROXIES_MODE
+    for node in by_proxy:
+        if mode == PROXIES_MODE:
+            found[node] = Outlier(node, slowness[node], lags[node].z, slowness[node] - 1)
+        else:
+            value = per_node.get(node, s.median)
+            excess = (value - s.median) / s.median if s.median else 0.0
+            found[node] = Outlier(node, value, s.z(value), excess)
+    ordered = sorted(found.values(), key=lambda o: (-o.excess, o.node))
+    return _Pace(per_node, s, mode, ordered)
+
+
+def _stage_cause(stage: int, ordered: Sequence[Outlier], mode: str) -> Cause:
+    """Every slow rank in one pipeline stage and no node at fault: the stage's work."""
+    excess = statistics.median(o.excess for o in ordered)
+    return Cause(
+        FaultKind.PIPELINE_IMBALANCE,
+        f"every slow rank is in pipeline stage {stage} ({len(ordered)} nodes, "
+        f"{excess:.0%} longer {mode}) and no node shows a fault: the stage has more work "
+        "than the others (rebalance its layers)",
+        Action.NONE,
+    )
+
+
+def _whole_job_cause(
+    stall: Stalls | None,
+    comparison: Comparison | None,
+    compute: bool,
+    suspects: bool,
+    cfg: StragglerConfig,
+) -> Cause | None:
+    """No straggler: every rank stalling together, or the whole job slower than its baseline
+    with no node's hardware lagging (None: neither)."""
+    if stall is not None:
+        period = f" every {stall.period_min} min" if stall.period_min else ""
+        return Cause(
+            FaultKind.GC_STALLS,
+            f"every rank stalls together{period} ({stall.minutes} stalls, "
+            f"{stall.ratio:.0%} slower each): a pause in the job itself, such as garbage "
+            "collection or checkpointing, not a node",
+            Action.NONE,
+        )
+    if comparison is None or comparison.change <= cfg.slower_threshold or suspects:
+        return None
+    unseparated = (
+        ""
+        if compute
+        else " (without per-rank compute times I cannot tell one slow pipeline stage "
+        "from the whole job)"
+    )
+    return Cause(
+        FaultKind.JOB_SLOWDOWN,
+        f"every node slowed together ({comparison.change:.1%} against "
+        f"{comparison.baseline}) and no node's hardware lags{unseparated}: look at what "
+        "changed for the whole job (data loading, the code, the filesystem, the "
+        "network), not at one node",
+        Action.NONE,
     )
 
 
