@@ -28,9 +28,10 @@ from slack_bolt.context.respond.async_respond import AsyncRespond
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.deps import Deps
-from bot.render.blocks import SlackMessage, usage
 from bot.render.blocks import error as error_message
+from bot.render.blocks import usage
 from bot.render.triage import faults_help_lines
+from bot.slack_message import SlackMessage
 from handlers import highlights, jobslow, playground, precursors, regressions, triage
 from handlers.registry import Registry
 from handlers.reply import Asker, Misread, respond_message

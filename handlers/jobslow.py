@@ -17,7 +17,6 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.deps import Deps
-from bot.render.blocks import SlackMessage
 from bot.render.blocks import error as error_message
 from bot.render.charts import DEFAULT_JITTER, DEFAULT_SPREAD, NodeValue, job_chart
 from bot.render.jobslow import (
@@ -28,6 +27,7 @@ from bot.render.jobslow import (
     render_pick,
     render_progress,
 )
+from bot.slack_message import SlackMessage
 from bot.triage.jobs import SlowJobReport, find_job, slow_job
 from bot.triage.service import UserError, user_jobs
 from handlers.registry import Registry

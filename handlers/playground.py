@@ -24,8 +24,8 @@ from bot.playground.catalog import newer_than
 from bot.playground.models import Checkpoint, Output, Prompt, Watch
 from bot.playground.naming import valid_run
 from bot.playground.service import Playground, PostWatch, UserError
-from bot.render.blocks import SlackMessage, success
 from bot.render.blocks import error as error_message
+from bot.render.blocks import success
 from bot.render.playground import (
     CANCEL_ACTION,
     MODAL_CALLBACK,
@@ -39,6 +39,7 @@ from bot.render.playground import (
     render_watch_answer,
     render_watches,
 )
+from bot.slack_message import SlackMessage
 from handlers.registry import Registry
 from handlers.reply import (
     Asker,

@@ -25,7 +25,7 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 from slack_sdk.webhook.webhook_response import WebhookResponse
 
 from bot import ticks
-from bot.render.blocks import SlackMessage
+from bot.slack_message import SlackMessage
 from handlers.registry import Middleware, Next
 
 log = logging.getLogger(__name__)
