@@ -47,8 +47,11 @@ from handlers.reply import (
     OpenView,
     Private,
     post_ephemeral,
+    post_line,
     post_message,
+    redraw_message,
     respond_message,
+    upload_file,
 )
 
 log = logging.getLogger(__name__)
@@ -253,7 +256,7 @@ async def start(
         async def publish(outputs: list[Output], final: bool) -> None:
             msg = message(outputs, final)
             try:
-                await client.chat_update(channel=channel, ts=ts, text=msg.text, blocks=msg.blocks)
+                await redraw_message(client, channel, ts, msg)
             except SlackApiError as exc:  # the next edit carries everything anyway
                 log.warning("playground update failed", extra={"error": exc.response.get("error")})
 
@@ -262,17 +265,16 @@ async def start(
             if len(o.text) <= cfg.section_chars:
                 continue
             if len(o.text) > FULL_TEXT_CHARS:
-                await client.files_upload_v2(
-                    channel=channel,
-                    thread_ts=thread_ts or ts,
-                    content=o.text,
+                await upload_file(
+                    client,
+                    channel,
+                    thread_ts or ts,
+                    o.text,
                     filename=f"{prompt.run}-step-{o.checkpoint.step}.txt",
                     title=f"{prompt.run} {o.checkpoint.label}: the whole answer",
                 )
             else:
-                await client.chat_postMessage(
-                    channel=channel, thread_ts=thread_ts or ts, text=render_full_text(o)
-                )
+                await post_line(client, channel, render_full_text(o), thread_ts=thread_ts or ts)
     finally:
         await pg.store.release(user_id)
 

@@ -129,12 +129,25 @@ async def update_message(
         )
 
 
+async def redraw_message(
+    client: AsyncWebClient, channel: str, ts: str, message: SlackMessage
+) -> None:
+    """Edits a posted message into `message`'s own blocks, its overflow left out: for a
+    message edited again and again as it streams, each edit carrying everything so far."""
+    await client.chat_update(channel=channel, ts=ts, text=message.text, blocks=message.blocks)
+
+
 async def post_line(
     client: AsyncWebClient, channel: str, text: str, *, thread_ts: str | None = None
 ) -> None:
     """Posts `text` as it is, no blocks: an audit line, an answer in full, why a chart is
     missing."""
     await client.chat_postMessage(channel=channel, text=text, thread_ts=thread_ts)
+
+
+async def post_ephemeral_line(client: AsyncWebClient, channel: str, user: str, text: str) -> None:
+    """Shows `text` to `user` only, in `channel`, no blocks."""
+    await client.chat_postEphemeral(channel=channel, user=user, text=text)
 
 
 async def upload_file(
