@@ -35,6 +35,7 @@ from handlers.reply import (
     post_line,
     post_message,
     respond_message,
+    show_modal,
 )
 
 log = logging.getLogger(__name__)
@@ -105,7 +106,7 @@ def register(reg: Registry, deps: Deps) -> None:
         gid = key.id
         if extra == "custom":
             # views.open must use the trigger within 3 s: nothing slow before it.
-            await client.views_open(trigger_id=body["trigger_id"], view=_silence_modal(gid))
+            await show_modal(client, body["trigger_id"], _silence_modal(gid))
             return
         try:
             duration_s = float(extra)

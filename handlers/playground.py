@@ -51,6 +51,7 @@ from handlers.reply import (
     post_message,
     redraw_message,
     respond_message,
+    update_modal,
     upload_file,
 )
 
@@ -180,16 +181,17 @@ async def open_modal(
     # A form must open within 3 s of the click (the trigger's life): open first, discover after.
     view = await open_view(render_modal(None, metadata=meta))
     catalog = await pg.catalog()
-    await client.views_update(
-        view_id=view["id"],
-        hash=view.get("hash"),
-        view=render_modal(
+    await update_modal(
+        client,
+        view["id"],
+        render_modal(
             catalog,
             metadata=meta,
             max_checkpoints=pg.cfg.max_checkpoints,
             max_tokens=pg.cfg.max_tokens,
             temperature=pg.cfg.temperature,
         ),
+        view_hash=view.get("hash"),
     )
 
 
@@ -403,10 +405,10 @@ def register(reg: Registry, deps: Deps) -> None:
             return
         view = body.get("view") or {}
         run = str(((body.get("actions") or [{}])[0].get("selected_option") or {}).get("value"))
-        await client.views_update(
-            view_id=view.get("id"),
-            hash=view.get("hash"),
-            view=render_modal(
+        await update_modal(
+            client,
+            view.get("id"),
+            render_modal(
                 await pg.catalog(),
                 metadata=view.get("private_metadata", "{}"),
                 run=run,
@@ -414,6 +416,7 @@ def register(reg: Registry, deps: Deps) -> None:
                 max_tokens=pg.cfg.max_tokens,
                 temperature=pg.cfg.temperature,
             ),
+            view_hash=view.get("hash"),
         )
 
     async def on_submit(

@@ -200,6 +200,26 @@ async def upload_chart(
             )
 
 
+async def show_modal(
+    client: AsyncWebClient, trigger_id: str, view: dict[str, Any]
+) -> dict[str, Any]:
+    """Opens a modal (views.open, within the trigger's 3 s); returns the view as Slack keeps it."""
+    opened = await client.views_open(trigger_id=trigger_id, view=view)
+    return dict(opened["view"])
+
+
+async def update_modal(
+    client: AsyncWebClient, view_id: str | None, view: dict[str, Any], *, view_hash: str | None
+) -> None:
+    """Replaces an open modal's content (views.update); `view_hash` guards against a newer one."""
+    await client.views_update(view_id=view_id, hash=view_hash, view=view)
+
+
+async def publish_home(client: AsyncWebClient, user: str, view: dict[str, Any]) -> None:
+    """Shows `view` as `user`'s App Home tab (views.publish)."""
+    await client.views_publish(user_id=user, view=view)
+
+
 EDIT_EVERY_S = 1.5
 """How often a slow answer's progress message is edited at most: Slack allows about one
 chat.update a second a channel."""
