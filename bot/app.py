@@ -446,7 +446,9 @@ def make_weekly_regressions(
         components=deps.regressions_components,
         schedule=DigestSchedule.parse(settings.regressions_schedule),
         claims=store,
-        post=regressions_handlers.weekly_poster(client, settings.regressions_channel),
+        post=regressions_handlers.weekly_poster(
+            client, settings.regressions_channel, deps.triage.cpu
+        ),
         compute=deps.triage.cpu.run,
     )
 

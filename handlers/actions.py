@@ -22,7 +22,7 @@ from bot.render.triage import (
 from bot.triage import actions as node_actions
 from handlers.commands import COMMANDS
 from handlers.registry import Listener, Registry
-from handlers.reply import respond_message
+from handlers.reply import respond_message, show_modal
 from handlers.triage import node_health_answer
 
 NodeAction = Callable[[str, str], Awaitable[node_actions.Done]]
@@ -38,7 +38,7 @@ def register(reg: Registry, deps: Deps) -> None:
     async def on_open_palette(ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:
         await ack()
         # views.open must use the trigger within 3 s of the click: nothing slow before it.
-        await client.views_open(trigger_id=body["trigger_id"], view=palette_modal(COMMANDS))
+        await show_modal(client, body["trigger_id"], palette_modal(COMMANDS))
 
     def node_action(verb: str, run: NodeAction) -> Listener:
         async def on_press(

@@ -30,7 +30,13 @@ from bot.render.alerts import (
 )
 from bot.render.triage import resume_anyway
 from handlers.registry import Listener, Registry
-from handlers.reply import post_message, respond_message
+from handlers.reply import (
+    post_ephemeral_line,
+    post_line,
+    post_message,
+    respond_message,
+    show_modal,
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +63,7 @@ def register(reg: Registry, deps: Deps) -> None:
         group = out.group
         if out.thread_line and group is not None and group.ts:
             try:
-                await client.chat_postMessage(
-                    channel=group.channel, thread_ts=group.ts, text=out.thread_line
-                )
+                await post_line(client, group.channel, out.thread_line, thread_ts=group.ts)
             except SlackApiError as exc:  # the audit stream has it anyway
                 log.warning("audit reply failed", extra={"error": exc.response.get("error")})
         if group is not None:
@@ -102,7 +106,7 @@ def register(reg: Registry, deps: Deps) -> None:
         gid = key.id
         if extra == "custom":
             # views.open must use the trigger within 3 s: nothing slow before it.
-            await client.views_open(trigger_id=body["trigger_id"], view=_silence_modal(gid))
+            await show_modal(client, body["trigger_id"], _silence_modal(gid))
             return
         try:
             duration_s = float(extra)
@@ -156,7 +160,7 @@ def register(reg: Registry, deps: Deps) -> None:
             # A form has no response_url: the outcome (a refusal too: an Alertmanager alert
             # with no Alertmanager to silence it in) is said beside the alert, to the person.
             if group is not None and group.channel:
-                await client.chat_postEphemeral(channel=group.channel, user=user_id, text=text)
+                await post_ephemeral_line(client, group.channel, user_id, text)
 
         await silence(alerting, client, say, body, gid, hours * 3600)
 

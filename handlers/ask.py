@@ -41,7 +41,7 @@ from bot.render.ask import (
     render_unsure,
     render_which_job,
 )
-from bot.render.blocks import SlackMessage
+from bot.slack_message import SlackMessage
 from handlers import commands
 from handlers.events import EVENT_CLAIM_TTL_S
 from handlers.registry import Registry

@@ -28,12 +28,13 @@ from slack_bolt.context.respond.async_respond import AsyncRespond
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.deps import Deps
-from bot.render.blocks import SlackMessage, usage
 from bot.render.blocks import error as error_message
+from bot.render.blocks import usage
 from bot.render.triage import faults_help_lines
+from bot.slack_message import SlackMessage
 from handlers import highlights, jobslow, playground, precursors, regressions, triage
 from handlers.registry import Registry
-from handlers.reply import Asker, Misread, respond_message
+from handlers.reply import Asker, Misread, respond_message, show_modal
 
 Runner = Callable[[Deps, AsyncWebClient, str, Asker], Awaitable[None]]
 """Runs the command's text for the asker: (deps, client, text, asker)."""
@@ -182,10 +183,7 @@ def register(reg: Registry, deps: Deps) -> None:
 
         async def open_view(view: dict[str, Any]) -> dict[str, Any]:
             # views.open must use the trigger within 3 s of the command: nothing slow before.
-            opened = await client.views_open(
-                trigger_id=str(command.get("trigger_id", "")), view=view
-            )
-            return dict(opened["view"])
+            return await show_modal(client, str(command.get("trigger_id", "")), view)
 
         asker = Asker(
             user_id=str(command.get("user_id", "")),

@@ -8,6 +8,7 @@ the message (excerpt, thread, permalink) happens after the ack, once per message
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -25,7 +26,7 @@ from bot.render.blocks import success as success_message
 from bot.render.charts import highlights_chart
 from bot.render.highlights import render_stats, render_week
 from handlers.registry import Registry
-from handlers.reply import Asker, Misread, post_message
+from handlers.reply import Asker, Chart, Misread, post_message, upload_chart
 
 log = logging.getLogger(__name__)
 
@@ -157,16 +158,13 @@ async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -
         await private(message)
         await private(error_message(f"I cannot post in this channel ({code}): no chart here."))
         return
-    png = await deps.triage.cpu.run(
-        highlights_chart, stats.weeks, title="Highlights per week", now=now, zone=zone
+    chart = Chart(
+        functools.partial(
+            highlights_chart, stats.weeks, title="Highlights per week", now=now, zone=zone
+        ),
+        filename="highlights-per-week.png",
+        title="Highlights per week",
     )
-    try:
-        await client.files_upload_v2(
-            channel=channel,
-            thread_ts=asker.thread_ts or posted.ts,
-            content=png,
-            filename="highlights-per-week.png",
-            title="Highlights per week",
-        )
-    except SlackApiError as exc:
-        log.warning("chart upload failed", extra={"error": exc.response.get("error")})
+    # The stats stand in the channel already: a chart Slack will not take is only logged.
+    thread = asker.thread_ts or posted.ts
+    await upload_chart(client, deps.triage.cpu, channel, thread, chart, quiet=True)

@@ -13,6 +13,7 @@ from bot.render.triage import glance_lines, jobs_lines
 from bot.triage.service import fleet_glance, user_jobs
 from handlers.commands import COMMANDS
 from handlers.registry import Registry
+from handlers.reply import publish_home
 
 
 def register(reg: Registry, deps: Deps) -> None:
@@ -25,6 +26,6 @@ def register(reg: Registry, deps: Deps) -> None:
             user_jobs(deps.triage, await deps.users.cluster_user(user, client)),
         )
         view = home_view(COMMANDS, deps.settings.backends(), glance_lines(glance), jobs_lines(mine))
-        await client.views_publish(user_id=user, view=view)
+        await publish_home(client, user, view)
 
     reg.event("app_home_opened", on_home_opened)

@@ -8,7 +8,7 @@ in the channel), the whole answer comes privately instead, and says why there is
 
 from __future__ import annotations
 
-import logging
+import functools
 from typing import Any
 
 from slack_bolt.context.ack.async_ack import AsyncAck
@@ -17,7 +17,6 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.deps import Deps
-from bot.render.blocks import SlackMessage
 from bot.render.blocks import error as error_message
 from bot.render.charts import DEFAULT_JITTER, DEFAULT_SPREAD, NodeValue, job_chart
 from bot.render.jobslow import (
@@ -28,12 +27,19 @@ from bot.render.jobslow import (
     render_pick,
     render_progress,
 )
+from bot.slack_message import SlackMessage
 from bot.triage.jobs import SlowJobReport, find_job, slow_job
 from bot.triage.service import UserError, user_jobs
 from handlers.registry import Registry
-from handlers.reply import Asker, Private, post_message, respond_message, update_message
-
-log = logging.getLogger(__name__)
+from handlers.reply import (
+    Asker,
+    Chart,
+    Private,
+    post_message,
+    respond_message,
+    update_message,
+    upload_chart,
+)
 
 
 def chart_png(
@@ -108,23 +114,13 @@ async def run(
     await post_message(client, channel, detail, thread_ts=thread_ts or ts)
     if not report.pace and len(report.diagnosis.per_node) < 2:
         return  # nothing over time and no nodes to compare: a chart would be blank
-    png = await triage.cpu.run(chart_png, report, cfg.slower_threshold, cfg.min_excess)
-    try:
-        await client.files_upload_v2(
-            channel=channel,
-            thread_ts=thread_ts or ts,
-            content=png,
-            # A Kubernetes id is namespace/kind/name: no slashes in a file's name.
-            filename=f"job-{job.job_id.replace('/', '-')}.png",
-            title=f"Job {job.job_id}: step time over 48 h and per node",
-        )
-    except SlackApiError as exc:
-        log.warning("chart upload failed", extra={"error": exc.response.get("error")})
-        await client.chat_postMessage(
-            channel=channel,
-            thread_ts=thread_ts or ts,
-            text=f"The chart could not be uploaded ({exc.response.get('error', 'unknown')}).",
-        )
+    chart = Chart(
+        functools.partial(chart_png, report, cfg.slower_threshold, cfg.min_excess),
+        # A Kubernetes id is namespace/kind/name: no slashes in a file's name.
+        filename=f"job-{job.job_id.replace('/', '-')}.png",
+        title=f"Job {job.job_id}: step time over 48 h and per node",
+    )
+    await upload_chart(client, triage.cpu, channel, thread_ts or ts, chart)
 
 
 async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -> None:

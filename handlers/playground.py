@@ -24,8 +24,8 @@ from bot.playground.catalog import newer_than
 from bot.playground.models import Checkpoint, Output, Prompt, Watch
 from bot.playground.naming import valid_run
 from bot.playground.service import Playground, PostWatch, UserError
-from bot.render.blocks import SlackMessage, success
 from bot.render.blocks import error as error_message
+from bot.render.blocks import success
 from bot.render.playground import (
     CANCEL_ACTION,
     MODAL_CALLBACK,
@@ -39,6 +39,7 @@ from bot.render.playground import (
     render_watch_answer,
     render_watches,
 )
+from bot.slack_message import SlackMessage
 from handlers.registry import Registry
 from handlers.reply import (
     Asker,
@@ -46,8 +47,12 @@ from handlers.reply import (
     OpenView,
     Private,
     post_ephemeral,
+    post_line,
     post_message,
+    redraw_message,
     respond_message,
+    update_modal,
+    upload_file,
 )
 
 log = logging.getLogger(__name__)
@@ -176,16 +181,17 @@ async def open_modal(
     # A form must open within 3 s of the click (the trigger's life): open first, discover after.
     view = await open_view(render_modal(None, metadata=meta))
     catalog = await pg.catalog()
-    await client.views_update(
-        view_id=view["id"],
-        hash=view.get("hash"),
-        view=render_modal(
+    await update_modal(
+        client,
+        view["id"],
+        render_modal(
             catalog,
             metadata=meta,
             max_checkpoints=pg.cfg.max_checkpoints,
             max_tokens=pg.cfg.max_tokens,
             temperature=pg.cfg.temperature,
         ),
+        view_hash=view.get("hash"),
     )
 
 
@@ -252,7 +258,7 @@ async def start(
         async def publish(outputs: list[Output], final: bool) -> None:
             msg = message(outputs, final)
             try:
-                await client.chat_update(channel=channel, ts=ts, text=msg.text, blocks=msg.blocks)
+                await redraw_message(client, channel, ts, msg)
             except SlackApiError as exc:  # the next edit carries everything anyway
                 log.warning("playground update failed", extra={"error": exc.response.get("error")})
 
@@ -261,17 +267,16 @@ async def start(
             if len(o.text) <= cfg.section_chars:
                 continue
             if len(o.text) > FULL_TEXT_CHARS:
-                await client.files_upload_v2(
-                    channel=channel,
-                    thread_ts=thread_ts or ts,
-                    content=o.text,
+                await upload_file(
+                    client,
+                    channel,
+                    thread_ts or ts,
+                    o.text,
                     filename=f"{prompt.run}-step-{o.checkpoint.step}.txt",
                     title=f"{prompt.run} {o.checkpoint.label}: the whole answer",
                 )
             else:
-                await client.chat_postMessage(
-                    channel=channel, thread_ts=thread_ts or ts, text=render_full_text(o)
-                )
+                await post_line(client, channel, render_full_text(o), thread_ts=thread_ts or ts)
     finally:
         await pg.store.release(user_id)
 
@@ -400,10 +405,10 @@ def register(reg: Registry, deps: Deps) -> None:
             return
         view = body.get("view") or {}
         run = str(((body.get("actions") or [{}])[0].get("selected_option") or {}).get("value"))
-        await client.views_update(
-            view_id=view.get("id"),
-            hash=view.get("hash"),
-            view=render_modal(
+        await update_modal(
+            client,
+            view.get("id"),
+            render_modal(
                 await pg.catalog(),
                 metadata=view.get("private_metadata", "{}"),
                 run=run,
@@ -411,6 +416,7 @@ def register(reg: Registry, deps: Deps) -> None:
                 max_tokens=pg.cfg.max_tokens,
                 temperature=pg.cfg.temperature,
             ),
+            view_hash=view.get("hash"),
         )
 
     async def on_submit(

@@ -29,11 +29,9 @@ from bot.render.precursor_chart import precursor_chart
 from bot.render.precursors import kind_words, render_answer, render_detail, render_progress
 from bot.triage.targets import BadInput
 from bot.triage.vocabulary import resolve_names
-from handlers.reply import Asker, ProgressEdits, post_message, update_message
+from handlers.reply import Asker, Chart, ProgressEdits, post_message, update_message, upload_chart
 
 log = logging.getLogger(__name__)
-
-"""Progress edits at most this often: chat.update is rate limited per channel."""
 
 NOT_CONFIGURED = (
     "`/hw-faults why` has no history to read here: it needs days of node_exporter and DCGM "
@@ -183,28 +181,16 @@ async def run(
     await update_message(client, channel, ts, answer)
     await post_message(client, channel, detail, thread_ts=asker.thread_ts or ts)
     if report.leading is not None:
-        await _upload_chart(deps, client, channel, asker.thread_ts or ts, report)
+        chart = _chart(report)
+        await upload_chart(client, deps.triage.cpu, channel, asker.thread_ts or ts, chart)
 
 
-async def _upload_chart(
-    deps: Deps, client: AsyncWebClient, channel: str, ts: str, report: PrecursorReport
-) -> None:
-    png = await deps.triage.cpu.run(functools.partial(precursor_chart, report))
-    try:
-        await client.files_upload_v2(
-            channel=channel,
-            thread_ts=ts,
-            content=png,
-            filename="precursor.png",
-            title=f"What preceded the {kind_words(report.kind, 2)}",
-        )
-    except SlackApiError as exc:
-        log.warning("chart upload failed", extra={"error": exc.response.get("error")})
-        await client.chat_postMessage(
-            channel=channel,
-            thread_ts=ts,
-            text=f"The chart could not be uploaded ({exc.response.get('error', 'unknown')}).",
-        )
+def _chart(report: PrecursorReport) -> Chart:
+    return Chart(
+        functools.partial(precursor_chart, report),
+        filename="precursor.png",
+        title=f"What preceded the {kind_words(report.kind, 2)}",
+    )
 
 
 def help_lines() -> list[str]:

@@ -7,9 +7,7 @@ posted. Where the bot may not post, the answer comes privately instead, without 
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
@@ -18,6 +16,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.deps import Deps
 from bot.errors import BackendError
+from bot.offload import Offload
 from bot.regressions.ask import (
     BUILT_IN,
     MAX_WINDOW,
@@ -33,11 +32,16 @@ from bot.regressions.service import find_regressions
 from bot.render.blocks import error as error_message
 from bot.render.regression_chart import regressions_chart
 from bot.render.regressions import render_answer, render_detail, render_progress, when
-from handlers.reply import Asker, Misread, Private, ProgressEdits, post_message, update_message
-
-log = logging.getLogger(__name__)
-
-"""Progress edits at most this often: chat.update is rate limited per channel."""
+from handlers.reply import (
+    Asker,
+    Chart,
+    Misread,
+    Private,
+    ProgressEdits,
+    post_message,
+    update_message,
+    upload_chart,
+)
 
 NOT_CONFIGURED = (
     "/regressions has no fleet history to read here: it needs each node's driver, kernel and "
@@ -119,41 +123,29 @@ async def run(
     await update_message(client, channel, ts, answer)
     await post_message(client, channel, detail, thread_ts=thread_ts or ts)
     if report.findings:
-        await _upload_chart(client, channel, thread_ts or ts, report)
+        await upload_chart(client, deps.triage.cpu, channel, thread_ts or ts, _chart(report))
 
 
-async def _upload_chart(
-    client: AsyncWebClient, channel: str, ts: str, report: RegressionReport
-) -> None:
-    png = await asyncio.to_thread(functools.partial(chart_png, report))
-    try:
-        await client.files_upload_v2(
-            channel=channel,
-            thread_ts=ts,
-            content=png,
-            filename="regressions.png",
-            title="Job paces around the rollout, and the effect per cohort",
-        )
-    except SlackApiError as exc:
-        log.warning("chart upload failed", extra={"error": exc.response.get("error")})
-        await client.chat_postMessage(
-            channel=channel,
-            thread_ts=ts,
-            text=f"The chart could not be uploaded ({exc.response.get('error', 'unknown')}).",
-        )
+def _chart(report: RegressionReport) -> Chart:
+    return Chart(
+        functools.partial(chart_png, report),
+        filename="regressions.png",
+        title="Job paces around the rollout, and the effect per cohort",
+    )
 
 
 def weekly_poster(
-    client: AsyncWebClient, channel: str
+    client: AsyncWebClient, channel: str, cpu: Offload
 ) -> Callable[[RegressionReport], Awaitable[None]]:
-    """The weekly post: the answer in `channel`, its detail and chart in the thread."""
+    """The weekly post: the answer in `channel`, its detail and chart in the thread; the
+    chart drawn on `cpu`, the worker pool."""
 
     async def post(report: RegressionReport) -> None:
         answer = render_answer(report, report.end - report.start)
         posted = await post_message(client, channel, answer)
         await post_message(client, posted.channel, render_detail(report), thread_ts=posted.ts)
         if report.findings:
-            await _upload_chart(client, posted.channel, posted.ts, report)
+            await upload_chart(client, cpu, posted.channel, posted.ts, _chart(report))
 
     return post
 

@@ -1,7 +1,11 @@
-"""Answering: who asked and how to reach them, and the one way a rendered message is sent.
+"""Answering: who asked and how to reach them, and the one way out to Slack.
 
 Every handler sends a SlackMessage through these helpers, so the blocks that did not fit one
-message (its overflow) always follow, in the thread or as further answers, never dropped.
+message (its overflow) always follow, in the thread or as further answers, never dropped. The
+rest of what a handler says to Slack is here too: a line of plain text, an ephemeral line, a
+file, a chart (drawn on the worker pool; when Slack will not take it, the thread says why), a
+modal and its updates, the App Home tab. No other module of handlers/ calls the Web API
+(tests/unit/test_one_way_out.py).
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 from slack_sdk.webhook.webhook_response import WebhookResponse
 
 from bot import ticks
-from bot.render.blocks import SlackMessage
+from bot.offload import Offload
+from bot.slack_message import SlackMessage
 from handlers.registry import Middleware, Next
 
 log = logging.getLogger(__name__)
@@ -122,6 +127,97 @@ async def update_message(
         await client.chat_postMessage(
             channel=channel, text=message.text, blocks=chunk, thread_ts=ts
         )
+
+
+async def redraw_message(
+    client: AsyncWebClient, channel: str, ts: str, message: SlackMessage
+) -> None:
+    """Edits a posted message into `message`'s own blocks, its overflow left out: for a
+    message edited again and again as it streams, each edit carrying everything so far."""
+    await client.chat_update(channel=channel, ts=ts, text=message.text, blocks=message.blocks)
+
+
+async def post_line(
+    client: AsyncWebClient, channel: str, text: str, *, thread_ts: str | None = None
+) -> None:
+    """Posts `text` as it is, no blocks: an audit line, an answer in full, why a chart is
+    missing."""
+    await client.chat_postMessage(channel=channel, text=text, thread_ts=thread_ts)
+
+
+async def post_ephemeral_line(client: AsyncWebClient, channel: str, user: str, text: str) -> None:
+    """Shows `text` to `user` only, in `channel`, no blocks."""
+    await client.chat_postEphemeral(channel=channel, user=user, text=text)
+
+
+async def upload_file(
+    client: AsyncWebClient,
+    channel: str,
+    thread_ts: str,
+    content: str | bytes,
+    *,
+    filename: str,
+    title: str,
+) -> None:
+    """Uploads `content` as a file into a thread (files.upload v2)."""
+    await client.files_upload_v2(
+        channel=channel, thread_ts=thread_ts, content=content, filename=filename, title=title
+    )
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A PNG to draw and how its file is named; `upload_chart` draws it on the worker pool."""
+
+    draw: Callable[[], bytes]
+    filename: str
+    title: str
+
+
+async def upload_chart(
+    client: AsyncWebClient,
+    cpu: Offload,
+    channel: str,
+    thread_ts: str,
+    chart: Chart,
+    *,
+    quiet: bool = False,
+) -> None:
+    """Draws `chart` off the event loop and uploads it into the thread; when Slack will not
+    take it, the thread says why (`quiet`: only the log does, where the answer stands without
+    its chart)."""
+    png = await cpu.run(chart.draw)
+    try:
+        await upload_file(
+            client, channel, thread_ts, png, filename=chart.filename, title=chart.title
+        )
+    except SlackApiError as exc:
+        log.warning("chart upload failed", extra={"error": exc.response.get("error")})
+        if not quiet:
+            code = exc.response.get("error", "unknown")
+            await post_line(
+                client, channel, f"The chart could not be uploaded ({code}).", thread_ts=thread_ts
+            )
+
+
+async def show_modal(
+    client: AsyncWebClient, trigger_id: str, view: dict[str, Any]
+) -> dict[str, Any]:
+    """Opens a modal (views.open, within the trigger's 3 s); returns the view as Slack keeps it."""
+    opened = await client.views_open(trigger_id=trigger_id, view=view)
+    return dict(opened["view"])
+
+
+async def update_modal(
+    client: AsyncWebClient, view_id: str | None, view: dict[str, Any], *, view_hash: str | None
+) -> None:
+    """Replaces an open modal's content (views.update); `view_hash` guards against a newer one."""
+    await client.views_update(view_id=view_id, hash=view_hash, view=view)
+
+
+async def publish_home(client: AsyncWebClient, user: str, view: dict[str, Any]) -> None:
+    """Shows `view` as `user`'s App Home tab (views.publish)."""
+    await client.views_publish(user_id=user, view=view)
 
 
 EDIT_EVERY_S = 1.5

@@ -6,7 +6,6 @@ from __future__ import annotations
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.deps import Deps
-from bot.render.blocks import SlackMessage
 from bot.render.triage import (
     render_faults,
     render_node,
@@ -15,6 +14,7 @@ from bot.render.triage import (
     render_unchecked_nodes,
     render_user_error,
 )
+from bot.slack_message import SlackMessage
 from bot.triage import service
 from bot.triage.service import NodeReport, Triage, UncheckedNode, UncheckedNodes, UserError
 from handlers import precursors

@@ -8,8 +8,8 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.deps import Deps
-from bot.render.blocks import SlackMessage
 from bot.render.palette import PALETTE_CALLBACK, parse_palette
+from bot.slack_message import SlackMessage
 from handlers import commands
 from handlers.registry import Registry
 from handlers.reply import Asker, post_message

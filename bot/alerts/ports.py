@@ -13,6 +13,7 @@ from bot.alerts.models import AlertGroup
 from bot.alerts.pages import NodeRow
 from bot.alerts.standing import Standings
 from bot.ports import Fence
+from bot.slack_message import SlackMessage
 
 T = TypeVar("T")
 
@@ -91,11 +92,13 @@ class Poster(Protocol):
     """Slack, as the notifier needs it. Raises `bot.errors.PostError` when Slack will not take
     the call."""
 
-    async def post(self, channel: str, message: Any, *, thread_ts: str | None = None) -> str:
+    async def post(
+        self, channel: str, message: SlackMessage, *, thread_ts: str | None = None
+    ) -> str:
         """Returns the new message's ts."""
         ...
 
-    async def update(self, channel: str, ts: str, message: Any) -> None: ...
+    async def update(self, channel: str, ts: str, message: SlackMessage) -> None: ...
 
     async def link(self, channel: str, ts: str) -> str | None:
         """A link to the message `ts` of `channel` (None: not known), for the storm summary
@@ -113,7 +116,7 @@ class AlertMessages(Protocol):
         cfg: AlertsConfig,
         now: datetime,
         standings: Standings,
-    ) -> Any:
+    ) -> SlackMessage:
         """The group's message; `standings`: where its nodes stand in the scheduler now, which
         decides their buttons (bot/alerts/standing.py)."""
         ...
@@ -125,17 +128,19 @@ class AlertMessages(Protocol):
         index: int,
         cfg: AlertsConfig,
         standings: Standings,
-    ) -> Any:
+    ) -> SlackMessage:
         """Reply `index` of the group's per-node detail in its thread: a line and buttons a
         node (bot/alerts/pages.py)."""
         ...
 
-    def storm(self, groups: Sequence[AlertGroup], now: datetime, links: Mapping[str, str]) -> Any:
+    def storm(
+        self, groups: Sequence[AlertGroup], now: datetime, links: Mapping[str, str]
+    ) -> SlackMessage:
         """The storm summary of a channel's open groups (none: the storm is over); `links`:
         by group id, a link to the message of each group posted on its own."""
         ...
 
-    def reply(self, text: str) -> Any:
+    def reply(self, text: str) -> SlackMessage:
         """A thread reply carrying `text` as it is."""
         ...
 

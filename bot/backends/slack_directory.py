@@ -21,7 +21,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import ticks
 from bot.highlights.models import ChannelInfo, MessageInfo, Person, Visibility
-from bot.render.blocks import SlackMessage
+from bot.slack_message import SlackMessage
 
 T = TypeVar("T")
 PERSON_CACHE_S = 3600.0

@@ -28,7 +28,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import ticks
 from bot.backends.slack_directory import TtlCache
 from bot.errors import BackendError
-from bot.render.blocks import SlackMessage
+from bot.slack_message import SlackMessage
 from bot.triage.notice import JobNotice
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import PostError
-from bot.render import SlackMessage
+from bot.slack_message import SlackMessage
 
 _CHANNEL_ID = re.compile(r"[CGD][A-Z0-9]{2,}")
 

@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 from bot.highlights.digest import Digest
 from bot.highlights.models import ChannelInfo, Highlight, MessageInfo, Person, Reaction
 from bot.ports import Fence
+from bot.slack_message import SlackMessage
 
 if TYPE_CHECKING:  # the service takes these ports: importing it here would be a cycle
     from bot.highlights.service import Names
@@ -99,7 +100,12 @@ class Directory(Protocol):
 
 class DigestPoster(Protocol):
     async def post(
-        self, channel: str, message: Any, *, thread_ts: str | None = None, week: str | None = None
+        self,
+        channel: str,
+        message: SlackMessage,
+        *,
+        thread_ts: str | None = None,
+        week: str | None = None,
     ) -> str:
         """Posts; a digest's first message carries its week in the message metadata."""
         ...
@@ -144,4 +150,4 @@ class DigestRenderer(Protocol):
 
     def __call__(
         self, digest: Digest, names: Names, *, emoji: str, zone: ZoneInfo
-    ) -> tuple[Any, list[Any]]: ...
+    ) -> tuple[SlackMessage, list[SlackMessage]]: ...

@@ -22,7 +22,8 @@ from bot.alerts.standing import NO_SCHEDULER, Standing, Standings
 from bot.alerts.sweep import REPEAT_LABEL
 from bot.models import FaultKind, Severity
 from bot.mrkdwn import code, escape, link, truncate, user_mention
-from bot.render.blocks import Message, SlackMessage, button, confirm_dialog, select
+from bot.render.blocks import Message, button, confirm_dialog, select
+from bot.slack_message import SlackMessage
 from bot.triage.kinds import words
 from bot.words import count as plural_count
 from bot.words import plural

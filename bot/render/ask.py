@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from bot.ask.models import Intent, Route
 from bot.models import Job
 from bot.mrkdwn import code, escape
-from bot.render.blocks import Message, SlackMessage, button
+from bot.render.blocks import Message, button
 from bot.render.triage import drain_button
+from bot.slack_message import SlackMessage
 
 ASK_PICK_ACTION = "meowbot_ask_pick"
 MAX_VALUE = 1900  # a button's value is at most 2000 characters

@@ -27,11 +27,11 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Self
 
 from bot.mrkdwn import and_more, bold, code_block, text_length, truncate
 from bot.render import limits
+from bot.slack_message import Block, SlackMessage
 
 __all__ = [
     "NO_OPTION_VALUE",
@@ -39,7 +39,6 @@ __all__ = [
     "HomeTab",
     "Message",
     "Modal",
-    "SlackMessage",
     "action_id_pattern",
     "base_action_id",
     "block_text_length",
@@ -55,7 +54,6 @@ __all__ = [
     "working",
 ]
 
-Block = dict[str, Any]
 ButtonStyle = Literal["primary", "danger"]
 
 # The value of the placeholder option a select gets when it is given no options at all.
@@ -108,35 +106,6 @@ _INPUT_TYPES = SELECT_TYPES | {
     "rich_text_input",
     "file_input",
 }
-
-
-# --- the built message -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SlackMessage:
-    """One message ready for `chat.postMessage` / `chat.update` / `respond`.
-
-    `overflow` holds the blocks that did not fit, in chunks that are each a valid message:
-    post them as thread replies (see `replies`).
-    """
-
-    text: str
-    blocks: list[Block]
-    overflow: list[list[Block]] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Keyword arguments for the Web API: `client.chat_postMessage(**msg.to_dict(), ...)`."""
-        return {"text": self.text, "blocks": self.blocks}
-
-    def replies(self) -> list[SlackMessage]:
-        """The overflow as messages of their own, each with a fallback text."""
-        count = len(self.overflow)
-        head = truncate(self.text, 200)
-        return [
-            SlackMessage(text=f"{head} (continued {index}/{count})", blocks=chunk)
-            for index, chunk in enumerate(self.overflow, start=1)
-        ]
 
 
 # --- element builders --------------------------------------------------------------------

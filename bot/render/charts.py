@@ -1,7 +1,7 @@
 """The PNG chart for `/job-slow`: step time over 48 h, and the lagging metric per node.
 
-`job_chart(...)` returns PNG bytes and does nothing else (no files, no Slack), so the caller
-can run it in `asyncio.to_thread` and upload the bytes with `files_upload_v2`.
+`job_chart(...)` returns PNG bytes and does nothing else (no files, no Slack), so a handler
+hands it to `handlers/reply.py: upload_chart` as a `Chart`, drawn on the worker pool.
 
 Why `Figure` + `FigureCanvasAgg` and never `pyplot`: pyplot keeps a global registry of
 figures and a "current figure", which is not thread safe and leaks figures unless closed.

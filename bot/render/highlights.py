@@ -17,7 +17,8 @@ from bot.highlights.models import Highlight
 from bot.highlights.service import Names
 from bot.highlights.stats import Stats, week_spans
 from bot.mrkdwn import ZERO_WIDTH_SPACE, and_more, bold, channel_mention, escape, link
-from bot.render.blocks import Message, SlackMessage
+from bot.render.blocks import Message
+from bot.slack_message import SlackMessage
 
 EN_DASH = "\u2013"
 _DOMAIN_DOT = re.compile(r"(?<=[A-Za-z0-9-])\.(?=[A-Za-z]{2,})")

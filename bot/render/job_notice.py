@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 from bot.mrkdwn import code, escape
-from bot.render.blocks import Message, SlackMessage, button
+from bot.render.blocks import Message, button
+from bot.slack_message import SlackMessage
 from bot.triage.notice import JobNotice
 
 JOB_NOTICE_STOP_ACTION = "meowbot_job_notice_stop"

@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from bot import drain_reason
 from bot.models import Job
 from bot.mrkdwn import code, escape
-from bot.render.blocks import Message, SlackMessage, button
+from bot.render.blocks import Message, button
 from bot.render.triage import drain_button, kind_label
+from bot.slack_message import SlackMessage
 from bot.triage.checks import CHECKS
 from bot.triage.jobs import SlowJobReport
 from bot.triage.kinds import words

@@ -11,7 +11,8 @@ from typing import Any
 
 from bot.mrkdwn import code, code_block, escape, truncate
 from bot.playground.models import Catalog, Checkpoint, Mode, Output, OutputState, Prompt, Watch
-from bot.render.blocks import Block, Message, Modal, SlackMessage, button, option
+from bot.render.blocks import Block, Message, Modal, button, option
+from bot.slack_message import SlackMessage
 from bot.words import count
 
 CANCEL_ACTION = "meowbot_playground_cancel"

@@ -16,7 +16,8 @@ from bot.mrkdwn import code, code_block, escape
 from bot.precursors.ask import say_window
 from bot.precursors.models import CONCURRENT, PrecursorReport, Ranked
 from bot.precursors.rule import alert_rule, number, warn_level
-from bot.render.blocks import Message, SlackMessage
+from bot.render.blocks import Message
+from bot.slack_message import SlackMessage
 from bot.triage.kinds import words
 from bot.words import count
 from bot.words import number as big

@@ -14,7 +14,8 @@ from datetime import datetime, timedelta
 
 from bot.mrkdwn import code, escape
 from bot.regressions.models import Finding, RegressionReport, Rollout, Verdict
-from bot.render.blocks import Message, SlackMessage
+from bot.render.blocks import Message
+from bot.slack_message import SlackMessage
 from bot.triage.targets import compress
 from bot.words import count, number
 

@@ -10,8 +10,9 @@ from bot.metric_names import NODE_BOOT_TIME_SECONDS
 from bot.models import Fault, FaultKind, Job, VerdictLevel
 from bot.mrkdwn import code, escape
 from bot.ports import SchedulerNode
-from bot.render.blocks import Block, Message, SlackMessage, button, confirm_dialog
+from bot.render.blocks import Block, Message, button, confirm_dialog
 from bot.render.blocks import error as error_message
+from bot.slack_message import SlackMessage
 from bot.triage.checks import CHECKS, CHECKS_BY_NAME, DRIFT_OF
 from bot.triage.kinds import words
 from bot.triage.repeats import Offender

@@ -19,7 +19,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.render.blocks import SELECT_TYPES, SlackMessage
+from bot.render.blocks import SELECT_TYPES
+from bot.slack_message import SlackMessage
 
 __all__ = [
     "DEFAULT_WIDTH",

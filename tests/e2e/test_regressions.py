@@ -158,7 +158,7 @@ async def test_the_weekly_post_goes_out_once_across_replicas(
             components=BUILT_IN,
             schedule=schedule,
             claims=slack.bot.deps.store,
-            post=weekly_poster(slack.bot.client, CHANNEL),
+            post=weekly_poster(slack.bot.client, CHANNEL, slack.bot.deps.triage.cpu),
             clock=lambda: fire + timedelta(minutes=2),
         )
         for _ in range(3)

@@ -27,9 +27,9 @@ from bot.backends.state import MemoryStore
 from bot.backends.thread_memory import KEEP_S, MemoryThreadMemory
 from bot.highlights.backfill import Progress
 from bot.playground.ports import Limits
-from bot.render.blocks import SlackMessage
 from bot.render.job_notice import render_job_notice
 from bot.shell.emulator import SlackEmulator
+from bot.slack_message import SlackMessage
 from bot.usermap import CACHE_TTL_S as USER_TTL_S
 from bot.usermap import UserMap
 from handlers.reply import EDIT_EVERY_S, ProgressEdits

@@ -22,8 +22,9 @@ from bot.render.alerts import (
     render_storm,
     split_value,
 )
-from bot.render.blocks import SlackMessage, base_action_id
+from bot.render.blocks import base_action_id
 from bot.shell.emulator import validate_blocks
+from bot.slack_message import SlackMessage
 
 T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 NOW = T0 + timedelta(minutes=25)

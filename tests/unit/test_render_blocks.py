@@ -18,7 +18,6 @@ from bot.render.blocks import (
     HomeTab,
     Message,
     Modal,
-    SlackMessage,
     action_id_pattern,
     base_action_id,
     button,
@@ -31,6 +30,7 @@ from bot.render.blocks import (
     usage,
     working,
 )
+from bot.slack_message import SlackMessage
 
 # --- an independent checker ------------------------------------------------------------
 
