@@ -12,7 +12,7 @@ import asyncio
 import math
 import re
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import aiohttp
@@ -96,7 +96,8 @@ def _offsets(window_s: int) -> list[int]:
 
 
 def _grown(part: str, reading: Reading, window_s: int) -> str:
-    """How much `part` grew (INCREASE) or whether it moved (CHANGES) over the window.
+    """How much `part` grew (INCREASE), or its value where it moved and 0 where not (CHANGES),
+    over the window.
 
     The difference of two instants reads two samples a series, where increase() reads every
     sample of the window (24 h of 32k series per metric is most of the cost). A series younger
@@ -116,12 +117,14 @@ def _grown(part: str, reading: Reading, window_s: int) -> str:
         if reading is Reading.INCREASE:
             terms.append(f"clamp_min({part} - {part} offset {offset}s, 0)")
         else:
-            terms.append(f"({part} != bool {part} offset {offset}s)")
+            # Its value times 0 or 1: a series the window's start had answers here, and the
+            # product drops the metric's name, as every other reading's rows do.
+            terms.append(f"{part} * ({part} != bool {part} offset {offset}s)")
     last = min(window_s, SHORTEST_OFFSET_S)
     if reading is Reading.INCREASE:
         terms.append(f"increase({part}[{last}s])")
     else:
-        terms.append(f"(changes({part}[{last}s]) > bool 0)")
+        terms.append(f"{part} * (changes({part}[{last}s]) > bool 0)")
     return " or ".join(terms)
 
 
@@ -161,6 +164,23 @@ def query_for(
         # Only the series that may be faults come back: healthy GPUs stay in Prometheus.
         query = f"({query}) {request.keep}"
     return query
+
+
+REACH_METRIC = m.NODE_BOOT_TIME_SECONDS
+"""What every node exports (node_exporter) and reboots are read from: where its samples begin
+is where the metrics' history does."""
+REACH_LOOKBACK_S = 600
+"""A probe sees data at an instant where a sample is this close before it: a missed scrape or
+a short restart is no gap, and 50,000 nodes' ten minutes are a light read."""
+REACH_PROBES = 6
+"""Probes narrowing where the data begins, after the one at the window's start."""
+REACH_FINEST_S = 60.0
+
+
+def reach_query() -> str:
+    """Whether any node's boot time has a sample shortly before the query's time: one row (how
+    many) or none."""
+    return f"count(last_over_time({selector(REACH_METRIC, None, 'node')}[{REACH_LOOKBACK_S}s]))"
 
 
 JOB_ID_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_.+-]{0,63}$")
@@ -258,6 +278,38 @@ class PrometheusMetrics:
             raise BackendError(BACKEND, f"answered a {data.get('resultType')}, not a vector.")
         result = data.get("result") or []
         return [r for r in result if isinstance(r, dict)]
+
+    async def data_since(
+        self, start: datetime, end: datetime, *, timeout_s: float | None = None
+    ) -> datetime | None:
+        """Where Prometheus' data begins, when after `start` (started an hour ago, or keeping
+        less than asked); None where it reaches back to `start`, or where nothing says (no
+        node's boot time at `end`).
+
+        Bounded: one instant query at `start`, which is all when the data reaches back; else
+        one at `end` and REACH_PROBES more narrowing the gap on a log scale of the age (the
+        answer matters most when the data is young). The latest instant found with data is
+        said: the data is there from it, at most a sixth of its age after the first sample.
+        A gap (Prometheus down for longer than REACH_LOOKBACK_S) may be taken for the start.
+        """
+        deadline = Deadline(timeout_s or self.timeout_s)
+        promql = reach_query()
+
+        async def there(t: datetime) -> bool:
+            return bool(await self.query(promql, at=t, deadline=deadline))
+
+        if await there(start) or not await there(end):
+            return None
+        near, far = 0.0, (end - start).total_seconds()  # there `near` before end, not `far`
+        for _ in range(REACH_PROBES):
+            mid = math.sqrt(max(near, REACH_FINEST_S) * far)
+            if not near < mid < far:
+                break
+            if await there(end - timedelta(seconds=mid)):
+                near = mid
+            else:
+                far = mid
+        return end - timedelta(seconds=near)
 
     async def query_range(
         self, promql: str, *, start: datetime, end: datetime, step_s: int, deadline: Deadline

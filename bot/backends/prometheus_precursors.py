@@ -51,6 +51,7 @@ from bot.precursors.config import NODES, PrecursorsConfig
 from bot.precursors.models import Candidate, Event, Series
 from bot.precursors.rule import aggregated, unselected
 from bot.triage.table import node_name
+from bot.triage.window import DataReach
 
 READ_TIMEOUT_S = 30.0
 PARALLEL = 4
@@ -228,6 +229,10 @@ class PrometheusPrecursorHistory:
 
     def kinds(self) -> tuple[str, ...]:
         return KINDS
+
+    async def reach(self, start: datetime, end: datetime) -> DataReach | None:
+        since = await self.metrics.data_since(start, end, timeout_s=self.timeout_s)
+        return None if since is None else DataReach(BACKEND, since)
 
     def _series_of(self, c: Candidate, rows: list[dict[str, Any]]) -> list[Series]:
         out = []

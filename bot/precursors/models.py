@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from bot.triage.window import DataReach
+
 Direction = Literal["above", "below"]
 
 
@@ -120,6 +122,7 @@ class PrecursorReport:
     crossing_now: tuple[tuple[str, float], ...] = ()  # nodes above the warning level now
     min_events: int = 4  # what a claim needed, for the answer to say
     alpha: float = 0.01
+    reach: DataReach | None = None  # where the metrics begin, when after `start`
 
     @property
     def leading(self) -> Ranked | None:

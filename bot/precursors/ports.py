@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Protocol
 
 from bot.precursors.models import Candidate, Event, Series
+from bot.triage.window import DataReach
 
 
 class PrecursorHistory(Protocol):
@@ -21,6 +22,11 @@ class PrecursorHistory(Protocol):
     ) -> list[Event]:
         """Every event of `kind` in the window (on `nodes`, or anywhere): bounded queries
         whatever the fleet size."""
+        ...
+
+    async def reach(self, start: datetime, end: datetime) -> DataReach | None:
+        """Where the metrics begin, when after `start` (None: they reach back to it, or
+        nothing says): a few instant queries at most."""
         ...
 
     async def windows(

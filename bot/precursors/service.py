@@ -14,6 +14,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from bot.errors import BackendError
 from bot.precursors.config import PrecursorsConfig
 from bot.precursors.models import Event, PrecursorReport, Ranked, Series
 from bot.precursors.ports import PrecursorHistory
@@ -110,6 +111,10 @@ async def find_precursors(
     events = await _events(history, kind, nodes, start, end, cfg, recorded)
     event_nodes = tuple(sorted({e.node for e in events}))
     peers = pick_peers(nodes if nodes is not None else fleet, set(event_nodes), cfg.peers)
+    try:
+        reach = await history.reach(start, end)
+    except BackendError:
+        reach = None  # the answer stands without it
     empty = PrecursorReport(
         kind=kind,
         start=start,
@@ -123,6 +128,7 @@ async def find_precursors(
         thin=len(events) < cfg.min_events,
         min_events=cfg.min_events,
         alpha=cfg.alpha,
+        reach=reach,
     )
     if not events:
         return empty

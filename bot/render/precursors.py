@@ -17,6 +17,7 @@ from bot.precursors.ask import say_window
 from bot.precursors.models import CONCURRENT, PrecursorReport, Ranked
 from bot.precursors.rule import alert_rule, number, warn_level
 from bot.render.blocks import Message
+from bot.render.triage import reach_note
 from bot.slack_message import SlackMessage
 from bot.triage.kinds import words
 from bot.words import count
@@ -128,13 +129,18 @@ def render_answer(report: PrecursorReport) -> SlackMessage:
     )
     msg = Message(fallback)
     msg.header(f"What preceded the {kind}")
+    reach = report.reach and reach_note(report.reach, (report.end - report.start).total_seconds())
     if n == 0:
         msg.section(
             f"No {kind} between {when(report.start)} and {when(report.end)}: nothing to look "
             "back from."
         )
+        if reach:
+            msg.context(reach)
         return msg.build()
     msg.context(escape(_summary(report)))
+    if reach:
+        msg.context(reach)
     if n == 1:
         msg.section(
             ":grey_question: *One event is not evidence*: nothing can be called a cause from a "

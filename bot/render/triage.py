@@ -31,7 +31,7 @@ from bot.triage.service import (
 from bot.triage.targets import MAX_WINDOW_S, compress
 from bot.triage.verdict import fault_level
 from bot.triage.vocabulary import FAMILIES
-from bot.triage.window import in_the_last, span
+from bot.triage.window import DataReach, in_the_last, span
 from bot.words import count, number, plural, when
 
 DRAIN_ACTION = "meowbot_drain_node"
@@ -83,12 +83,8 @@ def _jobs(jobs: Sequence[Job]) -> str:
 
 
 _READABLE: dict[str, Callable[[float], str]] = {
-    # A boot time is an instant; a change count of it is how often the node rebooted.
-    NODE_BOOT_TIME_SECONDS: lambda v: (
-        f"booted at {when(datetime.fromtimestamp(v, UTC))}"
-        if v > 1e9
-        else f"rebooted {'once' if v == 1 else f'{number(v)} times'} (its boot time moved)"
-    ),
+    # The reboot check's evidence is the boot time it moved to (epoch seconds): when it was.
+    NODE_BOOT_TIME_SECONDS: lambda v: f"booted {when(datetime.fromtimestamp(v, UTC))}",
 }
 
 
@@ -448,6 +444,13 @@ def render_repeats(r: FaultsReport) -> SlackMessage:
     return msg.build()
 
 
+def reach_note(reach: DataReach, asked_s: float) -> str:
+    """`Prometheus holds data since 2026-12-06 04:10 UTC (asked: 7 days)`: said only where the
+    metrics begin after the window's start, so that none found is not read as none there."""
+    source = escape(reach.source[:1].upper() + reach.source[1:])
+    return f":warning: {source} holds data since {when(reach.since)} (asked: {span(asked_s)})."
+
+
 def render_faults(r: FaultsReport) -> SlackMessage:
     if r.repeat_only:
         return render_repeats(r)
@@ -483,6 +486,8 @@ def render_faults(r: FaultsReport) -> SlackMessage:
     if missing:
         msg.context(missing)
     msg.context(f"Checked {r.at:%Y-%m-%d %H:%M} UTC, counters {in_the_last(r.window_s)}")
+    if r.reach is not None:
+        msg.context(reach_note(r.reach, r.window_s))
     if r.window_s != r.verdict_window_s:
         # Else a node listed here and healthy in /node-health reads as a contradiction.
         msg.context(

@@ -14,6 +14,7 @@ from bot.triage.notice import JobNotice
 from bot.triage.repeats import Occurrence
 from bot.triage.stragglers import PacePoint, RankTime, StragglerConfig
 from bot.triage.table import MetricRequest, Table
+from bot.triage.window import DataReach
 
 
 class Reader(Protocol):
@@ -146,3 +147,8 @@ class EventHistory(Protocol):
     async def events(
         self, kind: str, *, nodes: Sequence[str] | None, start: datetime, end: datetime
     ) -> Sequence[PastEvent]: ...
+
+    async def reach(self, start: datetime, end: datetime) -> DataReach | None:
+        """Where the metrics begin, when after `start` (None: they reach back to it, or
+        nothing says): a few instant queries at most."""
+        ...

@@ -56,6 +56,7 @@ from bot.triage.stragglers import StragglerConfig
 from bot.triage.targets import BadInput, expand_nodes, parse_duration, parse_kinds, take_since
 from bot.triage.verdict import fault_level, verdicts
 from bot.triage.vocabulary import resolve_names, unquote
+from bot.triage.window import DataReach
 from bot.words import when
 
 log = logging.getLogger(__name__)
@@ -157,6 +158,7 @@ class FaultsReport:
     offenders: list[Offender] = field(default_factory=list)  # across weeks, in scope
     repeat_only: bool = False  # `/hw-faults repeat`: the offenders are the answer
     history: HistoryReach | None = None  # how far back the fault history sees, when kept
+    reach: DataReach | None = None  # where the metrics begin, when after the window's start
 
 
 @dataclass(frozen=True)
@@ -604,6 +606,16 @@ async def _past_events(
     return out
 
 
+async def metrics_reach(events: EventHistory, start: datetime, end: datetime) -> DataReach | None:
+    """Where the metrics begin, when after `start`; unread, nothing is said (the answer
+    stands without it)."""
+    try:
+        return await events.reach(start, end)
+    except BackendError as exc:
+        log.warning("metrics' reach unreadable: %s", exc)
+        return None
+
+
 def with_past(faults: list[Fault], past: Sequence[PastEvent], at: datetime) -> list[Fault]:
     """`faults` and, for each node and kind the window's reading did not find, a fault of its
     past events: the same events `/hw-faults why` counts, listed where `/hw-faults --since`
@@ -685,9 +697,11 @@ async def hw_faults(
         run.at,
         sighted=window_s <= triage.config.window_s,
     )
+    reach = None
     if events is not None and window_s > triage.config.window_s:
         past = await _past_events(events, kinds, nodes, run.at, window_s)
         faults = with_past(faults, past, run.at)
+        reach = await metrics_reach(events, run.at - timedelta(seconds=window_s), run.at)
     if kinds is not None:
         faults = [f for f in faults if f.kind in kinds]
         found = [o for o in found if o.kind in kinds]
@@ -710,6 +724,7 @@ async def hw_faults(
         offenders=found,
         repeat_only=repeat,
         history=await history_reach(triage, run.at),
+        reach=reach,
     )
 
 

@@ -22,7 +22,10 @@ class Reading(StrEnum):
 
     VALUE = "value"
     INCREASE = "increase"
-    CHANGES = "changes"  # how often a gauge changed in the window (boot time moving)
+    # Where a gauge moved in the window, its value now, else 0: a boot time that moved is the
+    # reboot and says when it was (a count of the moves would lose the instant). For gauges
+    # that never move to 0 or below, as a boot time never does.
+    CHANGES = "changes"
     # A gauge's median over the window: a busy GPU's clock or utilisation read between two
     # steps dips for an instant, and one such sample must not make a healthy node lag.
     MEDIAN = "median"

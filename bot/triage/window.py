@@ -7,6 +7,9 @@ answer that says "in the window" leaves two honest counts looking like a contrad
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
+
 # What a check writes where its window belongs; the run replaces it with the named window.
 IN_THE_WINDOW = "in the window"
 
@@ -34,3 +37,13 @@ def in_the_last(seconds: float) -> str:
 def named(text: str, seconds: float) -> str:
     """`text` with its window named: `812 NVLink CRC flit errors in the last hour`."""
     return text.replace(IN_THE_WINDOW, in_the_last(seconds))
+
+
+@dataclass(frozen=True)
+class DataReach:
+    """Where the metrics' own history begins, when that is after the start of the window an
+    answer was asked over (a Prometheus started an hour ago, or keeping less than asked):
+    "none in the last 7 days" must not be read from an hour of data."""
+
+    source: str  # what holds the metrics: "Prometheus", "the simulated fleet"
+    since: datetime  # an instant the data is there from (never before its first sample)

@@ -20,6 +20,7 @@ from bot.render.ask import ASK_PICK_ACTION, read_pick
 from bot.render.blocks import base_action_id
 from bot.server import SLACK_EVENTS_PATH
 from bot.shell.emulator import SlackEmulator
+from bot.words import when
 from tests.e2e.conftest import Slack, bot_settings
 
 USER = "U0ADMIN"
@@ -112,10 +113,11 @@ async def test_a_node_answer_says_state_advice_and_whose_job(slack: Slack) -> No
     assert "state: in service · advice: " in text
     assert f"`{job.job_id}` ({job.name}, {job.user})" in text, text
     assert "Checked 20" in text and " UTC" in text
-    # A reboot's evidence in words, not `node_boot_time_seconds{} = 1`.
-    fleet.inject(FaultKind.UNEXPECTED_REBOOT, node, None, datetime.now(UTC) - timedelta(minutes=5))
+    # A reboot's evidence in words: when the node came back, not `node_boot_time_seconds{} = ...`.
+    booted = datetime.now(UTC) - timedelta(minutes=5)
+    fleet.inject(FaultKind.UNEXPECTED_REBOOT, node, None, booted)
     text = json.dumps((await _answer(slack, "/node-health", node))["blocks"])
-    assert "rebooted once (its boot time moved)" in text and "node_boot_time_seconds" not in text
+    assert f"booted {when(booted)}" in text and "node_boot_time_seconds" not in text
 
 
 async def test_repeat_offenders_say_how_far_back_the_history_sees(slack: Slack) -> None:

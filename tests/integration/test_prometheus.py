@@ -9,12 +9,13 @@ when they read through ``PrometheusMetrics``.
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import subprocess
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -23,11 +24,13 @@ from aiohttp import web
 from bot import metric_names as m
 from bot.backends.http import Deadline
 from bot.backends.prometheus import (
+    REACH_PROBES,
     InvalidNodeName,
     PrometheusInventory,
     PrometheusMetrics,
     promql_string,
 )
+from bot.backends.prometheus_precursors import PrometheusPrecursorHistory
 from bot.backends.prometheus_rules import (
     READ_AT_THE_SCRAPE,
     rule_groups,
@@ -39,6 +42,7 @@ from bot.backends.sim.faults import KIND_SPECS, InjectedFault
 from bot.backends.sim.fleet import NODE_KINDS, SimFleet
 from bot.errors import BackendError
 from bot.models import VERSION_DRIFT_KINDS, Action, Fault, FaultKind, Severity, VerdictLevel
+from bot.render.triage import render_faults, render_node
 from bot.triage import service
 from bot.triage.checks import (
     CHECKS,
@@ -52,6 +56,7 @@ from bot.triage.service import NodeReport, Triage
 from bot.triage.stragglers import StragglerConfig
 from bot.triage.table import VERSION_LABELS, MetricRequest, Reading, Table
 from bot.triage.verdict import fault_level, verdicts
+from bot.words import when
 from tests.conftest import need_service
 from tests.every_way import ALONE, HOSTLIST, ask_every_way, counts
 from tests.integration import prom_scenario as scenario
@@ -364,6 +369,58 @@ async def test_a_resumed_node_is_not_drained_again_for_its_old_xid(prom_url: str
             report = await service.node_health(triage, node)
             assert isinstance(report, NodeReport)
             assert report.verdict.level is VerdictLevel.DRAIN, node
+    finally:
+        await metrics.close()
+
+
+async def test_a_reboot_says_when_the_node_came_back(whole: FleetRead, prom_url: str) -> None:
+    """The reboot's evidence is the boot time it moved to, read through the real Prometheus
+    as the simulator set it, without the metric's name (as the recorded read's rows), and
+    /node-health gives it dated."""
+    truth = next(f for f in whole.fleet.injected if f.kind is FaultKind.UNEXPECTED_REBOOT)
+    (seen,) = [
+        f
+        for f in whole.run.faults
+        if f.kind is FaultKind.UNEXPECTED_REBOOT and f.node == truth.node
+    ]
+    assert seen.evidence[0].value == truth.since.timestamp()
+    assert "__name__" not in seen.evidence[0].labels
+    metrics = PrometheusMetrics(prom_url, timeout_s=10.0)
+    try:
+        triage = Triage(metrics, PrometheusInventory(metrics), None, CONFIG)
+        report = await service.node_health(triage, truth.node)
+    finally:
+        await metrics.close()
+    assert isinstance(report, NodeReport)
+    text = json.dumps(render_node(report).blocks, ensure_ascii=False)
+    assert f"booted {when(truth.since)}" in text and m.NODE_BOOT_TIME_SECONDS not in text
+
+
+async def test_a_week_asked_of_hours_of_data_says_where_the_data_begins(prom_url: str) -> None:
+    """The test Prometheus holds HISTORY_HOURS of backfilled boot times before the fleet's
+    now (scripts/testsvc/prometheus.py), then its live scrape: asked over a week, the probes
+    find where they begin, within a sixth of their age and never before it, and /hw-faults
+    says it; over two hours, one probe and nothing is said."""
+    first = scenario.from_epoch(need_service("MEOWBOT_TEST_SIM_NOW")) - timedelta(
+        hours=scenario.HISTORY_HOURS
+    )
+    metrics = PrometheusMetrics(prom_url, timeout_s=10.0)
+    try:
+        end = datetime.now(UTC)
+        since = await metrics.data_since(end - timedelta(days=7), end)
+        assert since is not None and first <= since <= first + (end - first) / 6
+        assert metrics.queries <= 2 + REACH_PROBES
+        before = metrics.queries
+        assert await metrics.data_since(end - timedelta(hours=2), end) is None
+        assert metrics.queries == before + 1
+        triage = Triage(metrics, PrometheusInventory(metrics), None, CONFIG)
+        history = PrometheusPrecursorHistory(metrics)
+        report = await service.hw_faults(triage, "gpu-0040 --since 7d", history)
+        assert isinstance(report, service.FaultsReport) and report.reach is not None
+        text = json.dumps(render_faults(report).blocks, ensure_ascii=False)
+        assert f"Prometheus holds data since {when(report.reach.since)} (asked: 7 days)" in text
+        report = await service.hw_faults(triage, "gpu-0040 --since 2h", history)
+        assert isinstance(report, service.FaultsReport) and report.reach is None
     finally:
         await metrics.close()
 

@@ -147,15 +147,17 @@ async def test_the_precursor_is_found_as_the_simulator_finds_it_in_bounded_queri
     assert got.leading.threshold == pytest.approx(want.leading.threshold, rel=0.1)
     assert {r.name for r in got.no_difference} == {r.name for r in want.no_difference}
     assert len(got.around) == len({e.node for e in got.events})
-    # The events; which rules ran lately, then one query a candidate for the windows, and
-    # again around the events; then which rule ran lately and the leading candidate on every
-    # node now. Load's rule ran over the last day only: its recorded windows are refused and
-    # read raw (one query more each time).
-    # 1 + (1 + 4) + (1 + 4) + (1 + 1) = 13 and one more for each refused recorded read: load's
-    # windows, and its minutes around the events if any were read from before its rule ran.
+    # Whether the data reaches back to the window's start (it does: one probe); the events;
+    # which rules ran lately, then one query a candidate for the windows, and again around
+    # the events; then which rule ran lately and the leading candidate on every node now.
+    # Load's rule ran over the last day only: its recorded windows are refused and read raw
+    # (one query more each time).
+    # 1 + 1 + (1 + 4) + (1 + 4) + (1 + 1) = 14 and one more for each refused recorded read:
+    # load's windows, and its minutes around the events if any were read from before its rule.
     refused = 4 + 4 + 1 - metrics.recorded_reads
     counts = {"queries": metrics.queries, "recorded reads": metrics.recorded_reads}
-    assert metrics.queries == 13 + refused, counts
+    assert got.reach is None
+    assert metrics.queries == 14 + refused, counts
     assert 1 <= refused <= 2, counts
 
 
@@ -201,9 +203,9 @@ async def test_without_the_rules_every_read_is_raw_in_as_few_queries(
         await _find(history, backfilled.world, "unexpected_reboot")
     finally:
         await metrics.close()
-    # The events, one query a candidate for the windows and one around the events, the
-    # leading candidate on every node now: 1 + 4 + 4 + 1.
-    assert metrics.queries == 10 and metrics.recorded_reads == 0
+    # The probe of the data's reach, the events, one query a candidate for the windows and
+    # one around the events, the leading candidate on every node now: 1 + 1 + 4 + 4 + 1.
+    assert metrics.queries == 11 and metrics.recorded_reads == 0
 
 
 async def test_a_rule_named_for_another_query_is_not_read(backfilled: Backfilled) -> None:

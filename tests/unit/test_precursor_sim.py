@@ -162,3 +162,21 @@ def test_the_sweeps_recorded_faults_are_events_too_and_one_reboot_counts_once() 
     later = Event("unexpected_reboot", "gpu-0001", reboot.at + timedelta(minutes=3))
     other = Event("unexpected_reboot", "gpu-0001", reboot.at + timedelta(hours=2))
     assert merge_events([reboot], [later, other]) == [reboot, other]
+
+
+def test_a_window_longer_than_the_metrics_says_where_they_begin() -> None:
+    """Two days of metrics (and the day before them) asked over a week: the answer says
+    where they begin; over the days they hold, nothing more is said."""
+    world = PrecursorWorld(NAMES, 5, NOW, days=2.0, events_per_kind={"xid": 3})
+    history = SimPrecursorHistory(world)
+    week = asyncio.run(
+        find_precursors(
+            history, "xid", nodes=None, fleet=NAMES, start=NOW - timedelta(days=7), end=NOW
+        )
+    )
+    assert week.reach is not None and week.reach.since == NOW - timedelta(days=3)
+    assert "The simulated fleet holds data since 2026-11-27 12:00 UTC (asked: 7 days)." in (
+        _text(week)
+    )
+    report = _find(world, "xid")
+    assert report.reach is None and "holds data" not in _text(report)

@@ -227,8 +227,8 @@ def test_counters_over_a_day_read_a_few_instants_not_every_sample() -> None:
     boot = query_for(MetricRequest("node_boot_time_seconds", Reading.CHANGES), None, 7200, "node")
     b = "node_boot_time_seconds"
     assert boot == (
-        f"({b} != bool {b} offset 7200s) or ({b} != bool {b} offset 3600s) "
-        f"or (changes({b}[3600s]) > bool 0)"
+        f"{b} * ({b} != bool {b} offset 7200s) or {b} * ({b} != bool {b} offset 3600s) "
+        f"or {b} * (changes({b}[3600s]) > bool 0)"
     )
 
 

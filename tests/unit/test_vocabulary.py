@@ -5,6 +5,7 @@ back the fault history sees, and a suggestion as a button."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 
@@ -25,6 +26,7 @@ from bot.triage.checks import CHECKS, HealthConfig
 from bot.triage.service import FaultsReport, HistoryReach, NodeReport, Triage, UserError
 from bot.triage.targets import BadInput, expand_nodes, parse_kinds
 from bot.triage.vocabulary import PHRASES, kinds_named, resolve_names, unquote
+from bot.triage.window import DataReach
 from bot.words import when
 
 NOW = datetime(2026, 12, 6, 5, 0, tzinfo=UTC)
@@ -159,21 +161,31 @@ def test_a_node_answer_says_state_apart_from_advice_and_whose_job() -> None:
 
 
 def test_a_reboot_is_shown_in_words() -> None:
+    booted = NOW - timedelta(minutes=10)
     reboot = Fault(
         kind=FaultKind.UNEXPECTED_REBOOT, node="gpu-0001", severity=Severity.WARNING,
         action=Action.WATCH,
         summary="the node rebooted in the last hour (boot time moved)", since=NOW,
-        evidence=(Evidence(series="node_boot_time_seconds", labels={}, value=1.0),),
+        evidence=(Evidence(series="node_boot_time_seconds", labels={}, value=booted.timestamp()),),
     )  # fmt: skip
     text = json.dumps(render_node(_report(faults=[reboot])).blocks, ensure_ascii=False)
-    assert "rebooted once (its boot time moved)" in text
+    assert "rebooted in the last hour (boot time moved)" in text
+    assert "booted 2026-12-06 04:50 UTC" in text
     assert "node_boot_time_seconds" not in text
-    booted = reboot.model_copy(
-        update={"evidence": (Evidence(series="node_boot_time_seconds", labels={},
-                                      value=NOW.timestamp() - 600),)}
-    )  # fmt: skip
-    text = json.dumps(render_node(_report(faults=[booted])).blocks, ensure_ascii=False)
-    assert "booted at 2026-12-06 04:50 UTC" in text
+
+
+async def test_a_reboot_carries_the_boot_time_it_moved_to(triage: Triage) -> None:
+    """The simulated fleet's check holds the new boot time, as Prometheus' does (tested
+    against the real one in tests/integration/test_prometheus.py)."""
+    fleet = triage.metrics.fleet  # type: ignore[union-attr]
+    booted = NOW - timedelta(minutes=20)
+    fleet.inject(FaultKind.UNEXPECTED_REBOOT, "gpu-0007", None, booted)
+    report = await service.node_health(triage, "gpu-0007")
+    assert isinstance(report, NodeReport)
+    (fault,) = [f for f in report.faults if f.kind is FaultKind.UNEXPECTED_REBOOT]
+    assert fault.evidence[0].value == booted.timestamp()
+    text = json.dumps(render_node(report).blocks, ensure_ascii=False)
+    assert f"booted {when(booted)}" in text
 
 
 def test_times_come_with_their_date() -> None:
@@ -188,6 +200,15 @@ def _faults(reach: HistoryReach | None) -> FaultsReport:
         groups=[], counts={}, repeat_gpus=[], not_run={}, window_s=3600.0, scope="the fleet",
         at=NOW, verdict_window_s=3600.0, repeat_only=True, history=reach,
     )  # fmt: skip
+
+
+def test_a_window_the_metrics_fall_short_of_says_how_far_back_they_see() -> None:
+    week = dataclasses.replace(_faults(None), window_s=7 * 86400.0, repeat_only=False)
+    young = DataReach("Prometheus", NOW - timedelta(minutes=50))
+    text = json.dumps(render_faults(dataclasses.replace(week, reach=young)).blocks)
+    assert "Prometheus holds data since 2026-12-06 04:10 UTC (asked: 7 days)." in text
+    # Reaching back, nothing more is said.
+    assert "holds data" not in json.dumps(render_faults(week).blocks)
 
 
 def test_an_empty_young_history_is_no_finding() -> None:

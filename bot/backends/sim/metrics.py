@@ -1,8 +1,9 @@
 """The metrics port over the simulated fleet: the same `Table` the Prometheus adapter builds.
 
 Counters are read as Prometheus would: `increase` is the growth between `at - window` and `at`,
-`changes` whether a gauge moved in between. Columns are the snapshot's own arrays (a GPU absent
-from the bus is NaN, as a missing series would be), so 400,000 GPUs cost a list each.
+`changes` a gauge's value where it moved in between (0 where not). Columns are the snapshot's
+own arrays (a GPU absent from the bus is NaN, as a missing series would be), so 400,000 GPUs
+cost a list each.
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ class SimMetrics:
                     # Counters here never reset, so growth is the plain difference.
                     values = [v - o for pair in pairs for v, o in pair]
                 else:
-                    values = [0.0 if v == o else 1.0 for pair in pairs for v, o in pair]
+                    values = [0.0 if v == o else v for pair in pairs for v, o in pair]
             # Per-node and short-node reads are only what the backend may leave out: the
             # whole column answers them too, and the checks apply their exact tests.
             columns[request.key] = _column(now, request.name, values)

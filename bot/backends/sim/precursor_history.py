@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from bot.backends.sim.hidden_precursors import MINUTE, PROFILES, PrecursorWorld
 from bot.precursors.models import Candidate, Event, Series
+from bot.triage.window import DataReach
 
 
 class SimPrecursorHistory:
@@ -28,6 +29,12 @@ class SimPrecursorHistory:
 
     def kinds(self) -> tuple[str, ...]:
         return self.world.kinds()
+
+    async def reach(self, start: datetime, end: datetime) -> DataReach | None:
+        """The world's minutes begin a day before its week: a longer window falls short."""
+        if start.timestamp() >= self.world.t0:
+            return None
+        return DataReach(self.name, datetime.fromtimestamp(self.world.t0, UTC))
 
     async def events(
         self, kind: str, *, nodes: Sequence[str] | None, start: datetime, end: datetime
