@@ -50,6 +50,9 @@ lint: $(TEST_STAMP)
 	$(VENV)/bin/lint-imports
 	@# No module imports itself back, a package's __init__ included (which the contract misses).
 	$(PY) scripts/import_cycles.py
+	@# No function, method, property or class that nothing uses (vulture; the few names a
+	@# framework calls are listed in the script).
+	$(PY) scripts/dead_code.py
 	@# Commit subjects of at most 72 characters and a blank line before the why.
 	$(PY) scripts/check_commits.py
 
