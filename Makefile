@@ -45,8 +45,14 @@ lint: $(TEST_STAMP)
 	$(PY) scripts/check_links.py
 	$(VENV)/bin/mypy
 	@# The core (triage, alerts, highlights, playground) imports no adapter, renderer or
-	@# Slack/Redis/HTTP library: the contract is [tool.importlinter] in pyproject.toml.
+	@# Slack/Redis/HTTP library, and no package's modules import one another in a circle: the
+	@# contracts are [tool.importlinter] in pyproject.toml.
 	$(VENV)/bin/lint-imports
+	@# No module imports itself back, a package's __init__ included (which the contract misses).
+	$(PY) scripts/import_cycles.py
+	@# No function, method, property or class that nothing uses (vulture; the few names a
+	@# framework calls are listed in the script).
+	$(PY) scripts/dead_code.py
 	@# Commit subjects of at most 72 characters and a blank line before the why.
 	$(PY) scripts/check_commits.py
 

@@ -81,7 +81,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bot.alerts.config import AlertsConfig
 from bot.app import prometheus_triage, sim_triage
 from bot.backends.http import Deadline
-from bot.backends.prometheus import PrometheusMetrics, _offsets, query_for
+from bot.backends.prometheus import PrometheusMetrics
 from bot.backends.prometheus_rules import (
     SENTINEL_LABEL,
     RuleGroup,
@@ -89,6 +89,7 @@ from bot.backends.prometheus_rules import (
     rules_yaml,
     windows_for,
 )
+from bot.backends.promql import _offsets, query_for
 from bot.backends.sim.fleet import SimFleet
 from bot.models import FaultKind, Job
 from bot.triage import service

@@ -30,9 +30,7 @@ from bot.deps import Deps
 from bot.errors import BackendError
 from bot.models import JobState
 from bot.render.ask import (
-    ASK_PICK_ACTION,
     HELP_LEAD,
-    read_pick,
     render_drain_offer,
     render_drain_which,
     render_job_choice,
@@ -41,6 +39,7 @@ from bot.render.ask import (
     render_unsure,
     render_which_job,
 )
+from bot.render.picks import ASK_PICK_ACTION, read_pick
 from bot.slack_message import SlackMessage
 from handlers import commands
 from handlers.events import EVENT_CLAIM_TTL_S

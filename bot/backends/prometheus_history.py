@@ -35,12 +35,8 @@ from typing import Any
 
 from bot.backends import prometheus_rules as rules
 from bot.backends.http import Deadline
-from bot.backends.prometheus import (
-    BACKEND,
-    METRIC_NAME_RE,
-    PrometheusMetrics,
-    _covers,
-)
+from bot.backends.prometheus import BACKEND, PrometheusMetrics, _covers
+from bot.backends.promql import METRIC_NAME_RE
 from bot.regressions.config import RegressionsConfig
 from bot.regressions.models import JobPace, NodeCompute, PaceSample, VersionSpan
 from bot.triage.stragglers import StragglerConfig

@@ -39,13 +39,8 @@ from typing import Any
 from bot import metric_names as m
 from bot.backends import prometheus_rules as rules
 from bot.backends.http import Deadline
-from bot.backends.prometheus import (
-    BACKEND,
-    PrometheusMetrics,
-    fresh_rules,
-    nodes_regex,
-    promql_string,
-)
+from bot.backends.prometheus import BACKEND, PrometheusMetrics, fresh_rules
+from bot.backends.promql import nodes_regex, promql_string
 from bot.errors import BackendError
 from bot.precursors.config import NODES, PrecursorsConfig
 from bot.precursors.models import Candidate, Event, Series

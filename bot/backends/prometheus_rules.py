@@ -41,6 +41,7 @@ from typing import Any
 import yaml
 
 from bot import metric_names as m
+from bot.backends.promql import query_for
 from bot.models import Severity
 from bot.precursors.config import PrecursorsConfig
 from bot.precursors.models import Candidate
@@ -236,9 +237,6 @@ class RuleGroup:
 
 
 def _rule(request: MetricRequest, window_s: float, node_label: str) -> Rule:
-    # Imported here: the adapter imports this module for the names.
-    from bot.backends.prometheus import query_for
-
     expr = query_for(request, None, window_s, node_label)
     what = request.key
     if request.reading is not Reading.VALUE:

@@ -1,14 +1,24 @@
-"""The highlights' models: the shared `Highlight`, what a reaction event says, channels, people."""
+"""The highlights' models: the shared `Highlight`, what a reaction event says, channels, people,
+and the display names a rendering uses."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
 from bot.models import Highlight
 
-__all__ = ["ChannelInfo", "Highlight", "MessageInfo", "Person", "Reaction", "Visibility"]
+__all__ = [
+    "ChannelInfo",
+    "Highlight",
+    "MessageInfo",
+    "Names",
+    "Person",
+    "Reaction",
+    "Visibility",
+]
 
 
 class _Frozen(BaseModel):
@@ -59,3 +69,17 @@ class MessageInfo(_Frozen):
     author: str | None = None
     text: str = ""
     is_bot: bool = False
+
+
+@dataclass(frozen=True)
+class Names:
+    """Display names for a rendering: people and channels."""
+
+    people: dict[str, str] = field(default_factory=dict)
+    channels: dict[str, str] = field(default_factory=dict)
+
+    def person(self, uid: str) -> str:
+        return self.people.get(uid) or "someone"
+
+    def channel(self, cid: str) -> str:
+        return self.channels.get(cid) or cid

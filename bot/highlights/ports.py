@@ -6,16 +6,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
 from bot.highlights.digest import Digest
-from bot.highlights.models import ChannelInfo, Highlight, MessageInfo, Person, Reaction
+from bot.highlights.models import ChannelInfo, Highlight, MessageInfo, Names, Person, Reaction
 from bot.ports import Fence
 from bot.slack_message import SlackMessage
-
-if TYPE_CHECKING:  # the service takes these ports: importing it here would be a cycle
-    from bot.highlights.service import Names
 
 
 @dataclass(frozen=True)

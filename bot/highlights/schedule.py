@@ -89,6 +89,3 @@ class DigestSchedule:
     def last_week(self, now: datetime) -> Week:
         """The last complete week: the one whose digest fired last."""
         return self.week_ending(self.last_fire(now))
-
-    def week_of(self, at: datetime) -> Week:
-        return self.current_week(at)

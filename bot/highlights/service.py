@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 
@@ -17,7 +17,7 @@ from bot.highlights import privacy
 from bot.highlights.config import HighlightsConfig
 from bot.highlights.digest import Digest, build_digest
 from bot.highlights.excerpt import excerpt
-from bot.highlights.models import ChannelInfo, Highlight, MessageInfo, Reaction
+from bot.highlights.models import ChannelInfo, Highlight, MessageInfo, Names, Reaction
 from bot.highlights.ports import Directory, HighlightStore, Reacted
 from bot.highlights.rules import is_tracked
 from bot.highlights.schedule import Week
@@ -44,20 +44,6 @@ class Recorded:
     @property
     def needs_enrich(self) -> bool:
         return self.reacted is not None and self.reacted.created
-
-
-@dataclass(frozen=True)
-class Names:
-    """Display names for a rendering: people and channels."""
-
-    people: dict[str, str] = field(default_factory=dict)
-    channels: dict[str, str] = field(default_factory=dict)
-
-    def person(self, uid: str) -> str:
-        return self.people.get(uid) or "someone"
-
-    def channel(self, cid: str) -> str:
-        return self.channels.get(cid) or cid
 
 
 @dataclass

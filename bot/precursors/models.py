@@ -95,10 +95,6 @@ class Ranked:
         """The reference that crossed most often: the one the claim must beat."""
         return max(self.references, key=lambda r: (r.rate, r.windows))
 
-    @property
-    def ordinary_windows(self) -> int:
-        return sum(r.windows for r in self.references if r.name != CONCURRENT)
-
 
 CONCURRENT = "peers at the same time"
 SAME_NODES = "the same nodes at other times"

@@ -4,18 +4,15 @@ jobs, the Drain button offered."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from bot.ask.models import Intent, Route
 from bot.models import Job
 from bot.mrkdwn import code, escape
 from bot.render.blocks import Message, button
+from bot.render.picks import ASK_PICK_ACTION, pick_value
 from bot.render.triage import drain_button
 from bot.slack_message import SlackMessage
-
-ASK_PICK_ACTION = "meowbot_ask_pick"
-MAX_VALUE = 1900  # a button's value is at most 2000 characters
 
 # What a person can ask, as they would ask it: the menu's examples.
 EXAMPLES: tuple[tuple[str, str], ...] = (
@@ -38,19 +35,6 @@ SAID: dict[Intent, str] = {
     Intent.HIGHLIGHTS: "the highlights {text}",
     Intent.HELP: "what I can do",
 }
-
-
-def pick_value(command: str, text: str) -> str:
-    """What a button carries to run one reading: the command and its text."""
-    return json.dumps({"c": command, "t": text[: MAX_VALUE - len(command) - 20]})
-
-
-def read_pick(value: str) -> tuple[str, str] | None:
-    try:
-        data = json.loads(value)
-        return str(data["c"]), str(data["t"])
-    except (ValueError, KeyError, TypeError):
-        return None
 
 
 def _label(route: Route) -> str:

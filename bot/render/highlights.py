@@ -13,8 +13,7 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from bot.highlights.digest import ChannelGroup, Digest
-from bot.highlights.models import Highlight
-from bot.highlights.service import Names
+from bot.highlights.models import Highlight, Names
 from bot.highlights.stats import Stats, week_spans
 from bot.mrkdwn import ZERO_WIDTH_SPACE, and_more, bold, channel_mention, escape, link
 from bot.render.blocks import Message

@@ -28,10 +28,6 @@ def _nodes(n: int) -> str:
     return f"{n:,} node" + ("" if n == 1 else "s")
 
 
-def _job_title(job: Job) -> str:
-    return f"job {job.job_id} {job.name} ({job.user}) on {_nodes(len(job.nodes))}"
-
-
 def render_progress(job: Job) -> SlackMessage:
     msg = Message(f"Looking at job {job.job_id} on {_nodes(len(job.nodes))}…")
     msg.section(

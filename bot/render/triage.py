@@ -12,6 +12,7 @@ from bot.mrkdwn import code, escape
 from bot.ports import SchedulerNode
 from bot.render.blocks import Block, Message, button, confirm_dialog
 from bot.render.blocks import error as error_message
+from bot.render.picks import ASK_PICK_ACTION, pick_value
 from bot.slack_message import SlackMessage
 from bot.triage.checks import CHECKS, CHECKS_BY_NAME, DRIFT_OF
 from bot.triage.kinds import words
@@ -533,9 +534,6 @@ def render_user_error(e: UserError) -> SlackMessage:
     the command with it."""
     if not e.retries:
         return error_message(e.sentence)
-    # The plain-words pick runs a command from a button; bot/render/ask.py draws on this module.
-    from bot.render.ask import ASK_PICK_ACTION, pick_value
-
     msg = Message(e.sentence).section(f":warning: {escape(e.sentence)}")
     msg.actions(
         *(

@@ -122,11 +122,6 @@ def kinds_named(word: str) -> frozenset[FaultKind] | None:
     return None
 
 
-def kinds_said(codes: Iterable[str]) -> str:
-    """`unexpected_reboot`, `xid`: codes as a person types them after a command."""
-    return ", ".join(f"`{c}`" for c in codes)
-
-
 # --- node names ----------------------------------------------------------------------------
 
 _LOOSE = re.compile(r"([A-Za-z][A-Za-z]*?)[-_.]?(\d{1,6})")

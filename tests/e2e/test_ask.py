@@ -15,7 +15,7 @@ import hostlist
 import pytest
 
 from bot.app import create_bot
-from bot.render.ask import ASK_PICK_ACTION
+from bot.render.picks import ASK_PICK_ACTION
 from bot.render.triage import DRAIN_ACTION
 from bot.server import SLACK_EVENTS_PATH
 from bot.shell.emulator import SlackEmulator, validate_blocks

@@ -16,8 +16,8 @@ import pytest
 
 from bot.app import create_bot
 from bot.models import FaultKind
-from bot.render.ask import ASK_PICK_ACTION, read_pick
 from bot.render.blocks import base_action_id
+from bot.render.picks import ASK_PICK_ACTION, read_pick
 from bot.server import SLACK_EVENTS_PATH
 from bot.shell.emulator import SlackEmulator
 from bot.words import when

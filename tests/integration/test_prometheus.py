@@ -23,13 +23,7 @@ from aiohttp import web
 
 from bot import metric_names as m
 from bot.backends.http import Deadline
-from bot.backends.prometheus import (
-    REACH_PROBES,
-    InvalidNodeName,
-    PrometheusInventory,
-    PrometheusMetrics,
-    promql_string,
-)
+from bot.backends.prometheus import REACH_PROBES, PrometheusInventory, PrometheusMetrics
 from bot.backends.prometheus_precursors import PrometheusPrecursorHistory
 from bot.backends.prometheus_rules import (
     READ_AT_THE_SCRAPE,
@@ -37,6 +31,7 @@ from bot.backends.prometheus_rules import (
     rules_yaml,
     worth_recording,
 )
+from bot.backends.promql import InvalidNodeName, promql_string
 from bot.backends.resume_store import MemoryResumes
 from bot.backends.sim.faults import KIND_SPECS, InjectedFault
 from bot.backends.sim.fleet import NODE_KINDS, SimFleet

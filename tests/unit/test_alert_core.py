@@ -50,10 +50,6 @@ def node(name: str, leaf: str = "leaf-07", rack: str = "r01") -> Node:
     )
 
 
-def topology_of(nodes: dict[str, Node]):  # type: ignore[no-untyped-def]
-    return nodes.get
-
-
 def alert(
     fp: str,
     *,

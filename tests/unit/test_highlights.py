@@ -14,11 +14,10 @@ from bot.config_sections import highlights_config
 from bot.highlights.config import HighlightsConfig
 from bot.highlights.digest import build_digest, ranked
 from bot.highlights.excerpt import excerpt, plain
-from bot.highlights.models import ChannelInfo, Highlight, Visibility
+from bot.highlights.models import ChannelInfo, Highlight, Names, Visibility
 from bot.highlights.privacy import recordable, shown
 from bot.highlights.rules import base_emoji, emoji_list, is_tracked
 from bot.highlights.schedule import DigestSchedule, Week
-from bot.highlights.service import Names
 from bot.highlights.stats import build_stats
 from bot.render.charts import MAX_BYTES, highlights_chart
 from bot.render.highlights import neutral, render_digest, render_stats, render_week

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from bot import metric_names as m
-from bot.backends.prometheus import PrometheusMetrics, fresh_rules, query_for
+from bot.backends.prometheus import PrometheusMetrics, fresh_rules
 from bot.backends.prometheus_precursors import candidate_expr
 from bot.backends.prometheus_rules import (
     PRECURSOR_GROUP,
@@ -18,6 +18,7 @@ from bot.backends.prometheus_rules import (
     windows_for,
     worth_recording,
 )
+from bot.backends.promql import query_for
 from bot.cli import main
 from bot.models import Severity
 from bot.precursors.config import CandidateConfig, PrecursorsConfig

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot import metric_names as m
-from bot.backends.prometheus import InvalidNodeName, query_for, selector
+from bot.backends.promql import InvalidNodeName, query_for, selector
 from bot.backends.sim.faults import KIND_SPECS
 from bot.backends.sim.fleet import SimFleet
 from bot.backends.sim.metrics import SimInventory, SimMetrics

@@ -18,8 +18,8 @@ from bot.backends.sim.metrics import SimInventory, SimMetrics
 from bot.models import Action, Evidence, Fault, FaultKind, Job, JobState, Severity
 from bot.ports import SchedulerNode
 from bot.precursors.ask import parse_why
-from bot.render.ask import ASK_PICK_ACTION, read_pick
 from bot.render.blocks import base_action_id
+from bot.render.picks import ASK_PICK_ACTION, read_pick
 from bot.render.triage import render_faults, render_node, render_user_error
 from bot.triage import service
 from bot.triage.checks import CHECKS, HealthConfig

@@ -32,10 +32,6 @@ class Sample(NamedTuple):
                 return v
         return None
 
-    @property
-    def labels_dict(self) -> dict[str, str]:
-        return dict(self.labels)
-
 
 @dataclass(frozen=True, slots=True)
 class Family:

@@ -15,7 +15,7 @@ import math
 import random
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Literal
@@ -49,7 +49,7 @@ from bot.backends.sim.inventory import (
     Topology,
 )
 from bot.backends.sim.rollouts import BUILT_IN_SLOTS, DRIFT_SLOTS, SimRollout, rollout_times
-from bot.backends.sim.snapshot import NOISE_BITS, FleetSnapshot, Placed, Scope
+from bot.backends.sim.snapshot import NOISE_BITS, FleetSnapshot, GpuBases, Placed, Scope
 from bot.backends.sim.wander import PaceWander
 from bot.backends.sim.workload import JobSpec, build_run, generate_jobs, make_spec
 from bot.models import JOB_LEVEL_KINDS, FaultKind, Gpu, Job, JobState, Nic, Node, TrainingRun
@@ -88,16 +88,6 @@ STRAGGLER_NODE_KINDS: tuple[FaultKind, ...] = tuple(
     k for k in NODE_KINDS if KIND_SPECS[k].slowdown > 0
 )
 """Node faults that slow the ranks of a synchronous job: the causes the straggler finder names."""
-
-
-@dataclass(frozen=True, slots=True)
-class GpuBases:
-    """Per-GPU healthy levels: every GPU runs a little warmer or hungrier than its neighbour."""
-
-    temp_busy: list[float]
-    temp_idle: list[float]
-    power_busy: list[float]
-    power_idle: list[float]
 
 
 def _aware(value: datetime, what: str) -> datetime:

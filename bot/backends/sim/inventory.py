@@ -64,18 +64,6 @@ class Topology:
     def has(self, node: str) -> bool:
         return node in self._index
 
-    @staticmethod
-    def rack_index(i: int) -> int:
-        return i // RACK_SIZE
-
-    @staticmethod
-    def leaf_index(i: int) -> int:
-        return i // LEAF_SIZE
-
-    @staticmethod
-    def spine_index(i: int) -> int:
-        return i // (LEAF_SIZE * LEAVES_PER_SPINE)
-
     # --- by name ---
     def rack(self, node: str) -> str:
         return self.racks[self.index(node) // RACK_SIZE]
@@ -94,9 +82,6 @@ class Topology:
 
     def nodes_on_leaf(self, leaf_switch: str) -> tuple[str, ...]:
         return self._members(self._leaf_index[leaf_switch], LEAF_SIZE)
-
-    def nodes_under_spine(self, spine: str) -> tuple[str, ...]:
-        return self._members(self._spine_index[spine], LEAF_SIZE * LEAVES_PER_SPINE)
 
 
 class Hardware:

@@ -19,20 +19,18 @@ from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from bot import metric_names as m
 from bot.backends.sim.exposition import FAMILY_BY_NAME, Entity, Family, Labels, Sample
 from bot.backends.sim.faults import EFFECTS, Effect, InjectedFault
-from bot.backends.sim.inventory import GPU_MODEL
-from bot.backends.sim.rollouts import DRIFT_SLOTS
-from bot.backends.sim.workload import COMM_SHARE, REPORT_JITTER, STEP_JITTER
+from bot.backends.sim.inventory import GPU_MODEL, Hardware, Topology
+from bot.backends.sim.rollouts import DRIFT_SLOTS, SimRollout
+from bot.backends.sim.wander import PaceWander
+from bot.backends.sim.workload import COMM_SHARE, REPORT_JITTER, STEP_JITTER, JobSpec
 from bot.give_way import give_way
 from bot.models import FaultKind
 from bot.triage.checks import CHECKS, Exported
-
-if TYPE_CHECKING:
-    from bot.backends.sim.fleet import SimFleet
 
 NOISE_BITS = 17
 NOISE_MASK = (1 << NOISE_BITS) - 1
@@ -121,6 +119,74 @@ class Placed:
         return (0,)
 
 
+@dataclass(frozen=True, slots=True)
+class GpuBases:
+    """Per-GPU healthy levels: every GPU runs a little warmer or hungrier than its neighbour."""
+
+    temp_busy: list[float]
+    temp_idle: list[float]
+    power_busy: list[float]
+    power_idle: list[float]
+
+
+class Fleet(Protocol):
+    """What a snapshot reads of the fleet it is taken of: `SimFleet` (fleet.py) is the one.
+
+    Named here by what is read, not imported: the fleet makes its snapshots, so it imports this
+    module."""
+
+    @property
+    def n_nodes(self) -> int: ...
+    @property
+    def now_s(self) -> int: ...
+    @property
+    def origin_s(self) -> int: ...
+    @property
+    def topology(self) -> Topology: ...
+    @property
+    def hardware(self) -> Hardware: ...
+    @property
+    def default_versions(self) -> tuple[str, str, str]: ...
+    @property
+    def exported(self) -> frozenset[str]: ...
+    @property
+    def job_specs(self) -> list[JobSpec]: ...
+    @property
+    def node_jobs(self) -> list[list[int]]: ...
+    @property
+    def placed(self) -> list[Placed]: ...
+    @property
+    def rollouts(self) -> list[SimRollout]: ...
+    @property
+    def wander(self) -> PaceWander: ...
+    @property
+    def noise(self) -> list[float]: ...
+    @property
+    def noise2(self) -> list[float]: ...
+    @property
+    def power_cap_noise(self) -> dict[int, float]: ...
+    @property
+    def sbe_noise(self) -> dict[int, tuple[int, float]]: ...
+    @property
+    def remapped_rows_noise(self) -> dict[int, float]: ...
+    @property
+    def link_downed_noise(self) -> dict[int, float]: ...
+    @property
+    def symbol_error_noise(self) -> dict[int, float]: ...
+    @property
+    def eth_errors_noise(self) -> dict[int, float]: ...
+    def gpu_bases(self) -> GpuBases: ...
+    def boot_times(self) -> list[float]: ...
+    def ib_rx_rates(self) -> list[float]: ...
+    def psi_rates(self) -> list[float]: ...
+    def numa_miss_rates(self) -> list[float]: ...
+    def busy_seconds(self, node_index: int, t_s: float) -> float: ...
+    def host_label_of(self, node_index: int) -> str: ...
+    def exports(self, metric: str, node_index: int) -> bool: ...
+    def families(self, metrics: Sequence[str] | None = None) -> list[Family]: ...
+    def rolled_versions(self, node_index: int, t_s: float) -> tuple[str, str, str]: ...
+
+
 def cyclic(table2: list[float], offset: int, n: int) -> list[float]:
     """``n`` values of a cyclic table starting at ``offset``; ``table2`` is the table twice."""
     size = len(table2) // 2
@@ -142,7 +208,7 @@ class Scope:
     """The nodes a snapshot covers (all of them, or a subset in a fixed order) and per-scope
     caches that many snapshots of the same nodes share (the history makes one per minute)."""
 
-    def __init__(self, fleet: SimFleet, nodes: Sequence[int] | None) -> None:
+    def __init__(self, fleet: Fleet, nodes: Sequence[int] | None) -> None:
         self.fleet = fleet
         self.full = nodes is None
         if nodes is None:
@@ -199,7 +265,7 @@ class FleetSnapshot:
     column and False in ``gpu_present()``.
     """
 
-    def __init__(self, fleet: SimFleet, t_s: float, scope: Scope) -> None:
+    def __init__(self, fleet: Fleet, t_s: float, scope: Scope) -> None:
         self.fleet = fleet
         self.t_s = float(t_s)
         self.scope = scope
