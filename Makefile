@@ -55,6 +55,7 @@ lint: $(TEST_STAMP)
 	$(PY) scripts/dead_code.py
 	@# Commit subjects of at most 72 characters and a blank line before the why.
 	$(PY) scripts/check_commits.py
+	$(PY) scripts/sizes.py --check
 
 # Starts redis-server (and the other services) on loopback, runs every test, stops them.
 test: $(TEST_STAMP) lint
