@@ -22,4 +22,3 @@ def test_the_block_is_read_between_its_markers() -> None:
     doc = f"# Sizes\n\n{BEGIN}\n| a | 1 |\n{END}\nafter\n"
     assert current(doc) == "| a | 1 |"
     assert current("no table here") is None
-
