@@ -20,6 +20,7 @@ from bot.triage.checks import HealthConfig
 from bot.triage.owners import JobNoticesConfig
 from bot.triage.stragglers import StragglerConfig
 from bot.triage.topology import TopologyConfig
+from bot.validation.config import ValidationConfig
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -65,6 +66,12 @@ def regressions_config(settings: Settings) -> RegressionsConfig:
 def precursors_config(settings: Settings) -> PrecursorsConfig:
     """`precursors:`: what /hw-faults why compares (the candidates) and how."""
     return _section(settings, "precursors", PrecursorsConfig)
+
+
+def validation_config(settings: Settings) -> ValidationConfig:
+    """`validation:`: the suite a drained node passes before it resumes (default: DCGM -r 2
+    and a single-node all-reduce)."""
+    return _section(settings, "validation", ValidationConfig)
 
 
 def alerts_config(settings: Settings) -> AlertsConfig:
