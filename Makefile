@@ -41,6 +41,7 @@ shell: $(RUN_STAMP)
 
 lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check bot handlers tests bench scripts
+	$(VENV)/bin/ruff format --check -q bot handlers tests bench scripts
 	@# Relative links and #anchors of README.md and docs/ (standard library, no network).
 	$(PY) scripts/check_links.py
 	$(VENV)/bin/mypy
