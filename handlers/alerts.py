@@ -215,11 +215,11 @@ async def on_drain(
     if alerting is None or not await _may_act(deps.authz, body, client, respond, "drain nodes"):
         return
     key, node = split_value(_value(body))
-    await alerting.triage.inventory.load()
-    fleet = len(alerting.triage.inventory.names())
+    await alerting.inventory.load()
+    fleet = len(alerting.inventory.names())
     out = await acts.drain(
         alerting.store,
-        alerting.triage.scheduler,
+        alerting.scheduler,
         alerting.cfg,
         key.id,
         node,
@@ -245,10 +245,10 @@ async def on_confirm_drain(
     alerting = deps.alerting
     if alerting is None or not await _may_act(deps.authz, body, client, respond, "confirm drains"):
         return
-    fleet = len(alerting.triage.inventory.names())
+    fleet = len(alerting.inventory.names())
     out = await acts.confirm_drain(
         alerting.store,
-        alerting.triage.scheduler,
+        alerting.scheduler,
         alerting.cfg,
         _value(body),
         _actor(body),
@@ -274,15 +274,14 @@ async def on_resume(
         return
     value = _value(body)
     key, node = split_value(value)
-    triage = alerting.triage
     out = await acts.resume(
         alerting.store,
-        triage.scheduler,
+        alerting.scheduler,
         key.id,
         node,
         _actor(body),
         force=force,
-        memory=triage.resumes,
+        memory=alerting.triage.resumes,
     )
     await _thread(client, alerting, out)
     if out.can_force:

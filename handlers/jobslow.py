@@ -97,7 +97,7 @@ async def run(
         for message in _answers(job, report):
             await private(message)
         return
-    await _answer_in_place(client, triage.cpu, cfg, posted, job, report, thread_ts)
+    await _answer_in_place(client, deps.cpu, cfg, posted, job, report, thread_ts)
 
 
 def _answers(job: Job, report: SlowJobReport | UserError) -> list[SlackMessage]:

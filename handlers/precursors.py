@@ -164,7 +164,7 @@ async def run(
             end=end,
             cfg=deps.precursors_config,
             progress=progress,
-            compute=deps.triage.cpu.run,
+            compute=deps.cpu.run,
             recorded=recorded,
         )
     except BackendError as exc:
@@ -180,7 +180,7 @@ async def run(
     await post_message(client, channel, detail, thread_ts=asker.thread_ts or ts)
     if report.leading is not None:
         chart = _chart(report)
-        await upload_chart(client, deps.triage.cpu, channel, asker.thread_ts or ts, chart)
+        await upload_chart(client, deps.cpu, channel, asker.thread_ts or ts, chart)
 
 
 def _chart(report: PrecursorReport) -> Chart:

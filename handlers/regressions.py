@@ -97,7 +97,7 @@ async def run(
         failed = error_message(f"I could not read the fleet's history: {exc.user_text()}")
         await (private(failed) if posted is None else _update(client, posted, failed))
         return
-    await _answer(deps.triage.cpu, client, report, ask, posted, private, thread_ts)
+    await _answer(deps.cpu, client, report, ask, posted, private, thread_ts)
 
 
 async def _find(
@@ -117,7 +117,7 @@ async def _find(
         end=end,
         progress=progress,
         confounders=others,
-        compute=deps.triage.cpu.run,
+        compute=deps.cpu.run,
     )
 
 
