@@ -9,6 +9,7 @@ in the channel), the whole answer comes privately instead, and says why there is
 from __future__ import annotations
 
 import functools
+from functools import partial
 from typing import Any
 
 from slack_bolt.context.ack.async_ack import AsyncAck
@@ -30,8 +31,9 @@ from bot.render.jobslow import (
 )
 from bot.slack_message import SlackMessage
 from bot.triage.jobs import SlowJobReport, find_job, slow_job
-from bot.triage.service import UserError, user_jobs
+from bot.triage.service import Triage, UserError, user_jobs
 from bot.triage.stragglers import StragglerConfig
+from bot.usermap import UserMap
 from handlers.registry import Registry
 from handlers.reply import (
     Asker,
@@ -70,7 +72,9 @@ def chart_png(
 
 
 async def run(
-    deps: Deps,
+    triage: Triage,
+    users: UserMap,
+    cpu: Offload,
     client: AsyncWebClient,
     *,
     text: str,
@@ -79,9 +83,10 @@ async def run(
     private: Private,
     thread_ts: str | None = None,
 ) -> None:
-    triage = deps.triage
+    """Answers `/job-slow text` for `user_id` (whose cluster user `users` knows): the jobs to
+    pick from, or the answer in `channel`, its chart drawn on `cpu`, the worker pool."""
     cfg = triage.stragglers
-    viewer = await deps.users.cluster_user(user_id, client)
+    viewer = await users.cluster_user(user_id, client)
     if not text.strip():
         await private(render_pick(await user_jobs(triage, viewer)))
         return
@@ -97,7 +102,7 @@ async def run(
         for message in _answers(job, report):
             await private(message)
         return
-    await _answer_in_place(client, deps.cpu, cfg, posted, job, report, thread_ts)
+    await _answer_in_place(client, cpu, cfg, posted, job, report, thread_ts)
 
 
 def _answers(job: Job, report: SlowJobReport | UserError) -> list[SlackMessage]:
@@ -137,7 +142,9 @@ async def _answer_in_place(
 async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -> None:
     """`/job-slow [job-id]` asked in the asker's channel."""
     await run(
-        deps,
+        deps.triage,
+        deps.users,
+        deps.cpu,
         client,
         text=text,
         user_id=asker.user_id,
@@ -148,18 +155,30 @@ async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -
 
 
 def register(reg: Registry, deps: Deps) -> None:
-    async def on_pick(
-        ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond, client: AsyncWebClient
-    ) -> None:
-        await ack()
-        job_id = str(body["actions"][0].get("value", ""))
-        channel = str((body.get("channel") or {}).get("id") or body["user"]["id"])
+    reg.action(PICK_ACTION, partial(on_pick, deps))
 
-        async def private(message: SlackMessage) -> None:
-            await respond_message(respond, message, replace_original=False)
 
-        await run(
-            deps, client, text=job_id, user_id=body["user"]["id"], channel=channel, private=private
-        )
+async def on_pick(
+    deps: Deps,
+    ack: AsyncAck,
+    body: dict[str, Any],
+    respond: AsyncRespond,
+    client: AsyncWebClient,
+) -> None:
+    await ack()
+    job_id = str(body["actions"][0].get("value", ""))
+    channel = str((body.get("channel") or {}).get("id") or body["user"]["id"])
 
-    reg.action(PICK_ACTION, on_pick)
+    async def private(message: SlackMessage) -> None:
+        await respond_message(respond, message, replace_original=False)
+
+    await run(
+        deps.triage,
+        deps.users,
+        deps.cpu,
+        client,
+        text=job_id,
+        user_id=body["user"]["id"],
+        channel=channel,
+        private=private,
+    )

@@ -8,7 +8,7 @@ posted. Where the bot may not post, the answer comes privately instead, without 
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 
 from slack_sdk.web.async_client import AsyncWebClient
@@ -62,7 +62,9 @@ def chart_png(report: RegressionReport) -> bytes:
 
 
 async def run(
-    deps: Deps,
+    history: FleetHistory | None,
+    components: Sequence[str],
+    cpu: Offload,
     client: AsyncWebClient,
     *,
     text: str,
@@ -70,12 +72,13 @@ async def run(
     private: Private,
     thread_ts: str | None = None,
 ) -> None:
-    history: FleetHistory | None = deps.regressions_history
+    """Answers `/regressions text` from the fleet's `history` (None: not configured here),
+    `components` those a person may name; the finder and the chart run on `cpu`."""
     if history is None:
         await private(error_message(NOT_CONFIGURED))
         return
     try:
-        ask = parse_ask(text, deps.regressions_components)
+        ask = parse_ask(text, components)
     except AskError as exc:
         raise Misread(str(exc)) from exc
     end = datetime.now(UTC)
@@ -92,24 +95,25 @@ async def run(
         else None
     )
     try:
-        report = await _find(deps, history, ask, end, progress)
+        report = await _find(history, components, cpu, ask, end, progress)
     except BackendError as exc:
         failed = error_message(f"I could not read the fleet's history: {exc.user_text()}")
         await (private(failed) if posted is None else _update(client, posted, failed))
         return
-    await _answer(deps.cpu, client, report, ask, posted, private, thread_ts)
+    await _answer(cpu, client, report, ask, posted, private, thread_ts)
 
 
 async def _find(
-    deps: Deps,
     history: FleetHistory,
+    components: Sequence[str],
+    cpu: Offload,
     ask: RegressionsAsk,
     end: datetime,
     progress: ProgressEdits | None,
 ) -> RegressionReport:
     # The components not asked about are read too: a kernel rollout that came with a new
     # image must be named as confounded, not credited with the image's effect.
-    others = [c for c in deps.regressions_components if c not in ask.components]
+    others = [c for c in components if c not in ask.components]
     return await find_regressions(
         history,
         ask.components,
@@ -117,7 +121,7 @@ async def _find(
         end=end,
         progress=progress,
         confounders=others,
-        compute=deps.cpu.run,
+        compute=cpu.run,
     )
 
 
@@ -174,7 +178,9 @@ def weekly_poster(
 async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -> None:
     """`/regressions [component ...] [--since 7d]` asked in the asker's channel."""
     await run(
-        deps,
+        deps.regressions_history,
+        deps.regressions_components,
+        deps.cpu,
         client,
         text=text,
         channel=asker.channel,
