@@ -240,6 +240,7 @@ def prometheus_triage(
     *,
     scheduler: Scheduler | None = None,
     topology: Topology | None = None,
+    cpu: Offload | None = None,
 ) -> Triage:
     return Triage(
         metrics,
@@ -247,6 +248,7 @@ def prometheus_triage(
         scheduler,
         health or HealthConfig(),
         stragglers or StragglerConfig(),
+        cpu=cpu or Offload(),
     )
 
 
@@ -258,15 +260,17 @@ def sim_triage(
     scheduler: Scheduler | None = None,
     sim_scheduler: bool = False,
     live: bool = False,
+    cpu: Offload | None = None,
 ) -> Triage:
     """Triage over a simulated fleet. `scheduler` names a real one; `sim_scheduler` gives the
-    fleet's own jobs instead (/job-slow needs a scheduler); `live` lets the fleet's clock run."""
+    fleet's own jobs instead (/job-slow needs a scheduler); `live` lets the fleet's clock run;
+    `cpu` is the worker pool (a new one when not given)."""
     from bot.backends.sim.metrics import SimInventory, SimMetrics
     from bot.backends.sim.scheduler import SimScheduler
 
     if scheduler is None and sim_scheduler:
         scheduler = SimScheduler(fleet)
-    cpu = Offload()  # one bound for the simulation and the evaluation of what it answers
+    cpu = cpu or Offload()  # one bound for the simulation and the evaluation of what it answers
     return Triage(
         SimMetrics(fleet, live=live, cpu=cpu),
         SimInventory(fleet),
@@ -277,10 +281,12 @@ def sim_triage(
     )
 
 
-def make_triage(settings: Settings) -> Triage:
+def make_triage(settings: Settings, cpu: Offload | None = None) -> Triage:
     """Prometheus' metrics when PROMETHEUS_URL is set; else, with a real scheduler, its nodes
     and no metrics (health is said not checked); the simulated fleet only when no cluster
-    source is configured at all (Settings refuses MEOWBOT_FLEET beside one)."""
+    source is configured at all (Settings refuses MEOWBOT_FLEET beside one). `cpu` is the
+    bot's one worker pool (a new one when not given)."""
+    cpu = cpu or Offload()
     health = health_config(settings)
     stragglers = straggler_config(settings)
     scheduler = make_scheduler(settings)
@@ -293,15 +299,14 @@ def make_triage(settings: Settings) -> Triage:
                 recorded=health.recorded_rules,
             )
             triage = prometheus_triage(
-                metrics, health, stragglers, scheduler=scheduler, topology=topology
+                metrics, health, stragglers, scheduler=scheduler, topology=topology, cpu=cpu
             )
         else:
             from bot.backends.scheduler_inventory import SchedulerInventory
 
             assert scheduler is not None
-            triage = Triage(
-                None, SchedulerInventory(scheduler, topology), scheduler, health, stragglers
-            )
+            inventory = SchedulerInventory(scheduler, topology)
+            triage = Triage(None, inventory, scheduler, health, stragglers, cpu=cpu)
         kube = kubernetes_of(scheduler)
         if kube is not None:
             from bot.backends.kubernetes_inventory import KubernetesPlaces
@@ -325,7 +330,7 @@ def make_triage(settings: Settings) -> Triage:
         effect=0.02,
     )
     # The simulated fleet's own jobs: no real scheduler is configured beside it.
-    return sim_triage(fleet, health, stragglers, sim_scheduler=True, live=True)
+    return sim_triage(fleet, health, stragglers, sim_scheduler=True, live=True, cpu=cpu)
 
 
 def make_regressions_history(settings: Settings, triage: Triage) -> FleetHistory | None:
@@ -365,17 +370,22 @@ def make_precursor_history(settings: Settings, triage: Triage) -> PrecursorHisto
 
 
 def make_alerting(
-    settings: Settings, store: StateStore, client: AsyncWebClient, triage: Triage
+    settings: Settings, store: StateStore, client: AsyncWebClient, triage: Triage, cpu: Offload
 ) -> Alerting | None:
+    """Given the triage whole (the sweep judges the fleet with it) and, on their own, the
+    inventory, the scheduler (as the owners are told through it) and the worker pool."""
     if not isinstance(store, RedisStore):
         return None  # alerts are shared state: without Redis there is nothing to share
     silencer = AlertmanagerClient(settings.alertmanager_url) if settings.alertmanager_url else None
     return Alerting(
-        RedisAlertStore(store.redis, wait_replicas=store.wait_replicas, cpu=triage.cpu),
+        RedisAlertStore(store.redis, wait_replicas=store.wait_replicas, cpu=cpu),
         SlackPoster(client),
         alerts_config(settings),
         triage,
         BlockKitAlertMessages(),
+        inventory=triage.inventory,
+        scheduler=triage.scheduler,
+        cpu=cpu,
         silencer=silencer,
     )
 
@@ -446,15 +456,18 @@ def make_weekly_regressions(
         components=deps.regressions_components,
         schedule=DigestSchedule.parse(settings.regressions_schedule),
         claims=store,
-        post=regressions_handlers.weekly_poster(
-            client, settings.regressions_channel, deps.triage.cpu
-        ),
-        compute=deps.triage.cpu.run,
+        post=regressions_handlers.weekly_poster(client, settings.regressions_channel, deps.cpu),
+        compute=deps.cpu.run,
     )
 
 
 def make_deps(settings: Settings, store: StateStore, client: AsyncWebClient) -> Deps:
-    triage = make_triage(settings)
+    inflight = InFlight()
+    # The one worker pool, for the triage, the alerts and the charts: its jobs wait for the
+    # acks on their way (bot/inflight.py).
+    cpu = Offload()
+    cpu.before = inflight.acks_out
+    triage = make_triage(settings, cpu)
     triage.resumes = make_resumes(store)
     notices = job_notices_config(settings)
     ledger: JobNoticeLedger | None = None
@@ -469,19 +482,19 @@ def make_deps(settings: Settings, store: StateStore, client: AsyncWebClient) -> 
         )
         triage.scheduler = TellingScheduler(triage.scheduler, owners, ledger, BackgroundRetries())
     triage.history = make_fault_history(store, triage.config)
-    inflight = InFlight()
-    triage.cpu.before = inflight.acks_out
     deps = Deps(
         settings=settings,
         store=store,
         telemetry=Telemetry(),
         inflight=inflight,
+        cpu=cpu,
         triage=triage,
         authz=Authorizer(settings.admin_list),
         users=UserMap(user_mapping(settings)),
         job_notices=ledger,
     )
-    deps.alerting = make_alerting(settings, store, client, triage)
+    # After the scheduler is wrapped: the alerts' drains tell the owners too.
+    deps.alerting = make_alerting(settings, store, client, triage, cpu)
     deps.playground = make_playground(settings, store)
     deps.regressions_history = make_regressions_history(settings, triage)
     if deps.regressions_history is not None:

@@ -10,6 +10,7 @@ from bot.ask.ports import Picker, ThreadMemory
 from bot.authz import Authorizer
 from bot.config import Settings
 from bot.inflight import InFlight
+from bot.offload import Offload
 from bot.ports import StateStore
 from bot.precursors.config import PrecursorsConfig
 from bot.precursors.ports import PrecursorHistory
@@ -35,6 +36,7 @@ class Deps:
     store: StateStore
     telemetry: Telemetry
     inflight: InFlight
+    cpu: Offload  # the worker pool, the triage's too: charts are drawn on it
     triage: Triage
     authz: Authorizer
     users: UserMap

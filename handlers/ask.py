@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from slack_bolt.context.ack.async_ack import AsyncAck
@@ -239,83 +240,102 @@ def _asked(event: dict[str, Any], bot_user: str | None) -> bool:
 
 def register(reg: Registry, deps: Deps) -> None:
     vocabularies = Vocabularies()  # one bot's: another bot in the process has its own fleet
+    reg.event("app_mention", partial(on_mention, deps, vocabularies))
+    reg.event("message", partial(on_dm, deps, vocabularies), before_ack=partial(dm_only, deps))
+    reg.action(ASK_PICK_ACTION, partial(on_pick, deps))
 
-    async def on_mention(
-        event: dict[str, Any], body: dict[str, Any], context: Any, client: AsyncWebClient
-    ) -> None:
-        if not _asked(event, context.get("bot_user_id")):
-            return
-        channel = str(event["channel"])
-        thread = str(event.get("thread_ts") or event["ts"])
-        await answer(
-            deps,
-            client,
-            vocabularies,
-            team=str(body.get("team_id") or event.get("team") or ""),
-            channel=channel,
-            user=str(event["user"]),
-            text=str(event.get("text") or ""),
-            reply_in=thread,
-            thread_key=thread,
-            in_thread=bool(event.get("thread_ts")),  # a new top-level mention starts afresh
-        )
 
-    async def dm_only(
-        body: dict[str, Any], context: Any, next: Callable[[], Awaitable[Any]]
-    ) -> BoltResponse | None:
-        event = body.get("event") or {}
-        if event.get("channel_type") != "im" or not _asked(event, context.get("bot_user_id")):
-            return _DONE  # a channel's message, an edit, the bot's own: nothing to answer
-        # Message events pass the dedup middleware (handlers/events.py): claimed here.
-        event_id = body.get("event_id")
-        team = str(body.get("team_id", ""))
-        if event_id and not await deps.store.claim(team, "event", str(event_id), EVENT_CLAIM_TTL_S):
-            deps.telemetry.duplicate_events.inc()
-            return _DONE
-        await next()
-        return None
+def _team(body: dict[str, Any], event: dict[str, Any]) -> str:
+    return str(body.get("team_id") or event.get("team") or "")
 
-    async def on_dm(event: dict[str, Any], body: dict[str, Any], client: AsyncWebClient) -> None:
-        channel = str(event["channel"])
-        thread = str(event["thread_ts"]) if event.get("thread_ts") else None
-        await answer(
-            deps,
-            client,
-            vocabularies,
-            team=str(body.get("team_id") or event.get("team") or ""),
-            channel=channel,
-            user=str(event["user"]),
-            text=str(event.get("text") or ""),
-            reply_in=thread,
-            thread_key=thread or DM_THREAD,
-            in_thread=thread is not None,
-            # At the top of a DM: its question's own thread goes on from it too.
-            also_keys=() if thread else (str(event["ts"]),),
-            else_key=DM_THREAD if thread else None,
-        )
 
-    async def on_pick(ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:
-        await ack()
-        picked = read_pick(str(body["actions"][0].get("value", "")))
-        channel = str((body.get("channel") or {}).get("id") or body["user"]["id"])
-        message = body.get("message") or {}
-        thread = message.get("thread_ts")
-        asker = thread_asker(
-            client,
-            team=str((body.get("team") or {}).get("id") or ""),
-            channel=channel,
-            user=str(body["user"]["id"]),
-            thread_ts=str(thread) if thread else None,
-        )
-        if picked is None:
-            await asker.private(render_menu("That button is from another version of me."))
-            return
-        if picked == ("/job-slow", ""):
-            # "why my job is slow": the asker's job, read as a question about it is.
-            await my_job(deps, client, asker)
-            return
-        await commands.dispatch(deps, client, picked[0], picked[1], asker)
+async def on_mention(
+    deps: Deps,
+    vocabularies: Vocabularies,
+    event: dict[str, Any],
+    body: dict[str, Any],
+    context: Any,
+    client: AsyncWebClient,
+) -> None:
+    if not _asked(event, context.get("bot_user_id")):
+        return
+    channel = str(event["channel"])
+    thread = str(event.get("thread_ts") or event["ts"])
+    await answer(
+        deps,
+        client,
+        vocabularies,
+        team=_team(body, event),
+        channel=channel,
+        user=str(event["user"]),
+        text=str(event.get("text") or ""),
+        reply_in=thread,
+        thread_key=thread,
+        in_thread=bool(event.get("thread_ts")),  # a new top-level mention starts afresh
+    )
 
-    reg.event("app_mention", on_mention)
-    reg.event("message", on_dm, before_ack=dm_only)
-    reg.action(ASK_PICK_ACTION, on_pick)
+
+async def dm_only(
+    deps: Deps, body: dict[str, Any], context: Any, next: Callable[[], Awaitable[Any]]
+) -> BoltResponse | None:
+    """Before the ack: only a person's question in a DM, claimed once across replicas."""
+    event = body.get("event") or {}
+    if event.get("channel_type") != "im" or not _asked(event, context.get("bot_user_id")):
+        return _DONE  # a channel's message, an edit, the bot's own: nothing to answer
+    # Message events pass the dedup middleware (handlers/events.py): claimed here.
+    event_id = body.get("event_id")
+    team = str(body.get("team_id", ""))
+    if event_id and not await deps.store.claim(team, "event", str(event_id), EVENT_CLAIM_TTL_S):
+        deps.telemetry.duplicate_events.inc()
+        return _DONE
+    await next()
+    return None
+
+
+async def on_dm(
+    deps: Deps,
+    vocabularies: Vocabularies,
+    event: dict[str, Any],
+    body: dict[str, Any],
+    client: AsyncWebClient,
+) -> None:
+    channel = str(event["channel"])
+    thread = str(event["thread_ts"]) if event.get("thread_ts") else None
+    await answer(
+        deps,
+        client,
+        vocabularies,
+        team=_team(body, event),
+        channel=channel,
+        user=str(event["user"]),
+        text=str(event.get("text") or ""),
+        reply_in=thread,
+        thread_key=thread or DM_THREAD,
+        in_thread=thread is not None,
+        # At the top of a DM: its question's own thread goes on from it too.
+        also_keys=() if thread else (str(event["ts"]),),
+        else_key=DM_THREAD if thread else None,
+    )
+
+
+async def on_pick(deps: Deps, ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:
+    await ack()
+    picked = read_pick(str(body["actions"][0].get("value", "")))
+    channel = str((body.get("channel") or {}).get("id") or body["user"]["id"])
+    message = body.get("message") or {}
+    thread = message.get("thread_ts")
+    asker = thread_asker(
+        client,
+        team=str((body.get("team") or {}).get("id") or ""),
+        channel=channel,
+        user=str(body["user"]["id"]),
+        thread_ts=str(thread) if thread else None,
+    )
+    if picked is None:
+        await asker.private(render_menu("That button is from another version of me."))
+        return
+    if picked == ("/job-slow", ""):
+        # "why my job is slow": the asker's job, read as a question about it is.
+        await my_job(deps, client, asker)
+        return
+    await commands.dispatch(deps, client, picked[0], picked[1], asker)

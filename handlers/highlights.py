@@ -167,4 +167,4 @@ async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -
     )
     # The stats stand in the channel already: a chart Slack will not take is only logged.
     thread = asker.thread_ts or posted.ts
-    await upload_chart(client, deps.triage.cpu, channel, thread, chart, quiet=True)
+    await upload_chart(client, deps.cpu, channel, thread, chart, quiet=True)

@@ -9,14 +9,16 @@ in the channel), the whole answer comes privately instead, and says why there is
 from __future__ import annotations
 
 import functools
+from functools import partial
 from typing import Any
 
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.respond.async_respond import AsyncRespond
-from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.deps import Deps
+from bot.models import Job
+from bot.offload import Offload
 from bot.render.blocks import error as error_message
 from bot.render.charts import DEFAULT_JITTER, DEFAULT_SPREAD, NodeValue, job_chart
 from bot.render.jobslow import (
@@ -29,13 +31,17 @@ from bot.render.jobslow import (
 )
 from bot.slack_message import SlackMessage
 from bot.triage.jobs import SlowJobReport, find_job, slow_job
-from bot.triage.service import UserError, user_jobs
+from bot.triage.service import Triage, UserError, user_jobs
+from bot.triage.stragglers import StragglerConfig
+from bot.usermap import UserMap
 from handlers.registry import Registry
 from handlers.reply import (
     Asker,
     Chart,
+    Posted,
     Private,
     post_message,
+    post_progress,
     respond_message,
     update_message,
     upload_chart,
@@ -66,7 +72,9 @@ def chart_png(
 
 
 async def run(
-    deps: Deps,
+    triage: Triage,
+    users: UserMap,
+    cpu: Offload,
     client: AsyncWebClient,
     *,
     text: str,
@@ -75,9 +83,10 @@ async def run(
     private: Private,
     thread_ts: str | None = None,
 ) -> None:
-    triage = deps.triage
+    """Answers `/job-slow text` for `user_id` (whose cluster user `users` knows): the jobs to
+    pick from, or the answer in `channel`, its chart drawn on `cpu`, the worker pool."""
     cfg = triage.stragglers
-    viewer = await deps.users.cluster_user(user_id, client)
+    viewer = await users.cluster_user(user_id, client)
     if not text.strip():
         await private(render_pick(await user_jobs(triage, viewer)))
         return
@@ -85,33 +94,40 @@ async def run(
     if isinstance(job, UserError):
         await private(error_message(job.sentence))
         return
-    ts: str | None = None
-    try:
-        posted = await post_message(client, channel, render_progress(job), thread_ts=thread_ts)
-        ts, channel = posted.ts, posted.channel
-    except SlackApiError as exc:
-        code = exc.response.get("error", "unknown")
-        await private(
-            error_message(
-                f"I cannot post in this channel ({code}): invite me for the chart and the "
-                "thread. The answer follows here."
-            )
-        )
+    posted = await post_progress(
+        client, channel, render_progress(job), private, thread_ts=thread_ts
+    )
     report = await slow_job(triage, job, cfg, viewer=viewer)
+    if posted is None:
+        for message in _answers(job, report):
+            await private(message)
+        return
+    await _answer_in_place(client, cpu, cfg, posted, job, report, thread_ts)
+
+
+def _answers(job: Job, report: SlowJobReport | UserError) -> list[SlackMessage]:
+    """The answer and its detail, or why there is none."""
     if isinstance(report, UserError):
-        failed = render_error_in_place(job, report.sentence)
-        if ts is None:
-            await private(failed)
-        else:
-            await update_message(client, channel, ts, failed)
+        return [render_error_in_place(job, report.sentence)]
+    return [render_answer(report), render_detail(report)]
+
+
+async def _answer_in_place(
+    client: AsyncWebClient,
+    cpu: Offload,
+    cfg: StragglerConfig,
+    posted: Posted,
+    job: Job,
+    report: SlowJobReport | UserError,
+    thread_ts: str | None,
+) -> None:
+    """The "looking at…" message edited into the answer; its detail and chart in the thread."""
+    channel, ts = posted.channel, posted.ts
+    if isinstance(report, UserError):
+        await update_message(client, channel, ts, render_error_in_place(job, report.sentence))
         return
-    answer, detail = render_answer(report), render_detail(report)
-    if ts is None:
-        await private(answer)
-        await private(detail)
-        return
-    await update_message(client, channel, ts, answer)
-    await post_message(client, channel, detail, thread_ts=thread_ts or ts)
+    await update_message(client, channel, ts, render_answer(report))
+    await post_message(client, channel, render_detail(report), thread_ts=thread_ts or ts)
     if not report.pace and len(report.diagnosis.per_node) < 2:
         return  # nothing over time and no nodes to compare: a chart would be blank
     chart = Chart(
@@ -120,13 +136,15 @@ async def run(
         filename=f"job-{job.job_id.replace('/', '-')}.png",
         title=f"Job {job.job_id}: step time over 48 h and per node",
     )
-    await upload_chart(client, triage.cpu, channel, thread_ts or ts, chart)
+    await upload_chart(client, cpu, channel, thread_ts or ts, chart)
 
 
 async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -> None:
     """`/job-slow [job-id]` asked in the asker's channel."""
     await run(
-        deps,
+        deps.triage,
+        deps.users,
+        deps.cpu,
         client,
         text=text,
         user_id=asker.user_id,
@@ -137,18 +155,30 @@ async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -
 
 
 def register(reg: Registry, deps: Deps) -> None:
-    async def on_pick(
-        ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond, client: AsyncWebClient
-    ) -> None:
-        await ack()
-        job_id = str(body["actions"][0].get("value", ""))
-        channel = str((body.get("channel") or {}).get("id") or body["user"]["id"])
+    reg.action(PICK_ACTION, partial(on_pick, deps))
 
-        async def private(message: SlackMessage) -> None:
-            await respond_message(respond, message, replace_original=False)
 
-        await run(
-            deps, client, text=job_id, user_id=body["user"]["id"], channel=channel, private=private
-        )
+async def on_pick(
+    deps: Deps,
+    ack: AsyncAck,
+    body: dict[str, Any],
+    respond: AsyncRespond,
+    client: AsyncWebClient,
+) -> None:
+    await ack()
+    job_id = str(body["actions"][0].get("value", ""))
+    channel = str((body.get("channel") or {}).get("id") or body["user"]["id"])
 
-    reg.action(PICK_ACTION, on_pick)
+    async def private(message: SlackMessage) -> None:
+        await respond_message(respond, message, replace_original=False)
+
+    await run(
+        deps.triage,
+        deps.users,
+        deps.cpu,
+        client,
+        text=job_id,
+        user_id=body["user"]["id"],
+        channel=channel,
+        private=private,
+    )

@@ -10,8 +10,9 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from slack_bolt.context.ack.async_ack import AsyncAck
@@ -23,7 +24,7 @@ from bot.deps import Deps
 from bot.playground.catalog import newer_than
 from bot.playground.models import Checkpoint, Output, Prompt, Watch
 from bot.playground.naming import valid_run
-from bot.playground.service import Playground, PostWatch, UserError
+from bot.playground.service import Playground, PostWatch, Publish, UserError
 from bot.render.blocks import error as error_message
 from bot.render.blocks import success
 from bot.render.playground import (
@@ -45,6 +46,7 @@ from handlers.reply import (
     Asker,
     Misread,
     OpenView,
+    Posted,
     Private,
     post_ephemeral,
     post_line,
@@ -119,7 +121,6 @@ async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -
         run=run, prompt=rest[:8000], max_tokens=cfg.max_tokens, temperature=cfg.temperature
     )
     await start_chosen(
-        deps,
         pg,
         client,
         prompt,
@@ -142,7 +143,6 @@ def _steps(text: str) -> tuple[list[int] | None, str]:
 
 
 async def start_chosen(
-    deps: Deps,
     pg: Playground,
     client: AsyncWebClient,
     prompt: Prompt,
@@ -161,7 +161,6 @@ async def start_chosen(
         await private(error_message(picked.sentence))
         return
     await start(
-        deps,
         pg,
         client,
         prompt,
@@ -196,7 +195,6 @@ async def open_modal(
 
 
 async def start(
-    deps: Deps,
     pg: Playground,
     client: AsyncWebClient,
     prompt: Prompt,
@@ -208,77 +206,137 @@ async def start(
     private: Private,
     down: Sequence[str] = (),
 ) -> None:
-    """Posts the side-by-side message, streams into it, and puts long answers in the thread."""
+    """Posts the side-by-side message, streams into it, and puts long answers in the thread:
+    one request at a time per person (the store's limits)."""
     refused = await pg.store.acquire(user_id, pg.limits)
     if refused is not None:
         await private(error_message(refused.sentence))
         return
     try:
-        sid = secrets.token_hex(8)
-        cfg = pg.cfg
-
-        def message(outputs: list[Output], final: bool) -> SlackMessage:
-            return render_session(
-                sid,
-                prompt,
-                outputs,
-                user_id=user_id,
-                final=final,
-                section_chars=cfg.section_chars,
-                down=down,
-            )
-
-        first = message([Output(checkpoint=c) for c in checkpoints], False)
-        try:
-            posted = await post_message(client, channel, first, thread_ts=thread_ts)
-        except SlackApiError as exc:
-            code = exc.response.get("error", "unknown")
-            await private(
-                error_message(
-                    f"I cannot post in this channel ({code}): invite me, "
-                    "or use the playground in a DM with me."
-                )
-            )
-            return
-        posted_at = time.monotonic()
-        ts, channel = posted.ts, posted.channel
-        await pg.store.save_session(
-            sid,
-            json.dumps(
-                {
-                    "prompt": prompt.model_dump(mode="json"),
-                    "steps": [c.step for c in checkpoints],
-                    "channel": channel,
-                    "ts": thread_ts or ts,
-                    "user": user_id,
-                }
-            ),
+        await _stream(
+            pg,
+            client,
+            prompt,
+            checkpoints,
+            user_id=user_id,
+            channel=channel,
+            thread_ts=thread_ts,
+            private=private,
+            down=down,
         )
-
-        async def publish(outputs: list[Output], final: bool) -> None:
-            msg = message(outputs, final)
-            try:
-                await redraw_message(client, channel, ts, msg)
-            except SlackApiError as exc:  # the next edit carries everything anyway
-                log.warning("playground update failed", extra={"error": exc.response.get("error")})
-
-        outputs = await pg.stream_all(sid, prompt, checkpoints, publish, last_call=posted_at)
-        for o in outputs:
-            if len(o.text) <= cfg.section_chars:
-                continue
-            if len(o.text) > FULL_TEXT_CHARS:
-                await upload_file(
-                    client,
-                    channel,
-                    thread_ts or ts,
-                    o.text,
-                    filename=f"{prompt.run}-step-{o.checkpoint.step}.txt",
-                    title=f"{prompt.run} {o.checkpoint.label}: the whole answer",
-                )
-            else:
-                await post_line(client, channel, render_full_text(o), thread_ts=thread_ts or ts)
     finally:
         await pg.store.release(user_id)
+
+
+SessionMessage = Callable[[list[Output], bool], SlackMessage]
+
+
+async def _stream(
+    pg: Playground,
+    client: AsyncWebClient,
+    prompt: Prompt,
+    checkpoints: list[Checkpoint],
+    *,
+    user_id: str,
+    channel: str,
+    thread_ts: str | None,
+    private: Private,
+    down: Sequence[str],
+) -> None:
+    sid = secrets.token_hex(8)
+    message = _session_message(sid, prompt, user_id, pg.cfg.section_chars, down)
+    first = message([Output(checkpoint=c) for c in checkpoints], False)
+    posted = await _post_first(client, channel, first, thread_ts, private)
+    if posted is None:
+        return
+    posted_at = time.monotonic()
+    ts, channel = posted.ts, posted.channel
+    session = {
+        "prompt": prompt.model_dump(mode="json"),
+        "steps": [c.step for c in checkpoints],
+        "channel": channel,
+        "ts": thread_ts or ts,
+        "user": user_id,
+    }
+    await pg.store.save_session(sid, json.dumps(session))
+    publish = _publisher(client, channel, ts, message)
+    outputs = await pg.stream_all(sid, prompt, checkpoints, publish, last_call=posted_at)
+    await _post_long_answers(
+        client, pg.cfg.section_chars, prompt, outputs, channel, thread_ts or ts
+    )
+
+
+def _session_message(
+    sid: str, prompt: Prompt, user_id: str, section_chars: int, down: Sequence[str]
+) -> SessionMessage:
+    def message(outputs: list[Output], final: bool) -> SlackMessage:
+        return render_session(
+            sid,
+            prompt,
+            outputs,
+            user_id=user_id,
+            final=final,
+            section_chars=section_chars,
+            down=down,
+        )
+
+    return message
+
+
+async def _post_first(
+    client: AsyncWebClient,
+    channel: str,
+    first: SlackMessage,
+    thread_ts: str | None,
+    private: Private,
+) -> Posted | None:
+    """The side-by-side message posted, or None (the asker told why) where the bot may not."""
+    try:
+        return await post_message(client, channel, first, thread_ts=thread_ts)
+    except SlackApiError as exc:
+        code = exc.response.get("error", "unknown")
+        await private(
+            error_message(
+                f"I cannot post in this channel ({code}): invite me, "
+                "or use the playground in a DM with me."
+            )
+        )
+        return None
+
+
+def _publisher(client: AsyncWebClient, channel: str, ts: str, message: SessionMessage) -> Publish:
+    async def publish(outputs: list[Output], final: bool) -> None:
+        try:
+            await redraw_message(client, channel, ts, message(outputs, final))
+        except SlackApiError as exc:  # the next edit carries everything anyway
+            log.warning("playground update failed", extra={"error": exc.response.get("error")})
+
+    return publish
+
+
+async def _post_long_answers(
+    client: AsyncWebClient,
+    section_chars: int,
+    prompt: Prompt,
+    outputs: list[Output],
+    channel: str,
+    thread_ts: str,
+) -> None:
+    """Each answer longer than its section, whole, in the thread (a file past a message's)."""
+    for o in outputs:
+        if len(o.text) <= section_chars:
+            continue
+        if len(o.text) > FULL_TEXT_CHARS:
+            await upload_file(
+                client,
+                channel,
+                thread_ts,
+                o.text,
+                filename=f"{prompt.run}-step-{o.checkpoint.step}.txt",
+                title=f"{prompt.run} {o.checkpoint.label}: the whole answer",
+            )
+        else:
+            await post_line(client, channel, render_full_text(o), thread_ts=thread_ts)
 
 
 async def _session(pg: Playground, sid: str) -> dict[str, Any] | None:
@@ -296,159 +354,180 @@ def watch_poster(client: AsyncWebClient) -> PostWatch:
 
 
 def register(reg: Registry, deps: Deps) -> None:
-    async def tell(respond: AsyncRespond, text: str) -> None:
-        await respond(response_type="ephemeral", replace_original=False, text=text)
+    reg.action(CANCEL_ACTION, partial(on_cancel, deps))
+    reg.action(RERUN_ACTION, partial(on_rerun, deps))
+    reg.action(WATCH_ACTION, partial(on_watch, deps))
+    reg.action(RUN_PICK_ACTION, partial(on_run_pick, deps))
+    reg.view(MODAL_CALLBACK, partial(on_submit, deps))
 
-    def sid_of(body: dict[str, Any]) -> str:
-        return str((body.get("actions") or [{}])[0].get("value") or "")
 
-    async def session_or_say(
-        body: dict[str, Any], respond: AsyncRespond
-    ) -> tuple[Playground, dict[str, Any]] | None:
-        """The playground and the pressed message's request, or None (said when expired)."""
-        pg = deps.playground
-        if pg is None:
-            return None
-        session = await _session(pg, sid_of(body))
-        if session is None:
-            await tell(respond, "That playground request expired; ask it again.")
-            return None
-        return pg, session
+async def _tell(respond: AsyncRespond, text: str) -> None:
+    await respond(response_type="ephemeral", replace_original=False, text=text)
 
-    async def on_cancel(
-        ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond, client: AsyncWebClient
-    ) -> None:
-        await ack()
-        pg = deps.playground
-        if pg is None:
-            return
-        session = await _session(pg, sid_of(body))
-        user = str(body.get("user", {}).get("id", ""))
-        if session is None:
-            return await tell(respond, "That playground request is over; nothing to cancel.")
-        if session["user"] != user and not await deps.authz.allowed(user, client):
-            return await tell(respond, "Only the person who asked (or an admin) may cancel it.")
-        await pg.store.cancel(sid_of(body))
-        await tell(respond, "Cancelling: the streams stop within a second.")
 
-    async def on_rerun(
-        ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond, client: AsyncWebClient
-    ) -> None:
-        await ack()
-        found = await session_or_say(body, respond)
-        if found is None:
-            return
-        pg, session = found
-        prompt = Prompt.model_validate(session["prompt"])
-        catalog = await pg.catalog(fresh=True)
-        newer = newer_than(catalog.run(prompt.run), max(session["steps"]))
-        if not newer:
-            return await tell(
-                respond,
-                f"No checkpoint of `{prompt.run}` is newer than step "
-                f"{max(session['steps']):,} yet.",
-            )
-        picked = sorted(newer, key=lambda c: -c.step)[: pg.cfg.max_checkpoints]
-        user = str(body.get("user", {}).get("id", ""))
+def _sid_of(body: dict[str, Any]) -> str:
+    return str((body.get("actions") or [{}])[0].get("value") or "")
 
-        async def private(msg: SlackMessage) -> None:
-            await respond_message(respond, msg, replace_original=False)
 
-        await start(
-            deps,
-            pg,
-            client,
-            prompt,
-            picked,
-            user_id=user,
-            channel=session["channel"],
-            thread_ts=session["ts"],
-            private=private,
-        )
+def _user_of(body: dict[str, Any]) -> str:
+    return str(body.get("user", {}).get("id", ""))
 
-    async def on_watch(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
-        await ack()
-        found = await session_or_say(body, respond)
-        if found is None:
-            return
-        pg, session = found
-        user = str(body.get("user", {}).get("id", ""))
-        mine = [w for w in await pg.store.watches() if w.user_id == user]
-        if len(mine) >= pg.cfg.watch_limit:
-            return await tell(
-                respond,
-                f"You watch {len(mine)} prompts already, the limit: "
-                "`/playground unwatch <id>` one first.",
-            )
-        prompt = Prompt.model_validate(session["prompt"])
-        watch = Watch(
-            id=secrets.token_hex(4),
-            user_id=user,
-            prompt=prompt,
-            channel=session["channel"],
-            thread_ts=session["ts"],
-            last_step=max(session["steps"]),
-            created=datetime.now(UTC),
-        )
-        await pg.store.add_watch(watch)
-        await tell(
+
+async def _session_or_say(
+    deps: Deps, body: dict[str, Any], respond: AsyncRespond
+) -> tuple[Playground, dict[str, Any]] | None:
+    """The playground and the pressed message's request, or None (said when expired)."""
+    pg = deps.playground
+    if pg is None:
+        return None
+    session = await _session(pg, _sid_of(body))
+    if session is None:
+        await _tell(respond, "That playground request expired; ask it again.")
+        return None
+    return pg, session
+
+
+async def on_cancel(
+    deps: Deps,
+    ack: AsyncAck,
+    body: dict[str, Any],
+    respond: AsyncRespond,
+    client: AsyncWebClient,
+) -> None:
+    await ack()
+    pg = deps.playground
+    if pg is None:
+        return
+    session = await _session(pg, _sid_of(body))
+    user = _user_of(body)
+    if session is None:
+        return await _tell(respond, "That playground request is over; nothing to cancel.")
+    if session["user"] != user and not await deps.authz.allowed(user, client):
+        return await _tell(respond, "Only the person who asked (or an admin) may cancel it.")
+    await pg.store.cancel(_sid_of(body))
+    await _tell(respond, "Cancelling: the streams stop within a second.")
+
+
+async def on_rerun(
+    deps: Deps,
+    ack: AsyncAck,
+    body: dict[str, Any],
+    respond: AsyncRespond,
+    client: AsyncWebClient,
+) -> None:
+    await ack()
+    found = await _session_or_say(deps, body, respond)
+    if found is None:
+        return
+    pg, session = found
+    prompt = Prompt.model_validate(session["prompt"])
+    catalog = await pg.catalog(fresh=True)
+    newer = newer_than(catalog.run(prompt.run), max(session["steps"]))
+    if not newer:
+        return await _tell(
             respond,
-            f"Watching `{prompt.run}` (watch `{watch.id}`): each new checkpoint "
-            "answers this prompt in the thread. `/playground unwatch "
-            f"{watch.id}` stops it.",
+            f"No checkpoint of `{prompt.run}` is newer than step {max(session['steps']):,} yet.",
         )
+    picked = sorted(newer, key=lambda c: -c.step)[: pg.cfg.max_checkpoints]
 
-    async def on_run_pick(ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:
-        await ack()
-        pg = deps.playground
-        if pg is None:
-            return
-        view = body.get("view") or {}
-        run = str(((body.get("actions") or [{}])[0].get("selected_option") or {}).get("value"))
-        await update_modal(
-            client,
-            view.get("id"),
-            render_modal(
-                await pg.catalog(),
-                metadata=view.get("private_metadata", "{}"),
-                run=run,
-                max_checkpoints=pg.cfg.max_checkpoints,
-                max_tokens=pg.cfg.max_tokens,
-                temperature=pg.cfg.temperature,
-            ),
-            view_hash=view.get("hash"),
+    async def private(msg: SlackMessage) -> None:
+        await respond_message(respond, msg, replace_original=False)
+
+    await start(
+        pg,
+        client,
+        prompt,
+        picked,
+        user_id=_user_of(body),
+        channel=session["channel"],
+        thread_ts=session["ts"],
+        private=private,
+    )
+
+
+async def on_watch(deps: Deps, ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+    await ack()
+    found = await _session_or_say(deps, body, respond)
+    if found is None:
+        return
+    pg, session = found
+    user = _user_of(body)
+    mine = [w for w in await pg.store.watches() if w.user_id == user]
+    if len(mine) >= pg.cfg.watch_limit:
+        return await _tell(
+            respond,
+            f"You watch {len(mine)} prompts already, the limit: "
+            "`/playground unwatch <id>` one first.",
         )
+    prompt = Prompt.model_validate(session["prompt"])
+    watch = Watch(
+        id=secrets.token_hex(4),
+        user_id=user,
+        prompt=prompt,
+        channel=session["channel"],
+        thread_ts=session["ts"],
+        last_step=max(session["steps"]),
+        created=datetime.now(UTC),
+    )
+    await pg.store.add_watch(watch)
+    await _tell(
+        respond,
+        f"Watching `{prompt.run}` (watch `{watch.id}`): each new checkpoint "
+        "answers this prompt in the thread. `/playground unwatch "
+        f"{watch.id}` stops it.",
+    )
 
-    async def on_submit(
-        ack: AsyncAck, body: dict[str, Any], view: dict[str, Any], client: AsyncWebClient
-    ) -> None:
-        pg = deps.playground
-        if pg is None:
-            await ack()
-            return
-        parsed = parse_submission(
-            view,
-            max_tokens_cap=pg.cfg.max_tokens_cap,
+
+async def on_run_pick(
+    deps: Deps, ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient
+) -> None:
+    await ack()
+    pg = deps.playground
+    if pg is None:
+        return
+    view = body.get("view") or {}
+    run = str(((body.get("actions") or [{}])[0].get("selected_option") or {}).get("value"))
+    await update_modal(
+        client,
+        view.get("id"),
+        render_modal(
+            await pg.catalog(),
+            metadata=view.get("private_metadata", "{}"),
+            run=run,
+            max_checkpoints=pg.cfg.max_checkpoints,
             max_tokens=pg.cfg.max_tokens,
             temperature=pg.cfg.temperature,
-        )
-        if isinstance(parsed, dict):
-            await ack(response_action="errors", errors=parsed)
-            return
+        ),
+        view_hash=view.get("hash"),
+    )
+
+
+async def on_submit(
+    deps: Deps,
+    ack: AsyncAck,
+    body: dict[str, Any],
+    view: dict[str, Any],
+    client: AsyncWebClient,
+) -> None:
+    pg = deps.playground
+    if pg is None:
         await ack()
-        _, steps, prompt = parsed  # the prompt names the run
-        user = str(body["user"]["id"])
-        channel = str(json.loads(view.get("private_metadata") or "{}").get("channel") or user)
+        return
+    parsed = parse_submission(
+        view,
+        max_tokens_cap=pg.cfg.max_tokens_cap,
+        max_tokens=pg.cfg.max_tokens,
+        temperature=pg.cfg.temperature,
+    )
+    if isinstance(parsed, dict):
+        await ack(response_action="errors", errors=parsed)
+        return
+    await ack()
+    _, steps, prompt = parsed  # the prompt names the run
+    user = str(body["user"]["id"])
+    channel = str(json.loads(view.get("private_metadata") or "{}").get("channel") or user)
 
-        async def private(msg: SlackMessage) -> None:
-            await post_ephemeral(client, channel, user, msg)
+    async def private(msg: SlackMessage) -> None:
+        await post_ephemeral(client, channel, user, msg)
 
-        await start_chosen(
-            deps, pg, client, prompt, steps, user_id=user, channel=channel, private=private
-        )
-
-    reg.action(CANCEL_ACTION, on_cancel)
-    reg.action(RERUN_ACTION, on_rerun)
-    reg.action(WATCH_ACTION, on_watch)
-    reg.action(RUN_PICK_ACTION, on_run_pick)
-    reg.view(MODAL_CALLBACK, on_submit)
+    await start_chosen(pg, client, prompt, steps, user_id=user, channel=channel, private=private)

@@ -14,7 +14,6 @@ import logging
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.deps import Deps
@@ -29,7 +28,15 @@ from bot.render.precursor_chart import precursor_chart
 from bot.render.precursors import kind_words, render_answer, render_detail, render_progress
 from bot.triage.targets import BadInput
 from bot.triage.vocabulary import resolve_names
-from handlers.reply import Asker, Chart, ProgressEdits, post_message, update_message, upload_chart
+from handlers.reply import (
+    Asker,
+    Chart,
+    ProgressEdits,
+    post_message,
+    post_progress,
+    update_message,
+    upload_chart,
+)
 
 log = logging.getLogger(__name__)
 
@@ -128,20 +135,11 @@ async def run(
     deps: Deps, client: AsyncWebClient, ask: WhyAsk, history: PrecursorHistory, asker: Asker
 ) -> None:
     end = datetime.now(UTC)
-    channel, ts = asker.channel, None
-    try:
-        posted = await post_message(
-            client, channel, render_progress(ask.kind, ask.window_s), thread_ts=asker.thread_ts
-        )
-        ts, channel = posted.ts, posted.channel
-    except SlackApiError as exc:
-        code = exc.response.get("error", "unknown")
-        await asker.private(
-            error_message(
-                f"I cannot post in this channel ({code}): invite me for the chart and the "
-                "thread. The answer follows here."
-            )
-        )
+    first = render_progress(ask.kind, ask.window_s)
+    posted = await post_progress(
+        client, asker.channel, first, asker.private, thread_ts=asker.thread_ts
+    )
+    channel, ts = (posted.channel, posted.ts) if posted is not None else (asker.channel, None)
     progress = (
         ProgressEdits(
             client, channel, ts, lambda step: render_progress(ask.kind, ask.window_s, step)
@@ -166,7 +164,7 @@ async def run(
             end=end,
             cfg=deps.precursors_config,
             progress=progress,
-            compute=deps.triage.cpu.run,
+            compute=deps.cpu.run,
             recorded=recorded,
         )
     except BackendError as exc:
@@ -182,7 +180,7 @@ async def run(
     await post_message(client, channel, detail, thread_ts=asker.thread_ts or ts)
     if report.leading is not None:
         chart = _chart(report)
-        await upload_chart(client, deps.triage.cpu, channel, asker.thread_ts or ts, chart)
+        await upload_chart(client, deps.cpu, channel, asker.thread_ts or ts, chart)
 
 
 def _chart(report: PrecursorReport) -> Chart:

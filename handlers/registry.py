@@ -6,6 +6,7 @@ cannot be added on one side only.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import re
@@ -62,13 +63,20 @@ class Middleware(AsyncMiddleware):
         return self._name
 
 
+def _name(fn: Callable[..., Any]) -> str:
+    """A listener's name: a module-level function's own, or, bound to what it uses with
+    `functools.partial(listener, service)`, the function's inside it."""
+    inner = fn.func if isinstance(fn, functools.partial) else fn
+    return str(getattr(inner, "__name__", "fn"))
+
+
 def before_ack_step(fn: BeforeAckFn) -> Middleware:
     """A listener's step that runs before Slack gets its 200, given the body and context."""
 
     async def run(req: AsyncBoltRequest, next: Next) -> BoltResponse | None:
         return await fn(req.body, req.context, next)
 
-    return Middleware(run, f"before_ack({getattr(fn, '__name__', 'fn')})")
+    return Middleware(run, f"before_ack({_name(fn)})")
 
 
 def _handover(args: AsyncArgs) -> Handover | None:
@@ -141,10 +149,11 @@ class Registry:
     def _tracked(self, listener: Listener) -> Listener:
         # Bolt gives a listener whose one argument is named `args` all of them (AsyncArgs):
         # the wrapper needs `body` and `respond` for the handover whatever the listener takes.
+        # A `functools.partial` with what it uses bound in front shows Bolt's arguments only.
         names = tuple(inspect.signature(listener).parameters)
         unknown = [n for n in names if n not in AsyncArgs.__annotations__]
         if unknown:
-            raise TypeError(f"{listener.__qualname__}: Bolt gives no argument named {unknown}")
+            raise TypeError(f"{_name(listener)}: Bolt gives no argument named {unknown}")
 
         async def run(args: AsyncArgs) -> Any:
             given = {n: getattr(args, n) for n in names}
@@ -155,7 +164,7 @@ class Registry:
                 async with self.inflight.track(_handover(args)):
                     return await listener(**given)
 
-        run.__qualname__ = run.__name__ = listener.__name__  # Bolt names a listener by this
+        run.__qualname__ = run.__name__ = _name(listener)  # Bolt names a listener by this
         return run
 
     def command(self, name: str, listener: Listener) -> None:

@@ -8,10 +8,9 @@ posted. Where the bot may not post, the answer comes privately instead, without 
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 
-from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.deps import Deps
@@ -32,13 +31,16 @@ from bot.regressions.service import find_regressions
 from bot.render.blocks import error as error_message
 from bot.render.regression_chart import regressions_chart
 from bot.render.regressions import render_answer, render_detail, render_progress, when
+from bot.slack_message import SlackMessage
 from handlers.reply import (
     Asker,
     Chart,
     Misread,
+    Posted,
     Private,
     ProgressEdits,
     post_message,
+    post_progress,
     update_message,
     upload_chart,
 )
@@ -60,7 +62,9 @@ def chart_png(report: RegressionReport) -> bytes:
 
 
 async def run(
-    deps: Deps,
+    history: FleetHistory | None,
+    components: Sequence[str],
+    cpu: Offload,
     client: AsyncWebClient,
     *,
     text: str,
@@ -68,62 +72,83 @@ async def run(
     private: Private,
     thread_ts: str | None = None,
 ) -> None:
-    history: FleetHistory | None = deps.regressions_history
+    """Answers `/regressions text` from the fleet's `history` (None: not configured here),
+    `components` those a person may name; the finder and the chart run on `cpu`."""
     if history is None:
         await private(error_message(NOT_CONFIGURED))
         return
     try:
-        ask = parse_ask(text, deps.regressions_components)
+        ask = parse_ask(text, components)
     except AskError as exc:
         raise Misread(str(exc)) from exc
     end = datetime.now(UTC)
-    ts: str | None = None
-    try:
-        posted = await post_message(
-            client, channel, render_progress(_what(ask), ask.window), thread_ts=thread_ts
-        )
-        ts, channel = posted.ts, posted.channel
-    except SlackApiError as exc:
-        code = exc.response.get("error", "unknown")
-        await private(
-            error_message(
-                f"I cannot post in this channel ({code}): invite me for the chart and the "
-                "thread. The answer follows here."
-            )
-        )
+    first = render_progress(_what(ask), ask.window)
+    posted = await post_progress(client, channel, first, private, thread_ts=thread_ts)
     progress = (
         ProgressEdits(
-            client, channel, ts, lambda step: render_progress(_what(ask), ask.window, step)
+            client,
+            posted.channel,
+            posted.ts,
+            lambda step: render_progress(_what(ask), ask.window, step),
         )
-        if ts is not None
+        if posted is not None
         else None
     )
     try:
-        # The components not asked about are read too: a kernel rollout that came with a new
-        # image must be named as confounded, not credited with the image's effect.
-        others = [c for c in deps.regressions_components if c not in ask.components]
-        report = await find_regressions(
-            history,
-            ask.components,
-            start=end - ask.window,
-            end=end,
-            progress=progress,
-            confounders=others,
-            compute=deps.triage.cpu.run,
-        )
+        report = await _find(history, components, cpu, ask, end, progress)
     except BackendError as exc:
         failed = error_message(f"I could not read the fleet's history: {exc.user_text()}")
-        await (private(failed) if ts is None else update_message(client, channel, ts, failed))
+        await (private(failed) if posted is None else _update(client, posted, failed))
         return
+    await _answer(cpu, client, report, ask, posted, private, thread_ts)
+
+
+async def _find(
+    history: FleetHistory,
+    components: Sequence[str],
+    cpu: Offload,
+    ask: RegressionsAsk,
+    end: datetime,
+    progress: ProgressEdits | None,
+) -> RegressionReport:
+    # The components not asked about are read too: a kernel rollout that came with a new
+    # image must be named as confounded, not credited with the image's effect.
+    others = [c for c in components if c not in ask.components]
+    return await find_regressions(
+        history,
+        ask.components,
+        start=end - ask.window,
+        end=end,
+        progress=progress,
+        confounders=others,
+        compute=cpu.run,
+    )
+
+
+async def _update(client: AsyncWebClient, posted: Posted, message: SlackMessage) -> None:
+    await update_message(client, posted.channel, posted.ts, message)
+
+
+async def _answer(
+    cpu: Offload,
+    client: AsyncWebClient,
+    report: RegressionReport,
+    ask: RegressionsAsk,
+    posted: Posted | None,
+    private: Private,
+    thread_ts: str | None,
+) -> None:
+    """The answer in place of "looking at…", its detail and chart in the thread; or, where
+    nothing could be posted, the answer and its detail privately."""
     answer, detail = render_answer(report, ask.window), render_detail(report)
-    if ts is None:
+    if posted is None:
         await private(answer)
         await private(detail)
         return
-    await update_message(client, channel, ts, answer)
-    await post_message(client, channel, detail, thread_ts=thread_ts or ts)
+    await _update(client, posted, answer)
+    await post_message(client, posted.channel, detail, thread_ts=thread_ts or posted.ts)
     if report.findings:
-        await upload_chart(client, deps.triage.cpu, channel, thread_ts or ts, _chart(report))
+        await upload_chart(client, cpu, posted.channel, thread_ts or posted.ts, _chart(report))
 
 
 def _chart(report: RegressionReport) -> Chart:
@@ -153,7 +178,9 @@ def weekly_poster(
 async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -> None:
     """`/regressions [component ...] [--since 7d]` asked in the asker's channel."""
     await run(
-        deps,
+        deps.regressions_history,
+        deps.regressions_components,
+        deps.cpu,
         client,
         text=text,
         channel=asker.channel,

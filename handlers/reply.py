@@ -30,6 +30,7 @@ from slack_sdk.webhook.webhook_response import WebhookResponse
 
 from bot import ticks
 from bot.offload import Offload
+from bot.render.blocks import error as error_message
 from bot.slack_message import SlackMessage
 from handlers.registry import Middleware, Next
 
@@ -116,6 +117,29 @@ async def post_message(
             thread_ts=thread_ts or posted.ts,
         )
     return posted
+
+
+async def post_progress(
+    client: AsyncWebClient,
+    channel: str,
+    message: SlackMessage,
+    private: Private,
+    *,
+    thread_ts: str | None = None,
+) -> Posted | None:
+    """The "looking at…" message that is edited into the answer; None where the bot may not
+    post there, the asker told that the answer follows privately, without a chart."""
+    try:
+        return await post_message(client, channel, message, thread_ts=thread_ts)
+    except SlackApiError as exc:
+        code = exc.response.get("error", "unknown")
+        await private(
+            error_message(
+                f"I cannot post in this channel ({code}): invite me for the chart and the "
+                "thread. The answer follows here."
+            )
+        )
+        return None
 
 
 async def update_message(

@@ -30,7 +30,8 @@ from bot.alerts.standing import NO_SCHEDULER, Standings, standings
 from bot.alerts.sweep import first_seen, sweep_fingerprint, swept
 from bot.errors import BackendError, FenceLost, PostError
 from bot.models import Fault
-from bot.ports import Fence, Located
+from bot.offload import Offload
+from bot.ports import Fence, Inventory, Located, Scheduler
 from bot.triage.service import Triage, fleet_faults, judge_reported
 
 log = logging.getLogger(__name__)
@@ -52,8 +53,13 @@ class Alerting:
     store: AlertStore
     poster: Poster
     cfg: AlertsConfig
-    triage: Triage
+    triage: Triage  # the sweep and the judging of reported faults: the triage's whole work
     messages: AlertMessages  # what the notifier posts, built at the edge
+    # What the alerts use on their own, the triage's same objects, handed by the composition
+    # root: the places of the nodes, the scheduler to drain through, the worker pool.
+    inventory: Inventory
+    scheduler: Scheduler | None
+    cpu: Offload
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     # The notifier's memory of its own calls, for Slack's one message a second a channel: on
@@ -70,7 +76,7 @@ class Alerting:
     # ingest -----------------------------------------------------------------------------------
 
     async def topology(self) -> Callable[[str], Located | None]:
-        inventory = self.triage.inventory
+        inventory = self.inventory
         try:
             await asyncio.wait_for(inventory.load(), TOPOLOGY_TIMEOUT_S)
         except (BackendError, TimeoutError):
@@ -81,9 +87,9 @@ class Alerting:
     def describe(self, node: str) -> dict[str, str]:
         """What the inventory knows of a node, for what an event's nodes share
         (`Alert.facts`); read from what `topology` loaded, so no I/O."""
-        known = self.triage.inventory.node(node)
+        known = self.inventory.node(node)
         if known is None:
-            place = self.triage.inventory.place(node)
+            place = self.inventory.place(node)
             return {"rack": place.rack, "leaf_switch": place.leaf_switch} if place else {}
         facts = {
             "rack": known.rack,
@@ -97,7 +103,7 @@ class Alerting:
         """Node -> the job it runs (`bot/alerts/node_jobs.py`), for the firing alerts' nodes
         whose labels name no job: one read of the scheduler for the whole batch. Slurm out of
         reach or slow leaves the events without a job fact, never the alerts unstored."""
-        scheduler = self.triage.scheduler
+        scheduler = self.scheduler
         nodes = {
             a.node
             for a in alerts
@@ -136,7 +142,7 @@ class Alerting:
             self.cfg,
             now,
             describe=describe,
-            cpu=self.triage.cpu,
+            cpu=self.cpu,
         )
         self.wake.set()
         return done
@@ -178,7 +184,7 @@ class Alerting:
         seen = await self.first_seen(found.faults, groups.values(), now)
         # Thousands of alerts at 50,000 nodes: built and compared on a worker, so that the
         # acks of commands arriving meanwhile are not held back by the sweep's own work.
-        alerts = await self.triage.cpu.run(
+        alerts = await self.cpu.run(
             swept,
             found.faults,
             found.unchecked,
@@ -197,8 +203,8 @@ class Alerting:
             now,
             fence=fence,
             describe=describe,
-            pause=self.triage.cpu.before,
-            cpu=self.triage.cpu,
+            pause=self.cpu.before,
+            cpu=self.cpu,
         )
         self.wake.set()
         return done
@@ -233,7 +239,7 @@ class Alerting:
             )
             return {}
         gap_s = self.triage.config.repeat.gap_s
-        return await self.triage.cpu.run(first_seen, new, stored, now, gap_s)
+        return await self.cpu.run(first_seen, new, stored, now, gap_s)
 
     async def sweeper(self, stop: asyncio.Event) -> None:
         if not self.can_sweep:
@@ -350,14 +356,14 @@ class Alerting:
         ]
         if not wanted:
             return
-        inventory = self.triage.inventory
+        inventory = self.inventory
         await inventory.load()
         fleet = len(inventory.names())
         for group in wanted:
             gid = group.key.id
             self._auto_tried.update((gid, a.node) for a in group.firing if a.node)
             lines = await acts.auto_drain_group(
-                self.store, self.triage.scheduler, self.cfg, group, now, fleet
+                self.store, self.scheduler, self.cfg, group, now, fleet
             )
             if lines:
                 log.info("auto-drain", extra={"group": gid, "lines": len(lines)})
@@ -470,7 +476,7 @@ class Alerting:
         """Where the nodes of the pass's messages and pages stand in the scheduler: one
         bounded read for all of them, so each message's buttons fit its nodes' state
         (bot/alerts/standing.py). Out of reach or slow: not known, said in the message."""
-        scheduler = self.triage.scheduler
+        scheduler = self.scheduler
         if scheduler is None:
             return NO_SCHEDULER
         nodes = sorted(

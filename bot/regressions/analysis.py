@@ -118,6 +118,36 @@ def analyse(
     `computes` (per-node compute time, where jobs export it) give each finding its per-node
     evidence (bot/regressions/same_work.py)."""
     cfg = cfg or FinderConfig()
+    jobs, by_rollout = _crossings(spans, paces, components, cfg)
+    notes = _component_notes(spans, components, by_rollout)
+    findings = [
+        _finding(r, crossed, jobs, end, cfg, notes, spans, computes)
+        for r, crossed in by_rollout.items()
+    ]
+    findings.sort(key=_rank)
+    notes.extend(_pace_notes(paces, jobs))
+    for f in findings:
+        notes.extend(_finding_notes(f, by_rollout[f.rollout], cfg))
+    nodes = {s.node for s in spans} | {n for p in paces for n in p.nodes}
+    return RegressionReport(
+        start=start,
+        end=end,
+        component=components[0] if len(components) == 1 else None,
+        findings=tuple(findings),
+        jobs_read=len(paces),
+        nodes_read=len(nodes),
+        notes=tuple(notes),
+    )
+
+
+def _crossings(
+    spans: Sequence[VersionSpan],
+    paces: Sequence[JobPace],
+    components: Sequence[str],
+    cfg: FinderConfig,
+) -> tuple[list[Series], dict[Rollout, list[Crossing]]]:
+    """The jobs' paces that can be read, and for each rollout of `components` the jobs that
+    crossed it, fleet time taken out."""
     changes = node_changes(spans)
     by_node: defaultdict[str, list[NodeChange]] = defaultdict(list)
     for change in changes:
@@ -131,6 +161,15 @@ def analyse(
         for r in find_rollouts(spans, changes)
         if r.component in components
     }
+    return jobs, by_rollout
+
+
+def _component_notes(
+    spans: Sequence[VersionSpan],
+    components: Sequence[str],
+    by_rollout: dict[Rollout, list[Crossing]],
+) -> list[str]:
+    """What was asked about that no node has a history of, or that no node changed."""
     notes: list[str] = []
     read = {s.component for s in spans}
     moved = {r.component for r in by_rollout}
@@ -139,49 +178,44 @@ def analyse(
             notes.append(f"No {c} history of any node in the window.")
         elif c not in moved:
             notes.append(f"No node changed its {c} in the window.")
-    findings = [
-        _finding(r, crossed, jobs, end, cfg, notes, spans, computes)
-        for r, crossed in by_rollout.items()
-    ]
-    findings.sort(key=_rank)
+    return notes
+
+
+def _pace_notes(paces: Sequence[JobPace], jobs: Sequence[Series]) -> list[str]:
     if not paces:
-        notes.append("No job pace in the window.")
-    elif len(jobs) < len(paces):
-        notes.append(f"{len(paces) - len(jobs)} of {len(paces)} jobs had too little pace to read.")
-    for f in findings:
-        if f.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT):
-            crossed = by_rollout[f.rollout]
-            lined = sum(1 for c in crossed if c.stepped_at_switch(cfg.effects.line_up))
-            notes.append(
-                f"{f.rollout.component} {f.rollout.new}: the pace of {lined} of "
-                f"{count(len(crossed), 'crossing job')} steps within "
-                f"{cfg.effects.line_up.total_seconds() / 60:.0f} minutes of its first node's "
-                "switch."
-            )
-        sw = f.same_work
-        if sw is not None and not sw.agrees and f.verdict is not Verdict.TOO_FEW:
-            notes.append(
-                f"{f.rollout.component} {f.rollout.new}: the two lines of evidence disagree: "
-                f"the pace says {f.effect_pct:+.1f} % ({f.low_pct:+.1f} to {f.high_pct:+.1f}), "
-                f"the per-node compute time of {count(sw.jobs, 'job')} on both cohorts at once "
-                f"{sw.effect_pct:+.1f} % ({sw.low_pct:+.1f} to {sw.high_pct:+.1f}). Something "
-                "else moved the jobs' pace at their switch, or the new value slows what the "
-                "compute time does not time."
-            )
-        if f.confounded_with and f.verdict is not Verdict.TOO_FEW:
-            notes.append(
-                f"{f.rollout.component} {f.rollout.new}: {f.clean_jobs} of {f.jobs} crossing jobs "
-                f"changed nothing else; the others also went through "
-                f"{', '.join(f.confounded_with)} at the same time, so the effect is theirs "
-                "together."
-            )
-    nodes = {s.node for s in spans} | {n for p in paces for n in p.nodes}
-    return RegressionReport(
-        start=start,
-        end=end,
-        component=components[0] if len(components) == 1 else None,
-        findings=tuple(findings),
-        jobs_read=len(paces),
-        nodes_read=len(nodes),
-        notes=tuple(notes),
-    )
+        return ["No job pace in the window."]
+    if len(jobs) < len(paces):
+        return [f"{len(paces) - len(jobs)} of {len(paces)} jobs had too little pace to read."]
+    return []
+
+
+def _finding_notes(f: Finding, crossed: Sequence[Crossing], cfg: FinderConfig) -> list[str]:
+    """How far a finding may be trusted: how its jobs stepped at the switch, whether the
+    per-node compute time agrees, what else changed with it."""
+    notes: list[str] = []
+    if f.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT):
+        lined = sum(1 for c in crossed if c.stepped_at_switch(cfg.effects.line_up))
+        notes.append(
+            f"{f.rollout.component} {f.rollout.new}: the pace of {lined} of "
+            f"{count(len(crossed), 'crossing job')} steps within "
+            f"{cfg.effects.line_up.total_seconds() / 60:.0f} minutes of its first node's "
+            "switch."
+        )
+    sw = f.same_work
+    if sw is not None and not sw.agrees and f.verdict is not Verdict.TOO_FEW:
+        notes.append(
+            f"{f.rollout.component} {f.rollout.new}: the two lines of evidence disagree: "
+            f"the pace says {f.effect_pct:+.1f} % ({f.low_pct:+.1f} to {f.high_pct:+.1f}), "
+            f"the per-node compute time of {count(sw.jobs, 'job')} on both cohorts at once "
+            f"{sw.effect_pct:+.1f} % ({sw.low_pct:+.1f} to {sw.high_pct:+.1f}). Something "
+            "else moved the jobs' pace at their switch, or the new value slows what the "
+            "compute time does not time."
+        )
+    if f.confounded_with and f.verdict is not Verdict.TOO_FEW:
+        notes.append(
+            f"{f.rollout.component} {f.rollout.new}: {f.clean_jobs} of {f.jobs} crossing jobs "
+            f"changed nothing else; the others also went through "
+            f"{', '.join(f.confounded_with)} at the same time, so the effect is theirs "
+            "together."
+        )
+    return notes

@@ -170,6 +170,8 @@ async def test_without_a_scheduler_an_alert_offers_no_drain_or_resume(
     r = await start_replica()
     # The same bot with its scheduler gone (a metrics source and no Slurm, no Kubernetes).
     r.bot.deps.triage.scheduler = None
+    if r.bot.deps.alerting is not None:  # handed the scheduler on their own
+        r.bot.deps.alerting.scheduler = None
     await r.send(webhook([am_alert("gpu-0001", "GpuXid79", severity="critical")]))
     await emulator.wait_for_call("chat.postMessage", timeout=10)
     await settle(r)

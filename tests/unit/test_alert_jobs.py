@@ -88,6 +88,9 @@ def alerting(scheduler: Scheduler | None, fleet: SimFleet) -> runtime.Alerting:
         AlertsConfig(),
         triage,
         BlockKitAlertMessages(),
+        inventory=triage.inventory,
+        scheduler=triage.scheduler,
+        cpu=triage.cpu,
     )
 
 
