@@ -33,6 +33,7 @@ from bot.shell.emulator import SlackEmulator, validate_blocks
 from handlers.alertmanager import ALERTMANAGER_PATH
 from tests.conftest import RedisServer
 from tests.e2e.conftest import Slack, bot_settings
+from tests.waiting import eventually
 
 TOKEN = "e2e-webhook-token"
 CHANNEL = "C0ALERTS"
@@ -426,11 +427,21 @@ async def test_auto_drain_takes_named_causes_out_once_and_holds_past_the_limit(
     entries = await r.bot.deps.alerting.store.audit_entries()  # type: ignore[union-attr]
     verbs = [e["verb"] for e in entries]
     assert verbs.count("drain_now") == 1 and verbs.count("auto_drain_held") == 1
-    replies = [
-        m["text"] for m in emulator.messages(CHANNEL) if m.get("thread_ts") not in (None, m["ts"])
-    ]
-    assert any("set down" in t and "gpu-0021" in t for t in replies)
-    assert any("held" in t and "gpu-0023" in t for t in replies)
+
+    def replies() -> list[str]:
+        return [
+            m["text"]
+            for m in emulator.messages(CHANNEL)
+            if m.get("thread_ts") not in (None, m["ts"])
+        ]
+
+    # The held line is queued by the auto-drain after the notifier's step: the next tick's.
+    await eventually(
+        lambda: any("set down" in t and "gpu-0021" in t for t in replies()), "the drain's line"
+    )
+    await eventually(
+        lambda: any("held" in t and "gpu-0023" in t for t in replies()), "the held node's line"
+    )
 
 
 async def test_an_alert_that_fires_again_is_a_line_in_the_thread(
