@@ -146,13 +146,15 @@ def storm_own(
 
 def _gathering(open_here: Sequence[AlertGroup], cfg: AlertsConfig, now: datetime) -> bool:
     """A burst is still arriving: an event opened in the channel within `cfg.burst_quiet_s`,
-    and the oldest one waiting to be posted has waited less than `cfg.burst_hold_s`."""
+    and the oldest one waiting to be posted has waited less than `cfg.burst_hold_s`. An event
+    opened "after" now (the wall clock was set back) holds nothing: a clock jump is no burst."""
     waiting = [g.opened_at for g in open_here if g.ts is None]
     if not waiting:
         return False
-    newest = max(g.opened_at for g in open_here)
+    since_newest = now - max(g.opened_at for g in open_here)
     quiet = timedelta(seconds=cfg.burst_quiet_s)
-    return now - newest < quiet and now - min(waiting) < timedelta(seconds=cfg.burst_hold_s)
+    held = now - min(waiting) < timedelta(seconds=cfg.burst_hold_s)
+    return timedelta(0) <= since_newest < quiet and held
 
 
 def plan(

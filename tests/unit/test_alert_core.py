@@ -344,6 +344,14 @@ def test_a_burst_is_gathered_before_its_first_event_is_posted() -> None:
     assert plan(trickle[:15], T0 + timedelta(seconds=14.5), {}, cfg) == []
     (step,) = plan(trickle[:16], T0 + timedelta(seconds=15.5), {}, cfg)
     assert step.kind is StepKind.POST
+    # The wall clock set back an hour after an event opened: the new one is posted, not held
+    # until the clock catches up or the hold runs out.
+    later = group_of(alert("b", node_name="n2"), channel="C").model_copy(
+        update={"opened_at": T0 - timedelta(hours=1)}
+    )
+    posted = first.model_copy(update={"ts": "1.0"})
+    (step,) = plan([later], T0 - timedelta(hours=1), {}, cfg, open_groups=[posted, later])
+    assert step.kind is StepKind.POST and step.group is not None and step.group.key == later.key
     # Quiet 0 posts at once (the old behaviour, for a channel that wants it).
     (step,) = plan([first], T0, {}, cfg.model_copy(update={"burst_quiet_s": 0}))
     assert step.kind is StepKind.POST
