@@ -102,9 +102,9 @@ class AlertsConfig(_Cfg):
     posted since its summary), worst and biggest first, so a storm of big events cannot flood
     the channel; one resolving frees its place (0: none, all are summed up)."""
     burst_quiet_s: float = Field(2.0, ge=0, le=60)
-    """New events wait to be posted until no event has opened in their channel for this long
-    (at most `burst_hold_s`): Alertmanager sends one burst as a webhook per group, and a storm
-    must be counted whole before its first small events are posted one by one."""
+    """Alertmanager's new events wait to be posted until no event has opened in their channel
+    for this long (at most `burst_hold_s`): it sends one burst as a webhook per group, and a
+    storm must be counted whole before its first small events are posted one by one."""
     burst_hold_s: float = Field(15.0, ge=0, le=300)
     drain_share_per_hour: float = Field(0.02, gt=0, le=1)
     auto_drain_causes: frozenset[str] = frozenset()

@@ -37,7 +37,7 @@ from enum import StrEnum
 
 from bot.alerts import pages
 from bot.alerts.config import AlertsConfig
-from bot.alerts.models import AlertGroup
+from bot.alerts.models import AlertGroup, AlertSource
 
 MIN_CALL_INTERVAL = timedelta(seconds=1)
 MAX_REPLY_CHARS = 3000
@@ -146,9 +146,15 @@ def storm_own(
 
 def _gathering(open_here: Sequence[AlertGroup], cfg: AlertsConfig, now: datetime) -> bool:
     """A burst is still arriving: an event opened in the channel within `cfg.burst_quiet_s`,
-    and the oldest one waiting to be posted has waited less than `cfg.burst_hold_s`. An event
-    opened "after" now (the wall clock was set back) holds nothing: a clock jump is no burst."""
-    waiting = [g.opened_at for g in open_here if g.ts is None]
+    and the oldest one waiting to be posted has waited less than `cfg.burst_hold_s`. Only
+    Alertmanager's events wait: it sends a burst as a webhook a group, where a sweep opens all
+    its events in one pass. An event opened "after" now (the wall clock was set back) holds
+    nothing: a clock jump is no burst."""
+    waiting = [
+        g.opened_at
+        for g in open_here
+        if g.ts is None and any(a.source is AlertSource.ALERTMANAGER for a in g.alerts)
+    ]
     if not waiting:
         return False
     since_newest = now - max(g.opened_at for g in open_here)

@@ -329,14 +329,17 @@ def test_a_burst_is_gathered_before_its_first_event_is_posted() -> None:
     for `burst_quiet_s` nothing new is posted, so the burst is counted whole (a storm summary
     rather than its first few events one by one); a steady trickle is held `burst_hold_s` at
     most."""
+    AM = AlertSource.ALERTMANAGER
     cfg = AlertsConfig(default_channel="C", burst_quiet_s=2, burst_hold_s=15)
-    first = group_of(alert("a", node_name="n1"), channel="C").model_copy(update={"opened_at": T0})
+    first = group_of(alert("a", node_name="n1", source=AM), channel="C").model_copy(
+        update={"opened_at": T0}
+    )
     assert plan([first], T0 + timedelta(seconds=1), {}, cfg) == []
     (step,) = plan([first], T0 + timedelta(seconds=2), {}, cfg)
     assert step.kind is StepKind.POST and step.group is not None and step.group.key == first.key
     # One opening a second for 20 s: held until the oldest has waited 15 s, then posted.
     trickle = [
-        group_of(alert(f"t{i}", node_name=f"n{i}"), channel="C").model_copy(
+        group_of(alert(f"t{i}", node_name=f"n{i}", source=AM), channel="C").model_copy(
             update={"opened_at": T0 + timedelta(seconds=i)}
         )
         for i in range(20)
@@ -346,12 +349,16 @@ def test_a_burst_is_gathered_before_its_first_event_is_posted() -> None:
     assert step.kind is StepKind.POST
     # The wall clock set back an hour after an event opened: the new one is posted, not held
     # until the clock catches up or the hold runs out.
-    later = group_of(alert("b", node_name="n2"), channel="C").model_copy(
+    later = group_of(alert("b", node_name="n2", source=AM), channel="C").model_copy(
         update={"opened_at": T0 - timedelta(hours=1)}
     )
     posted = first.model_copy(update={"ts": "1.0"})
     (step,) = plan([later], T0 - timedelta(hours=1), {}, cfg, open_groups=[posted, later])
     assert step.kind is StepKind.POST and step.group is not None and step.group.key == later.key
+    # A sweep opens all its events in one pass: they are posted at once.
+    swept = group_of(alert("s", node_name="n9"), channel="C").model_copy(update={"opened_at": T0})
+    (step,) = plan([swept], T0, {}, cfg)
+    assert step.kind is StepKind.POST
     # Quiet 0 posts at once (the old behaviour, for a channel that wants it).
     (step,) = plan([first], T0, {}, cfg.model_copy(update={"burst_quiet_s": 0}))
     assert step.kind is StepKind.POST
