@@ -16,7 +16,7 @@ from typing import Any
 
 from bot.errors import BackendError
 from bot.precursors.config import PrecursorsConfig
-from bot.precursors.models import Event, PrecursorReport, Ranked, Series
+from bot.precursors.models import Candidate, Event, PrecursorReport, Ranked, Series
 from bot.precursors.ports import PrecursorHistory
 from bot.precursors.ranking import RankConfig, rank
 from bot.precursors.rule import warn_level
@@ -139,7 +139,7 @@ async def find_precursors(
         f"{count(len(peers), 'peer')}..."
     )
     ranked, tried, fine = await _read_and_rank(
-        history, events, [*event_nodes, *peers], start, end, cfg, say, compute
+        history, events, candidates, [*event_nodes, *peers], start, end, cfg, say, compute
     )
     seen = {r.candidate.name for r in ranked}
     report = replace(
@@ -161,6 +161,7 @@ async def find_precursors(
 async def _read_and_rank(
     history: PrecursorHistory,
     events: list[Event],
+    candidates: Sequence[Candidate],
     read: Sequence[str],
     start: datetime,
     end: datetime,
@@ -170,7 +171,6 @@ async def _read_and_rank(
 ) -> tuple[list[Ranked], int, list[Series]]:
     """Every candidate over `read`'s windows (coarse) and around each event (fine), ranked:
     the ranking, how many candidates were tried, and the fine series for the chart."""
-    candidates = cfg.candidate_list()
     coarse = await history.windows(candidates, nodes=read, start=start, end=end, lead_s=cfg.lead_s)
     before = timedelta(seconds=cfg.lead_s * AROUND_BEFORE)
     after = timedelta(seconds=AROUND_AFTER_S)
