@@ -13,6 +13,7 @@ import contextlib
 import importlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -80,6 +81,10 @@ def enter_together(
     return exported
 
 
+def _stopped(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str]) -> int:
     if "--" in argv:
         argv = argv[argv.index("--") + 1 :]
@@ -90,6 +95,10 @@ def main(argv: list[str]) -> int:
     if unknown:
         sys.exit(f"testenv: {ONLY_VAR} names unknown services {unknown}; known: {SERVICES}")
     names = [n for n in SERVICES if not only or n in only]
+    # A run stopped from outside (a CI timeout, `kill`) still stops every service it started:
+    # SIGTERM unwinds the stack below as Ctrl-C does (subprocess.call kills the child first).
+    signal.signal(signal.SIGTERM, _stopped)
+    signal.signal(signal.SIGHUP, _stopped)
     modules = [importlib.import_module(f"testsvc.{name}") for name in names]
     ensure_packages({pkg: b for m in modules for pkg, b in m.PACKAGES.items()})
     with (
