@@ -70,7 +70,7 @@ from bot.config_sections import (
     topology_config,
     user_mapping,
 )
-from bot.deps import Deps
+from bot.deps import Deps, FaultsService, HighlightsService, JobSlowService, RegressionsService
 from bot.highlights.config import HighlightsConfig
 from bot.highlights.runtime import DigestRunner
 from bot.highlights.schedule import DigestSchedule
@@ -79,8 +79,9 @@ from bot.inflight import InFlight, acks_counted
 from bot.offload import Offload, favour_the_loop, keep_the_start
 from bot.playground.config import Endpoint
 from bot.playground.service import Playground
-from bot.ports import ResumeMemory, Scheduler, StateStore
+from bot.ports import Inventory, ResumeMemory, Scheduler, StateStore
 from bot.precursors.ports import PrecursorHistory
+from bot.regressions.ask import BUILT_IN
 from bot.regressions.ports import FleetHistory
 from bot.regressions.weekly import WeeklyRegressions
 from bot.render.alerts import BlockKitAlertMessages
@@ -97,7 +98,7 @@ from bot.server import (
 from bot.telemetry import Telemetry
 from bot.triage.checks import HealthConfig
 from bot.triage.owners import TellingScheduler
-from bot.triage.ports import FaultHistory, JobNoticeLedger
+from bot.triage.ports import FaultHistory, JobNoticeLedger, Metrics
 from bot.triage.service import Triage
 from bot.triage.stragglers import StragglerConfig
 from bot.triage.topology import Topology
@@ -281,42 +282,53 @@ def sim_triage(
     )
 
 
-def make_triage(settings: Settings, cpu: Offload | None = None) -> Triage:
+@dataclass(frozen=True)
+class Sources:
+    """Where the bot reads the cluster: metrics (None with a real scheduler and no metrics
+    source), the nodes, and the scheduler (None when there is none)."""
+
+    metrics: Metrics | None
+    inventory: Inventory
+    scheduler: Scheduler | None
+
+
+def make_sources(settings: Settings, cpu: Offload) -> Sources:
     """Prometheus' metrics when PROMETHEUS_URL is set; else, with a real scheduler, its nodes
     and no metrics (health is said not checked); the simulated fleet only when no cluster
     source is configured at all (Settings refuses MEOWBOT_FLEET beside one). `cpu` is the
-    bot's one worker pool (a new one when not given)."""
-    cpu = cpu or Offload()
-    health = health_config(settings)
-    stragglers = straggler_config(settings)
+    bot's one worker pool: the simulation computes on it."""
     scheduler = make_scheduler(settings)
-    if settings.prometheus_url or scheduler is not None:
-        topology = Topology(topology_config(settings))
-        if settings.prometheus_url:
-            metrics = PrometheusMetrics(
-                settings.prometheus_url,
-                node_label=health.node_label,
-                recorded=health.recorded_rules,
-            )
-            triage = prometheus_triage(
-                metrics, health, stragglers, scheduler=scheduler, topology=topology, cpu=cpu
-            )
-        else:
-            from bot.backends.scheduler_inventory import SchedulerInventory
+    if not settings.prometheus_url and scheduler is None:
+        return _sim_sources(settings, cpu)
+    topology = Topology(topology_config(settings))
+    metrics: Metrics | None = None
+    inventory: Inventory
+    if settings.prometheus_url:
+        health = health_config(settings)
+        prometheus = PrometheusMetrics(
+            settings.prometheus_url, node_label=health.node_label, recorded=health.recorded_rules
+        )
+        metrics, inventory = prometheus, PrometheusInventory(prometheus, topology)
+    else:
+        from bot.backends.scheduler_inventory import SchedulerInventory
 
-            assert scheduler is not None
-            inventory = SchedulerInventory(scheduler, topology)
-            triage = Triage(None, inventory, scheduler, health, stragglers, cpu=cpu)
-        kube = kubernetes_of(scheduler)
-        if kube is not None:
-            from bot.backends.kubernetes_inventory import KubernetesPlaces
+        assert scheduler is not None
+        inventory = SchedulerInventory(scheduler, topology)
+    kube = kubernetes_of(scheduler)
+    if kube is not None:
+        from bot.backends.kubernetes_inventory import KubernetesPlaces
 
-            cfg = kubernetes_config(settings)
-            triage.inventory = KubernetesPlaces(
-                triage.inventory, kube, rack_labels=cfg.rack_labels, switch_labels=cfg.switch_labels
-            )
-        return triage
+        cfg = kubernetes_config(settings)
+        inventory = KubernetesPlaces(
+            inventory, kube, rack_labels=cfg.rack_labels, switch_labels=cfg.switch_labels
+        )
+    return Sources(metrics, inventory, scheduler)
+
+
+def _sim_sources(settings: Settings, cpu: Offload) -> Sources:
     from bot.backends.sim.fleet import SimFleet
+    from bot.backends.sim.metrics import SimInventory, SimMetrics
+    from bot.backends.sim.scheduler import SimScheduler
 
     fleet = SimFleet(settings.sim_nodes or 512, seed=settings.seed)
     # The fleet has a week behind it, as a real one would: a kernel that rolled out over a day
@@ -330,7 +342,22 @@ def make_triage(settings: Settings, cpu: Offload | None = None) -> Triage:
         effect=0.02,
     )
     # The simulated fleet's own jobs: no real scheduler is configured beside it.
-    return sim_triage(fleet, health, stragglers, sim_scheduler=True, live=True, cpu=cpu)
+    return Sources(SimMetrics(fleet, live=True, cpu=cpu), SimInventory(fleet), SimScheduler(fleet))
+
+
+def make_triage(settings: Settings, cpu: Offload | None = None) -> Triage:
+    """The triage over the sources the settings name (tests and tools; the bot builds its
+    own in `make_deps`, with the scheduler that tells job owners)."""
+    cpu = cpu or Offload()
+    src = make_sources(settings, cpu)
+    return Triage(
+        src.metrics,
+        src.inventory,
+        src.scheduler,
+        health_config(settings),
+        straggler_config(settings),
+        cpu=cpu,
+    )
 
 
 def make_regressions_history(settings: Settings, triage: Triage) -> FleetHistory | None:
@@ -370,7 +397,13 @@ def make_precursor_history(settings: Settings, triage: Triage) -> PrecursorHisto
 
 
 def make_alerting(
-    settings: Settings, store: StateStore, client: AsyncWebClient, triage: Triage, cpu: Offload
+    settings: Settings,
+    store: StateStore,
+    client: AsyncWebClient,
+    triage: Triage,
+    inventory: Inventory,
+    scheduler: Scheduler | None,
+    cpu: Offload,
 ) -> Alerting | None:
     """Given the triage whole (the sweep judges the fleet with it) and, on their own, the
     inventory, the scheduler (as the owners are told through it) and the worker pool."""
@@ -383,8 +416,8 @@ def make_alerting(
         alerts_config(settings),
         triage,
         BlockKitAlertMessages(),
-        inventory=triage.inventory,
-        scheduler=triage.scheduler,
+        inventory=inventory,
+        scheduler=scheduler,
         cpu=cpu,
         silencer=silencer,
     )
@@ -446,43 +479,66 @@ def make_highlights(
 
 
 def make_weekly_regressions(
-    settings: Settings, store: StateStore, client: AsyncWebClient, deps: Deps
+    settings: Settings, store: StateStore, client: AsyncWebClient, regressions: RegressionsService
 ) -> WeeklyRegressions | None:
     """The weekly /regressions post, when a channel is set and the fleet's history is read."""
-    if settings.regressions_channel is None or deps.regressions_history is None:
+    if settings.regressions_channel is None or regressions.history is None:
         return None
+    cpu = regressions.cpu
     return WeeklyRegressions(
-        history=deps.regressions_history,
-        components=deps.regressions_components,
+        history=regressions.history,
+        components=regressions.components,
         schedule=DigestSchedule.parse(settings.regressions_schedule),
         claims=store,
-        post=regressions_handlers.weekly_poster(client, settings.regressions_channel, deps.cpu),
-        compute=deps.cpu.run,
+        post=regressions_handlers.weekly_poster(client, settings.regressions_channel, cpu),
+        compute=cpu.run,
     )
 
 
+def tell_owners(
+    settings: Settings, store: StateStore, client: AsyncWebClient, scheduler: Scheduler | None
+) -> tuple[Scheduler | None, JobNoticeLedger | None]:
+    """The scheduler every drain goes through, wrapped so that none can forget to tell the
+    jobs' owners (when they are told), and the ledger of what they were told."""
+    if scheduler is None or not job_notices_config(settings).enabled:
+        return scheduler, None
+    notices = job_notices_config(settings)
+    ledger = make_job_notices(store)
+    owners = SlackJobOwners(
+        client, render_job_notice, mapping=user_mapping(settings), email_domain=notices.email_domain
+    )
+    return TellingScheduler(scheduler, owners, ledger, BackgroundRetries()), ledger
+
+
 def make_deps(settings: Settings, store: StateStore, client: AsyncWebClient) -> Deps:
+    """Builds the sources, the scheduler and the worker pool once, and hands each service
+    what it uses of them."""
     inflight = InFlight()
     # The one worker pool, for the triage, the alerts and the charts: its jobs wait for the
     # acks on their way (bot/inflight.py).
     cpu = Offload()
     cpu.before = inflight.acks_out
-    triage = make_triage(settings, cpu)
-    triage.resumes = make_resumes(store)
-    notices = job_notices_config(settings)
-    ledger: JobNoticeLedger | None = None
-    if triage.scheduler is not None and notices.enabled:
-        # Every drain goes through the scheduler: wrapped, none can forget to tell the owners.
-        ledger = make_job_notices(store)
-        owners = SlackJobOwners(
-            client,
-            render_job_notice,
-            mapping=user_mapping(settings),
-            email_domain=notices.email_domain,
-        )
-        triage.scheduler = TellingScheduler(triage.scheduler, owners, ledger, BackgroundRetries())
-    triage.history = make_fault_history(store, triage.config)
-    deps = Deps(
+    src = make_sources(settings, cpu)
+    scheduler, ledger = tell_owners(settings, store, client, src.scheduler)
+    health = health_config(settings)
+    triage = Triage(
+        src.metrics,
+        src.inventory,
+        scheduler,
+        health,
+        straggler_config(settings),
+        resumes=make_resumes(store),
+        history=make_fault_history(store, health),
+        cpu=cpu,
+    )
+    users = UserMap(user_mapping(settings))
+    history = make_regressions_history(settings, triage)
+    regressions = RegressionsService(history, cpu)
+    if history is not None:
+        regressions.components = tuple(dict.fromkeys((*BUILT_IN, *history.components())))
+    regressions.weekly = make_weekly_regressions(settings, store, client, regressions)
+    highlights = make_highlights(settings, store, client)
+    return Deps(
         settings=settings,
         store=store,
         telemetry=Telemetry(),
@@ -490,27 +546,21 @@ def make_deps(settings: Settings, store: StateStore, client: AsyncWebClient) -> 
         cpu=cpu,
         triage=triage,
         authz=Authorizer(settings.admin_list),
-        users=UserMap(user_mapping(settings)),
+        users=users,
+        faults=FaultsService(
+            triage, cpu, make_precursor_history(settings, triage), precursors_config(settings)
+        ),
+        job_slow=JobSlowService(triage, users, cpu),
+        regressions=regressions,
+        highlights=HighlightsService(cpu, highlights.hl if highlights else None),
+        # The scheduler it is given is the wrapped one: the alerts' drains tell the owners too.
+        alerting=make_alerting(settings, store, client, triage, src.inventory, scheduler, cpu),
+        playground=make_playground(settings, store),
         job_notices=ledger,
+        digest=highlights.digest if highlights else None,
+        threads=make_thread_memory(store),
+        picker=make_picker(settings),
     )
-    # After the scheduler is wrapped: the alerts' drains tell the owners too.
-    deps.alerting = make_alerting(settings, store, client, triage, cpu)
-    deps.playground = make_playground(settings, store)
-    deps.regressions_history = make_regressions_history(settings, triage)
-    if deps.regressions_history is not None:
-        deps.regressions_components = tuple(
-            dict.fromkeys((*deps.regressions_components, *deps.regressions_history.components()))
-        )
-    deps.precursors = make_precursor_history(settings, triage)
-    deps.precursors_config = precursors_config(settings)
-    deps.threads = make_thread_memory(store)
-    deps.picker = make_picker(settings)
-    highlights = make_highlights(settings, store, client)
-    if highlights is not None:
-        deps.highlights, deps.digest = highlights.hl, highlights.digest
-    # After the fleet history is chosen: the weekly post reads it.
-    deps.regressions_weekly = make_weekly_regressions(settings, store, client, deps)
-    return deps
 
 
 def signing_secret(settings: Settings) -> str:

@@ -1,5 +1,6 @@
 """What the listeners may use, built once by the composition root (bot/app.py `make_deps`) inside
-the running loop."""
+the running loop. A command's runner receives only its own service (`handlers/commands.py`:
+each entry's `service`): the triage for /node-health, `FaultsService` for /hw-faults, and so on."""
 
 from __future__ import annotations
 
@@ -26,8 +27,45 @@ if TYPE_CHECKING:
     from bot.highlights.runtime import DigestRunner
     from bot.highlights.service import Highlights
     from bot.playground.service import Playground
-    from bot.regressions.ports import FleetHistory
     from bot.regressions.weekly import WeeklyRegressions
+
+
+@dataclass(frozen=True)
+class FaultsService:
+    """/hw-faults and /hw-faults why: the fleet's faults, and what preceded them."""
+
+    triage: Triage
+    cpu: Offload  # the charts
+    precursors: PrecursorHistory | None = None  # None without days of metrics
+    config: PrecursorsConfig = field(default_factory=PrecursorsConfig)
+
+
+@dataclass(frozen=True)
+class JobSlowService:
+    """/job-slow: the triage reads the job, the user map names its owner's Slack account."""
+
+    triage: Triage
+    users: UserMap
+    cpu: Offload  # the diagnosis and the chart
+
+
+@dataclass
+class RegressionsService:
+    """/regressions and its weekly post."""
+
+    history: FleetHistory | None  # None without Prometheus or the simulated fleet
+    cpu: Offload
+    # What may be asked about: the built-in components and the configured ones.
+    components: tuple[str, ...] = BUILT_IN
+    weekly: WeeklyRegressions | None = None  # None without a channel or history
+
+
+@dataclass
+class HighlightsService:
+    """/highlights: the reactions' counts, and the pool the stats chart is drawn on."""
+
+    cpu: Offload
+    hl: Highlights | None = None  # None without Redis: reactions are counted across replicas
 
 
 @dataclass
@@ -36,20 +74,17 @@ class Deps:
     store: StateStore
     telemetry: Telemetry
     inflight: InFlight
-    cpu: Offload  # the worker pool, the triage's too: charts are drawn on it
-    triage: Triage
+    cpu: Offload  # the one worker pool: the triage's, the alerts' and the charts'
+    triage: Triage  # /node-health
     authz: Authorizer
     users: UserMap
+    faults: FaultsService
+    job_slow: JobSlowService
+    regressions: RegressionsService
+    highlights: HighlightsService
     alerting: Alerting | None = None  # None without Redis: alerts need shared state
     playground: Playground | None = None  # None without PLAYGROUND_ENDPOINTS
-    highlights: Highlights | None = None  # None without Redis, likewise
     job_notices: JobNoticeLedger | None = None  # None when job owners are not told
     digest: DigestRunner | None = None
-    regressions_history: FleetHistory | None = None  # None without Prometheus or the sim
-    # What /regressions may be asked about: the built-in components and the configured ones.
-    regressions_components: tuple[str, ...] = BUILT_IN
-    regressions_weekly: WeeklyRegressions | None = None  # None without a channel or history
-    precursors: PrecursorHistory | None = None  # /hw-faults why; None without days of metrics
-    precursors_config: PrecursorsConfig = field(default_factory=PrecursorsConfig)
     threads: ThreadMemory | None = None  # what each thread asked last (mentions and DMs)
     picker: Picker | None = None  # the model for unsure questions; None unless configured

@@ -86,8 +86,8 @@ class Bot:
         runner = self.deps.digest
         if digest and runner is not None and runner.hl.cfg.digest_targets():
             self.background.append(asyncio.create_task(runner.loop(self.stopping)))
-        if digest and self.deps.regressions_weekly is not None:
-            weekly = self.deps.regressions_weekly
+        if digest and self.deps.regressions.weekly is not None:
+            weekly = self.deps.regressions.weekly
             self.background.append(asyncio.create_task(weekly.loop(self.stopping)))
         if self.deps.playground is not None:
             post = playground_handlers.watch_poster(self.client)

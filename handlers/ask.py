@@ -74,7 +74,7 @@ class Vocabularies:
                 place = inv.place(name)
                 if place is not None:
                     places[name] = (place.rack, place.leaf_switch)
-            self._vocab = Vocabulary.build(names, places, runs, deps.regressions_components)
+            self._vocab = Vocabulary.build(names, places, runs, deps.regressions.components)
             self._key = key
         return self._vocab
 

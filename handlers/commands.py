@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.respond.async_respond import AsyncRespond
@@ -36,8 +36,8 @@ from handlers import highlights, jobslow, playground, precursors, regressions, t
 from handlers.registry import Registry
 from handlers.reply import Asker, Misread, respond_message, show_modal
 
-Runner = Callable[[Deps, AsyncWebClient, str, Asker], Awaitable[None]]
-"""Runs the command's text for the asker: (deps, client, text, asker)."""
+S = TypeVar("S")
+"""What a command's runner uses: its own service, picked from the composition root's."""
 
 HELP_WORDS = {"help", "-h", "--help", "?"}
 
@@ -47,12 +47,15 @@ def _never(deps: Deps, text: str) -> bool:
 
 
 @dataclass(frozen=True)
-class Command:
+class Command(Generic[S]):
     name: str
     description: str
     usage_hint: str
     usage: tuple[str, ...]
-    run: Runner
+    # The service the runner is handed (the triage, `FaultsService`, ...), never the whole
+    # `Deps`; then the runner: (service, client, text, asker).
+    service: Callable[[Deps], S]
+    run: Callable[[S, AsyncWebClient, str, Asker], Awaitable[None]]
     # Alone (no text), the command answers with its usage rather than running.
     needs_argument: bool = False
     # What its help adds to the usage lines: the lists a person cannot guess.
@@ -66,7 +69,7 @@ class Command:
         return usage(self.name, [*self.usage, *more], self.description)
 
 
-COMMANDS: tuple[Command, ...] = (
+COMMANDS = (  # not annotated: each entry's service type is checked against its runner
     Command(
         name="/node-health",
         description="Is this node fit to run work, and if not, why and what to do",
@@ -75,6 +78,7 @@ COMMANDS: tuple[Command, ...] = (
             "`/node-health gpu-0042`: verdict, failing checks with evidence, Slurm state, GPUs",
             "`/node-health gpu-[0001-0064]`: counts per verdict, unhealthy nodes first",
         ),
+        service=lambda d: d.triage,
         run=triage.node_health,
         needs_argument=True,
     ),
@@ -86,6 +90,7 @@ COMMANDS: tuple[Command, ...] = (
             "`/job-slow 123456`: step time against yesterday, stragglers with their cause",
             "`/job-slow`: pick one of your running jobs",
         ),
+        service=lambda d: d.job_slow,
         run=jobslow.command,
     ),
     Command(
@@ -98,6 +103,7 @@ COMMANDS: tuple[Command, ...] = (
             "`/hw-faults repeat`: repeat offenders, GPUs and nodes whose fault keeps coming back",
             "`/hw-faults why unexpected_reboot --since 7d`: what the nodes showed before them",
         ),
+        service=lambda d: d.faults,
         run=triage.hw_faults,
         help_more=lambda: [*faults_help_lines(), *precursors.help_lines()],
     ),
@@ -111,6 +117,7 @@ COMMANDS: tuple[Command, ...] = (
             "`/playground tiny-gpt --steps 400,500 Once upon a time`: those checkpoints",
             "`/playground watches`, `/playground unwatch <id>`: prompts re-run on new checkpoints",
         ),
+        service=lambda d: d.playground,
         run=playground.command,
         opens_form=playground.opens_form,
     ),
@@ -124,6 +131,7 @@ COMMANDS: tuple[Command, ...] = (
             "`/highlights stats`: totals, top channels and authors, a chart of every week",
             "`/highlights opt-out`, `/highlights opt-in`: whether your messages are shown",
         ),
+        service=lambda d: d.highlights,
         run=highlights.command,
     ),
     Command(
@@ -134,12 +142,13 @@ COMMANDS: tuple[Command, ...] = (
             "`/regressions`: every rollout of the last 7 days, regressions worst first",
             "`/regressions kernel --since 14d`: one component over a longer window",
         ),
+        service=lambda d: d.regressions,
         run=regressions.command,
         help_more=regressions.help_lines,
     ),
 )
 
-BY_NAME: dict[str, Command] = {c.name: c for c in COMMANDS}
+BY_NAME: dict[str, Command[Any]] = {c.name: c for c in COMMANDS}
 
 
 def is_help(text: str) -> bool:
@@ -165,7 +174,7 @@ async def dispatch(deps: Deps, client: AsyncWebClient, name: str, text: str, ask
         await asker.private(cmd.help())
         return
     try:
-        await cmd.run(deps, client, text, asker)
+        await cmd.run(cmd.service(deps), client, text, asker)
     except Misread as misread:
         await asker.private(error_message(misread.sentence))
         await asker.private(cmd.help())

@@ -17,7 +17,7 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.deps import Deps
+from bot.deps import Deps, HighlightsService
 from bot.highlights.models import Reaction
 from bot.highlights.rules import base_emoji
 from bot.highlights.service import Outcome, Recorded
@@ -57,7 +57,7 @@ def register(reg: Registry, deps: Deps) -> None:
     async def store_reaction(
         body: dict[str, Any], context: Any, next: Callable[[], Awaitable[Any]]
     ) -> BoltResponse | None:
-        hl = deps.highlights
+        hl = deps.highlights.hl
         reaction = reaction_of(body)
         if hl is None or reaction is None or not reaction.user:
             return _DONE
@@ -71,7 +71,7 @@ def register(reg: Registry, deps: Deps) -> None:
         return None
 
     async def on_reaction(body: dict[str, Any], context: dict[str, Any]) -> None:
-        hl = deps.highlights
+        hl = deps.highlights.hl
         recorded: Recorded | None = context.get("highlight")
         reaction = reaction_of(body)
         if hl is None or recorded is None or reaction is None:
@@ -84,7 +84,7 @@ def register(reg: Registry, deps: Deps) -> None:
     async def store_message_change(
         body: dict[str, Any], context: Any, next: Callable[[], Awaitable[Any]]
     ) -> BoltResponse | None:
-        hl = deps.highlights
+        hl = deps.highlights.hl
         event = body.get("event") or {}
         subtype = event.get("subtype")
         if subtype not in ("message_changed", "message_deleted"):
@@ -113,10 +113,12 @@ def register(reg: Registry, deps: Deps) -> None:
     reg.event("message", on_message, before_ack=store_message_change)
 
 
-async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -> None:
+async def command(
+    service: HighlightsService, client: AsyncWebClient, text: str, asker: Asker
+) -> None:
     """`/highlights [last-week | stats | opt-out | opt-in]` asked in the asker's channel."""
     private, user_id, channel, team = asker.private, asker.user_id, asker.channel, asker.team
-    hl = deps.highlights
+    hl = service.hl
     if hl is None:
         await private(error_message("Highlights need shared state: set REDIS_URL."))
         return
@@ -167,4 +169,4 @@ async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -
     )
     # The stats stand in the channel already: a chart Slack will not take is only logged.
     thread = asker.thread_ts or posted.ts
-    await upload_chart(client, deps.cpu, channel, thread, chart, quiet=True)
+    await upload_chart(client, service.cpu, channel, thread, chart, quiet=True)

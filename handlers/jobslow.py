@@ -16,7 +16,7 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.respond.async_respond import AsyncRespond
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.deps import Deps
+from bot.deps import Deps, JobSlowService
 from bot.models import Job
 from bot.offload import Offload
 from bot.render.blocks import error as error_message
@@ -31,9 +31,8 @@ from bot.render.jobslow import (
 )
 from bot.slack_message import SlackMessage
 from bot.triage.jobs import SlowJobReport, find_job, slow_job
-from bot.triage.service import Triage, UserError, user_jobs
+from bot.triage.service import UserError, user_jobs
 from bot.triage.stragglers import StragglerConfig
-from bot.usermap import UserMap
 from handlers.registry import Registry
 from handlers.reply import (
     Asker,
@@ -72,9 +71,7 @@ def chart_png(
 
 
 async def run(
-    triage: Triage,
-    users: UserMap,
-    cpu: Offload,
+    service: JobSlowService,
     client: AsyncWebClient,
     *,
     text: str,
@@ -83,8 +80,9 @@ async def run(
     private: Private,
     thread_ts: str | None = None,
 ) -> None:
-    """Answers `/job-slow text` for `user_id` (whose cluster user `users` knows): the jobs to
-    pick from, or the answer in `channel`, its chart drawn on `cpu`, the worker pool."""
+    """Answers `/job-slow text` for `user_id` (whose cluster user the service's user map
+    knows): the jobs to pick from, or the answer in `channel`, its chart drawn on the pool."""
+    triage, users, cpu = service.triage, service.users, service.cpu
     cfg = triage.stragglers
     viewer = await users.cluster_user(user_id, client)
     if not text.strip():
@@ -139,12 +137,10 @@ async def _answer_in_place(
     await upload_chart(client, cpu, channel, thread_ts or ts, chart)
 
 
-async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -> None:
+async def command(service: JobSlowService, client: AsyncWebClient, text: str, asker: Asker) -> None:
     """`/job-slow [job-id]` asked in the asker's channel."""
     await run(
-        deps.triage,
-        deps.users,
-        deps.cpu,
+        service,
         client,
         text=text,
         user_id=asker.user_id,
@@ -155,11 +151,11 @@ async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -
 
 
 def register(reg: Registry, deps: Deps) -> None:
-    reg.action(PICK_ACTION, partial(on_pick, deps))
+    reg.action(PICK_ACTION, partial(on_pick, deps.job_slow))
 
 
 async def on_pick(
-    deps: Deps,
+    service: JobSlowService,
     ack: AsyncAck,
     body: dict[str, Any],
     respond: AsyncRespond,
@@ -173,9 +169,7 @@ async def on_pick(
         await respond_message(respond, message, replace_original=False)
 
     await run(
-        deps.triage,
-        deps.users,
-        deps.cpu,
+        service,
         client,
         text=job_id,
         user_id=body["user"]["id"],

@@ -72,10 +72,9 @@ def opens_form(deps: Deps, text: str) -> bool:
     return not text.split() and deps.playground is not None
 
 
-async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -> None:
+async def command(pg: Playground | None, client: AsyncWebClient, text: str, asker: Asker) -> None:
     """`/playground [run prompt | watches | unwatch <id>]` asked in the asker's channel."""
     private, user_id, channel = asker.private, asker.user_id, asker.channel
-    pg = deps.playground
     if pg is None:
         await private(error_message(NOT_CONFIGURED))
         return

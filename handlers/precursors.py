@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.deps import Deps
+from bot.deps import FaultsService
 from bot.errors import BackendError
 from bot.models import JOB_LEVEL_KINDS, FaultKind
 from bot.precursors.ask import MAX_WINDOW_S, MIN_WINDOW_S, WhyAsk, parse_why, say_window
@@ -46,23 +46,23 @@ NOT_CONFIGURED = (
 )
 
 
-def _known(deps: Deps, ask: WhyAsk) -> str | None:
+def _known(faults: FaultsService, ask: WhyAsk) -> str | None:
     """A sentence when the asked nodes are not the fleet's, else None."""
     if ask.nodes is None:
         return None
-    names = deps.triage.known()
+    names = faults.triage.known()
     unknown = [n for n in ask.nodes if n not in names]
     if len(unknown) == len(ask.nodes):
         return f"I don't know a node `{unknown[0][:60]}`."
     return None
 
 
-def kinds(deps: Deps, history: PrecursorHistory) -> tuple[str, ...]:
+def kinds(faults: FaultsService, history: PrecursorHistory) -> tuple[str, ...]:
     """What can be asked about: the kinds the history finds over days, and, where the sweep's
     fault history is kept, every node fault kind it records."""
     recorded = (
         ()
-        if deps.triage.history is None
+        if faults.triage.history is None
         else tuple(k.value for k in FaultKind if k not in JOB_LEVEL_KINDS)
     )
     return tuple(dict.fromkeys((*history.kinds(), *recorded)))
@@ -73,12 +73,12 @@ FIRST_RECORD_S = 300.0
 is not known, and it is no event to look back from."""
 
 
-async def _recorded(deps: Deps, ask: WhyAsk, began: datetime | None) -> list[Event]:
+async def _recorded(faults: FaultsService, ask: WhyAsk, began: datetime | None) -> list[Event]:
     """The fault history's occurrences of the kind: when the sweep first saw each, leaving
     out the faults already there when the history began (else dated to meowbot's start)."""
-    if deps.triage.history is None or began is None:
+    if faults.triage.history is None or began is None:
         return []
-    occurrences = await deps.triage.history.occurrences(
+    occurrences = await faults.triage.history.occurrences(
         None if ask.nodes is None else list(ask.nodes)
     )
     return [
@@ -89,36 +89,36 @@ async def _recorded(deps: Deps, ask: WhyAsk, began: datetime | None) -> list[Eve
     ]
 
 
-async def _began(deps: Deps) -> datetime | None:
-    if deps.triage.history is None:
+async def _began(faults: FaultsService) -> datetime | None:
+    if faults.triage.history is None:
         return None
     try:
-        return await deps.triage.history.began()
+        return await faults.triage.history.began()
     except BackendError as exc:
         log.warning("fault history unreadable: %s", exc)
         return None
 
 
-async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -> None:
+async def command(faults: FaultsService, client: AsyncWebClient, text: str, asker: Asker) -> None:
     """`/hw-faults why ...`: `text` is what follows `why`."""
-    history: PrecursorHistory | None = deps.precursors
+    history: PrecursorHistory | None = faults.precursors
     if history is None:
         await asker.private(error_message(NOT_CONFIGURED))
         return
     try:
-        ask = parse_why(text, kinds(deps, history))
+        ask = parse_why(text, kinds(faults, history))
     except BadInput as exc:
         await asker.private(error_message(str(exc)))
         return
     try:
-        await deps.triage.inventory.load()
+        await faults.triage.inventory.load()
     except BackendError as exc:
         await asker.private(error_message(f"I could not list the nodes: {exc.user_text()}"))
         return
     if ask.nodes is not None:  # `gpu42`, `GPU-0042`: the node they mean, as every command
-        ask = replace(ask, nodes=tuple(resolve_names(ask.nodes, deps.triage.known())))
-    wrong = _known(deps, ask)
-    if wrong is None and ask.kind not in history.kinds() and await _began(deps) is None:
+        ask = replace(ask, nodes=tuple(resolve_names(ask.nodes, faults.triage.known())))
+    wrong = _known(faults, ask)
+    if wrong is None and ask.kind not in history.kinds() and await _began(faults) is None:
         wrong = (
             f"The fault history holds no `{ask.kind}` faults yet: meowbot records them as the "
             "sweep and /node-health see them, from when it starts. "
@@ -128,11 +128,15 @@ async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -
     if wrong is not None:
         await asker.private(error_message(wrong))
         return
-    await run(deps, client, ask, history, asker)
+    await run(faults, client, ask, history, asker)
 
 
 async def run(
-    deps: Deps, client: AsyncWebClient, ask: WhyAsk, history: PrecursorHistory, asker: Asker
+    faults: FaultsService,
+    client: AsyncWebClient,
+    ask: WhyAsk,
+    history: PrecursorHistory,
+    asker: Asker,
 ) -> None:
     end = datetime.now(UTC)
     first = render_progress(ask.kind, ask.window_s)
@@ -149,22 +153,22 @@ async def run(
     )
     start = end - timedelta(seconds=ask.window_s)
     try:
-        began = await _began(deps)
+        began = await _began(faults)
         if ask.kind not in history.kinds():
             # Only the sweep's record holds this kind: it sees back to when it began, no
             # further, and the answer's window says so.
             start = max(start, began or end)
-        recorded = await _recorded(deps, ask, began)
+        recorded = await _recorded(faults, ask, began)
         report = await find_precursors(
             history,
             ask.kind,
             nodes=ask.nodes,
-            fleet=deps.triage.inventory.names(),
+            fleet=faults.triage.inventory.names(),
             start=start,
             end=end,
-            cfg=deps.precursors_config,
+            cfg=faults.config,
             progress=progress,
-            compute=deps.cpu.run,
+            compute=faults.cpu.run,
             recorded=recorded,
         )
     except BackendError as exc:
@@ -180,7 +184,7 @@ async def run(
     await post_message(client, channel, detail, thread_ts=asker.thread_ts or ts)
     if report.leading is not None:
         chart = _chart(report)
-        await upload_chart(client, deps.cpu, channel, asker.thread_ts or ts, chart)
+        await upload_chart(client, faults.cpu, channel, asker.thread_ts or ts, chart)
 
 
 def _chart(report: PrecursorReport) -> Chart:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.deps import Deps
+from bot.deps import RegressionsService
 from bot.errors import BackendError
 from bot.offload import Offload
 from bot.regressions.ask import (
@@ -175,12 +175,14 @@ def weekly_poster(
     return post
 
 
-async def command(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -> None:
+async def command(
+    service: RegressionsService, client: AsyncWebClient, text: str, asker: Asker
+) -> None:
     """`/regressions [component ...] [--since 7d]` asked in the asker's channel."""
     await run(
-        deps.regressions_history,
-        deps.regressions_components,
-        deps.cpu,
+        service.history,
+        service.components,
+        service.cpu,
         client,
         text=text,
         channel=asker.channel,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.deps import Deps
+from bot.deps import FaultsService
 from bot.render.triage import (
     render_faults,
     render_node,
@@ -38,17 +38,17 @@ async def node_health_answer(triage: Triage, text: str, *, headings: bool = Fals
     return render_summary(result)
 
 
-async def node_health(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -> None:
-    await asker.private(await node_health_answer(deps.triage, text, headings=asker.headings))
+async def node_health(triage: Triage, client: AsyncWebClient, text: str, asker: Asker) -> None:
+    await asker.private(await node_health_answer(triage, text, headings=asker.headings))
 
 
-async def hw_faults(deps: Deps, client: AsyncWebClient, text: str, asker: Asker) -> None:
+async def hw_faults(faults: FaultsService, client: AsyncWebClient, text: str, asker: Asker) -> None:
     words = text.split(maxsplit=1)
     if words and words[0].lower() == WHY_WORD:
         # What preceded the faults: a long-running answer of its own (handlers/precursors.py).
-        await precursors.command(deps, client, words[1] if len(words) > 1 else "", asker)
+        await precursors.command(faults, client, words[1] if len(words) > 1 else "", asker)
         return
-    result = await service.hw_faults(deps.triage, text, deps.precursors)
+    result = await service.hw_faults(faults.triage, text, faults.precursors)
     if isinstance(result, UserError):
         await asker.private(render_user_error(result))
         return

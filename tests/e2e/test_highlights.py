@@ -50,8 +50,8 @@ class Replica:
 
     @property
     def hl(self) -> Highlights:
-        assert self.bot.deps.highlights is not None
-        return self.bot.deps.highlights
+        assert self.bot.deps.highlights.hl is not None
+        return self.bot.deps.highlights.hl
 
     def at(self, when: datetime) -> None:
         self.hl.clock = lambda: when

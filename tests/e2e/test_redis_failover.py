@@ -121,8 +121,8 @@ async def test_primary_killed_mid_storm_loses_nothing_and_posts_nothing_twice(
 async def storm(r: Replica, emulator: SlackEmulator, sentinels: sentinel.SentinelSet) -> None:
     store = r.bot.deps.store
     assert isinstance(store, RedisStore) and store.wait_replicas == 1
-    assert r.bot.deps.highlights is not None
-    hl_store = r.bot.deps.highlights.store
+    assert r.bot.deps.highlights.hl is not None
+    hl_store = r.bot.deps.highlights.hl.store
     assert isinstance(hl_store, RedisHighlightStore)
     policy = retry_policy(store.redis)
     old_primary = sentinels.primary_named_by_sentinels()

@@ -90,7 +90,7 @@ def shown(emulator: SlackEmulator) -> list[dict[str, Any]]:
 async def test_without_a_history_it_says_what_to_configure(
     slack: Slack, emulator: SlackEmulator
 ) -> None:
-    slack.bot.deps.regressions_history = None
+    slack.bot.deps.regressions.history = None
     await slack.command("/regressions", "kernel")
     await emulator.wait_for_responses(1)
     assert "Set PROMETHEUS_URL" in json.dumps(shown(emulator)[0])
@@ -101,7 +101,7 @@ async def test_bad_input_is_answered_privately_with_the_usage(
     slack: Slack, emulator: SlackEmulator
 ) -> None:
     history = GeneratedHistory(datetime.now(UTC))
-    slack.bot.deps.regressions_history = history
+    slack.bot.deps.regressions.history = history
     # Each answered before the next is asked: two commands' answers may interleave.
     await slack.command("/regressions", "kernal")
     await emulator.wait_for_responses(2)
@@ -117,7 +117,7 @@ async def test_looking_at_then_the_answer_and_the_thread(
     slack: Slack, emulator: SlackEmulator
 ) -> None:
     history = GeneratedHistory(datetime.now(UTC))
-    slack.bot.deps.regressions_history = history
+    slack.bot.deps.regressions.history = history
     status, _, _ = await slack.command("/regressions", "kernel --since 7d")
     assert status == 200
     detail = await emulator.wait_for_call("chat.postMessage", count=2, timeout=20)
@@ -182,8 +182,8 @@ async def test_the_weekly_post_is_built_when_a_channel_and_a_history_are_there(
         extra = {"MEOWBOT_REGRESSIONS_CHANNEL": channel} if channel else {}
         bot = await create_bot(bot_settings(emulator, redis_url, **extra))
         try:
-            has_history = bot.deps.regressions_history is not None
-            assert (bot.deps.regressions_weekly is not None) == (has_history and bool(channel))
+            has_history = bot.deps.regressions.history is not None
+            assert (bot.deps.regressions.weekly is not None) == (has_history and bool(channel))
         finally:
             await bot.close()
 
@@ -191,7 +191,7 @@ async def test_the_weekly_post_is_built_when_a_channel_and_a_history_are_there(
 async def test_where_it_may_not_post_the_answer_comes_privately(
     slack: Slack, emulator: SlackEmulator
 ) -> None:
-    slack.bot.deps.regressions_history = GeneratedHistory(datetime.now(UTC))
+    slack.bot.deps.regressions.history = GeneratedHistory(datetime.now(UTC))
     emulator.fail_next("chat.postMessage", status=200, error="not_in_channel")
     await slack.command("/regressions", "kernel")
     await emulator.wait_for_responses(3, timeout=20)
@@ -211,7 +211,7 @@ class DownHistory(GeneratedHistory):
 async def test_a_backend_down_midway_edits_the_message_into_a_sentence(
     slack: Slack, emulator: SlackEmulator
 ) -> None:
-    slack.bot.deps.regressions_history = DownHistory(datetime.now(UTC))
+    slack.bot.deps.regressions.history = DownHistory(datetime.now(UTC))
     await slack.command("/regressions", "")
     update = await emulator.wait_for_call("chat.update", count=2, timeout=20)
     assert (

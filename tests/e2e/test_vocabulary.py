@@ -160,7 +160,7 @@ async def test_hw_faults_and_why_count_the_same_week(slack: Slack) -> None:
         assert found is not None, posted[:500]
         assert n_listed == int(found.group(2)) > 0, (kind, n_listed, found.group(0))
     # A node `why` counts a reboot on shows it in its own /hw-faults.
-    events = await slack.bot.deps.precursors.events(  # type: ignore[union-attr]
+    events = await slack.bot.deps.faults.precursors.events(  # type: ignore[union-attr]
         "unexpected_reboot",
         nodes=None,
         start=datetime.now(UTC) - timedelta(days=2),

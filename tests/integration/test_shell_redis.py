@@ -41,7 +41,7 @@ async def test_the_shell_runs_its_own_redis_and_stops_it(tmp_path: Path, private
     await session.start()
     assert session.redis is not None
     assert session.bot is not None and session.bot.deps.store.name == "redis"
-    assert session.bot.deps.alerting is not None and session.bot.deps.highlights is not None
+    assert session.bot.deps.alerting is not None and session.bot.deps.highlights.hl is not None
     folder = session.redis.folder
     assert folder.parent == private_tmp and (folder / "redis.sock").exists()
     await session.close()
