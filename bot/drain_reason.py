@@ -81,3 +81,13 @@ def check(reason: str) -> str:
     if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in reason):
         raise ValueError("A drain reason must be one line without control characters.")
     return reason
+
+
+def for_failed_validation(step: str, why: str) -> str:
+    """`meowbot: failed validation dcgm-diag-r2: Memory GPU 3: ...`: the step that failed."""
+    return _bounded(f"failed validation {step}: {why}")
+
+
+def for_cancelled_validation(user_name: str) -> str:
+    """`meowbot: validation cancelled by @ana`: the node stays out until someone acts."""
+    return by_user("validation cancelled", user_name)

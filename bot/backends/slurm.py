@@ -122,6 +122,15 @@ def check_node_name(name: str) -> str:
     return name
 
 
+RESERVATION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+
+
+def check_reservation(name: str) -> str:
+    if not RESERVATION_RE.fullmatch(name):
+        raise ValueError(f"not a reservation name: {name[:40]!r}")
+    return name
+
+
 def check_job_id(job_id: str) -> str:
     text = str(job_id).strip() if isinstance(job_id, str | int) else ""
     if not JOB_ID_RE.fullmatch(text):
@@ -629,6 +638,52 @@ class SlurmRest:
         name = check_node_name(node)
         await self._update_node(name, {"state": ["RESUME"]}, ["state=resume"])
 
+    # -- validation jobs (bot/backends/slurm_validation.py)
+
+    async def submit(self, script: str, job: Mapping[str, Any]) -> str:
+        """Submits a batch `script` with `job`'s properties (slurmrestd's job/submit);
+        returns the job id."""
+        deadline = Deadline(self.timeout_s)
+        api = await self.api(deadline)
+        body = {"script": script, "job": dict(job)}
+        status, answer = await self._call(
+            "POST", f"/slurm/{api.version}/job/submit", deadline, json=body
+        )
+        errors = slurm_errors(answer)
+        job_id = parse_number(answer.get("job_id")) if isinstance(answer, Mapping) else None
+        if status != 200 or errors or job_id is None:
+            raise BackendError(NAME, _error_sentence(errors, status))
+        return str(job_id)
+
+    async def cancel(self, job_id: str) -> None:
+        deadline = Deadline(self.timeout_s)
+        api = await self.api(deadline)
+        path = api.job_path.replace("{job_id}", quote(check_job_id(job_id), safe=""))
+        status, answer = await self._call("DELETE", path, deadline)
+        errors = slurm_errors(answer)
+        if status != 200 or errors:
+            raise BackendError(NAME, _error_sentence(errors, status))
+
+    async def reserve(self, name: str, node: str, minutes: int) -> None:
+        """A maintenance reservation of `node` for this token's user alone, from now: slurmrestd
+        up to 23.x cannot create one, so through scontrol. Slurm takes it on a drained node."""
+        args = [
+            "create",
+            "reservation",
+            f"ReservationName={check_reservation(name)}",
+            f"Nodes={check_node_name(node)}",
+            "StartTime=now",
+            f"Duration={max(1, int(minutes))}",
+            f"Users={self._user}",
+            "Flags=MAINT,IGNORE_JOBS",
+        ]
+        await self._run_scontrol(args, Deadline(self.timeout_s))
+
+    async def unreserve(self, name: str) -> None:
+        await self._run_scontrol(
+            ["delete", f"ReservationName={check_reservation(name)}"], Deadline(self.timeout_s)
+        )
+
     async def close(self) -> None:
         if self._own_session and self._session is not None and not self._session.closed:
             await self._session.close()
@@ -683,4 +738,5 @@ class SlurmRest:
             raise BackendError(NAME, "did not answer scontrol in time.") from exc
         if proc.returncode != 0:
             text = " ".join((err or out).decode(errors="replace").split())[:200]
-            raise BackendError(NAME, f"refused the node update: {text or 'scontrol failed'}.")
+            what = "the node update" if args[0] == "update" else f"scontrol {' '.join(args[:2])}"
+            raise BackendError(NAME, f"refused {what}: {text or 'scontrol failed'}.")

@@ -1,0 +1,36 @@
+"""What a validation needs of a scheduler: hold the node, run the suite there as a job, read
+its step files, and let the node go. Implemented for Slurm (bot/backends/slurm_validation.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from bot.models import JobState
+from bot.validation.run import StepFiles
+
+
+class NodeTester(Protocol):
+    name: str  # "Slurm", said in sentences
+
+    def folder(self, run_id: str) -> str:
+        """Where the job writes its step files, as the node sees it."""
+        ...
+
+    async def start(self, node: str, run_id: str, script: str, *, time_limit_s: int) -> str:
+        """Holds the node for this run alone (nothing else can land there), lets the run's
+        job start on it, submits `script`; returns the job's id."""
+        ...
+
+    async def job_state(self, job_id: str) -> JobState | None:
+        """The job's state; None once the scheduler has forgotten it."""
+        ...
+
+    async def files(self, run_id: str, steps: Sequence[str]) -> dict[str, StepFiles]: ...
+
+    async def cancel(self, job_id: str) -> None: ...
+
+    async def finish(self, node: str, run_id: str, *, passed: bool, reason: str) -> None:
+        """On a pass the node goes back into service; otherwise it is drained with `reason`.
+        Either way the hold goes."""
+        ...

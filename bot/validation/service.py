@@ -1,0 +1,123 @@
+"""Runs the suite on a drained node through its scheduler and puts the node back in service
+only when every step passed; then reads the node back and answers with what it is."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from bot import drain_reason
+from bot.errors import BackendError
+from bot.models import JobState
+from bot.ports import Scheduler, SchedulerNode
+from bot.validation.config import ValidationConfig
+from bot.validation.ports import NodeTester
+from bot.validation.run import StepOutcome, all_ended, batch_script, outcomes, verdict
+
+ENDED = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT})
+MARGIN_S = 300
+"""The job's time limit beyond its steps' timeouts: the script's own start, the scheduler's."""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    sentence: str
+
+
+@dataclass
+class Validation:
+    node: str
+    run_id: str
+    steps: list[StepOutcome]
+    job_id: str | None = None
+    ended: bool = False
+    passed: bool = False
+    cancelled_by: str | None = None
+    reason: str | None = None  # the drain reason on a failure
+    after: SchedulerNode | None = None  # the node as the scheduler holds it at the end
+    error: str | None = None  # a scheduler that refused a step of the run itself
+    log: list[str] = field(default_factory=list)
+
+
+Progress = Callable[[Validation], Awaitable[None]]
+Cancelled = Callable[[], Awaitable[str | None]]
+
+
+def refusal(node: SchedulerNode | None, name: str) -> Refusal | None:
+    """Whether `name` may be tested now: it must be known and out of service (drained or
+    down), so that no job of anyone's shares its GPUs with the test."""
+    if node is None:
+        return Refusal(f"I don't know a node `{name[:60]}` in the scheduler.")
+    if not node.out_of_service:
+        return Refusal(
+            f"`{name}` is in service ({node.state}): drain it first, so that no job shares "
+            "its GPUs with the test."
+        )
+    return None
+
+
+def time_limit_s(cfg: ValidationConfig) -> int:
+    return sum(s.timeout_s for s in cfg.steps) + MARGIN_S
+
+
+async def validate(
+    tester: NodeTester,
+    scheduler: Scheduler,
+    node: str,
+    cfg: ValidationConfig,
+    *,
+    run_id: str,
+    progress: Progress,
+    cancelled: Cancelled,
+    poll_s: float = 2.0,
+) -> Validation:
+    """The whole run. `progress` is called whenever a step's state changes; `cancelled`
+    (polled) names who cancelled, if anyone did. Errors of the scheduler end the run with the
+    node left drained, and say so."""
+    steps = cfg.steps
+    names = [s.name for s in steps]
+    run = Validation(node, run_id, outcomes(steps, {}))
+    limit = time_limit_s(cfg)
+    try:
+        run.job_id = await tester.start(
+            node, run_id, batch_script(steps, tester.folder(run_id)), time_limit_s=limit
+        )
+        await progress(run)
+        deadline = time.monotonic() + limit + MARGIN_S
+        while True:
+            await asyncio.sleep(poll_s)
+            who = await cancelled()
+            if who is not None:
+                run.cancelled_by = who
+                await tester.cancel(run.job_id)
+            state = await tester.job_state(run.job_id)
+            ended = state is None or state in ENDED or time.monotonic() > deadline
+            now = outcomes(steps, await tester.files(run_id, names), job_ended=ended)
+            if now != run.steps:
+                run.steps = now
+                if not ended:
+                    await progress(run)
+            if ended or all_ended(now):
+                break
+        failed = verdict(run.steps)
+        run.passed = failed is None and run.cancelled_by is None
+        run.reason = None if run.passed else _reason(failed, run.cancelled_by)
+        await tester.finish(node, run_id, passed=run.passed, reason=run.reason or "")
+    except BackendError as exc:
+        run.error = exc.user_text()
+        run.passed = False
+    run.ended = True
+    try:
+        run.after = (await scheduler.nodes([node])).get(node)
+    except BackendError as exc:
+        run.error = run.error or exc.user_text()
+    return run
+
+
+def _reason(failed: StepOutcome | None, cancelled_by: str | None) -> str:
+    if cancelled_by is not None:
+        return drain_reason.for_cancelled_validation(cancelled_by)
+    assert failed is not None and failed.result is not None
+    return drain_reason.for_failed_validation(failed.name, failed.result.reason)
