@@ -69,8 +69,17 @@ from bot.config_sections import (
     straggler_config,
     topology_config,
     user_mapping,
+    validation_config,
 )
-from bot.deps import Deps, FaultsService, HighlightsService, JobSlowService, RegressionsService
+from bot.deps import (
+    Deps,
+    FaultsService,
+    HighlightsService,
+    JobSlowService,
+    NodeHealthService,
+    RegressionsService,
+    ValidationService,
+)
 from bot.highlights.config import HighlightsConfig
 from bot.highlights.runtime import DigestRunner
 from bot.highlights.schedule import DigestSchedule
@@ -111,6 +120,7 @@ if TYPE_CHECKING:
     from bot.backends.kubernetes import KubernetesScheduler
     from bot.backends.prometheus_rules import RuleGroup
     from bot.backends.sim.fleet import SimFleet
+    from bot.backends.slurm import SlurmRest
 
 SLACK_HTTP_TIMEOUT_S = 10
 SIM_NEW_KERNEL = "5.15.0-113-generic"
@@ -231,6 +241,18 @@ def kubernetes_of(scheduler: Scheduler | None) -> KubernetesScheduler | None:
         return scheduler
     if isinstance(scheduler, BothSchedulers):
         return scheduler.kube
+    return None
+
+
+def slurm_of(scheduler: Scheduler | None) -> SlurmRest | None:
+    """The Slurm adapter inside the scheduler, when there is one (for validation jobs)."""
+    from bot.backends.both_schedulers import BothSchedulers
+    from bot.backends.slurm import SlurmRest
+
+    if isinstance(scheduler, SlurmRest):
+        return scheduler
+    if isinstance(scheduler, BothSchedulers) and isinstance(scheduler.slurm, SlurmRest):
+        return scheduler.slurm
     return None
 
 
@@ -495,6 +517,32 @@ def make_weekly_regressions(
     )
 
 
+def make_validation(
+    settings: Settings,
+    store: StateStore,
+    raw: Scheduler | None,
+    scheduler: Scheduler | None,
+    authz: Authorizer,
+) -> ValidationService | None:
+    """Testing drained nodes, when `validation.output_dir` is set and Slurm is the scheduler
+    (or one of both): its reservations and jobs hold and test the node. `raw` is the
+    scheduler as built, `scheduler` the one every action goes through (read back with it)."""
+    cfg = validation_config(settings)  # checked either way: a wrong value stops start-up
+    slurm = slurm_of(raw)
+    if cfg.output_dir is None or slurm is None or scheduler is None:
+        return None
+    from bot.backends.slurm_validation import SlurmTester
+    from bot.backends.validation_store import MemoryValidationLedger, RedisValidationLedger
+
+    ledger = (
+        RedisValidationLedger(store.redis)
+        if isinstance(store, RedisStore)
+        else MemoryValidationLedger()
+    )
+    tester = SlurmTester(slurm, cfg.output_dir, extra_path=cfg.tools_path)
+    return ValidationService(tester, scheduler, cfg, ledger, authz)
+
+
 def tell_owners(
     settings: Settings, store: StateStore, client: AsyncWebClient, scheduler: Scheduler | None
 ) -> tuple[Scheduler | None, JobNoticeLedger | None]:
@@ -538,6 +586,8 @@ def make_deps(settings: Settings, store: StateStore, client: AsyncWebClient) -> 
         regressions.components = tuple(dict.fromkeys((*BUILT_IN, *history.components())))
     regressions.weekly = make_weekly_regressions(settings, store, client, regressions)
     highlights = make_highlights(settings, store, client)
+    authz = Authorizer(settings.admin_list)
+    validation = make_validation(settings, store, src.scheduler, scheduler, authz)
     return Deps(
         settings=settings,
         store=store,
@@ -545,8 +595,10 @@ def make_deps(settings: Settings, store: StateStore, client: AsyncWebClient) -> 
         inflight=inflight,
         cpu=cpu,
         triage=triage,
-        authz=Authorizer(settings.admin_list),
+        authz=authz,
         users=users,
+        node_health=NodeHealthService(triage, validation),
+        validation=validation,
         faults=FaultsService(
             triage, cpu, make_precursor_history(settings, triage), precursors_config(settings)
         ),

@@ -1,9 +1,11 @@
 """What the listeners may use, built once by the composition root (bot/app.py `make_deps`) inside
 the running loop. A command's runner receives only its own service (`handlers/commands.py`:
-each entry's `service`): the triage for /node-health, `FaultsService` for /hw-faults, and so on."""
+each entry's `service`): `NodeHealthService` for /node-health, `FaultsService` for /hw-faults,
+and so on."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -12,7 +14,7 @@ from bot.authz import Authorizer
 from bot.config import Settings
 from bot.inflight import InFlight
 from bot.offload import Offload
-from bot.ports import StateStore
+from bot.ports import Scheduler, StateStore
 from bot.precursors.config import PrecursorsConfig
 from bot.precursors.ports import PrecursorHistory
 from bot.regressions.ask import BUILT_IN
@@ -21,6 +23,9 @@ from bot.telemetry import Telemetry
 from bot.triage.ports import JobNoticeLedger
 from bot.triage.service import Triage
 from bot.usermap import UserMap
+from bot.validation.config import ValidationConfig
+from bot.validation.ports import NodeTester, ValidationLedger
+from bot.validation.service import time_limit_s
 
 if TYPE_CHECKING:
     from bot.alerts.runtime import Alerting
@@ -28,6 +33,31 @@ if TYPE_CHECKING:
     from bot.highlights.service import Highlights
     from bot.playground.service import Playground
     from bot.regressions.weekly import WeeklyRegressions
+
+
+@dataclass
+class ValidationService:
+    """Testing drained nodes through the scheduler before they go back into service."""
+
+    tester: NodeTester
+    scheduler: Scheduler  # read back after each run: the wrapped one, as every action
+    cfg: ValidationConfig
+    ledger: ValidationLedger
+    authz: Authorizer
+    poll_s: float = 2.0
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)  # runs under way here
+
+    @property
+    def minutes(self) -> int:
+        return -(-time_limit_s(self.cfg) // 60)
+
+
+@dataclass(frozen=True)
+class NodeHealthService:
+    """/node-health, and `/node-health <node> test` where nodes can be tested."""
+
+    triage: Triage
+    validation: ValidationService | None = None
 
 
 @dataclass(frozen=True)
@@ -75,9 +105,10 @@ class Deps:
     telemetry: Telemetry
     inflight: InFlight
     cpu: Offload  # the one worker pool: the triage's, the alerts' and the charts'
-    triage: Triage  # /node-health
+    triage: Triage
     authz: Authorizer
     users: UserMap
+    node_health: NodeHealthService
     faults: FaultsService
     job_slow: JobSlowService
     regressions: RegressionsService
@@ -88,3 +119,4 @@ class Deps:
     digest: DigestRunner | None = None
     threads: ThreadMemory | None = None  # what each thread asked last (mentions and DMs)
     picker: Picker | None = None  # the model for unsure questions; None unless configured
+    validation: ValidationService | None = None  # None unless validation.output_dir is set

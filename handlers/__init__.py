@@ -17,6 +17,7 @@ from handlers import (
     jobslow,
     playground,
     reply,
+    validation,
     views,
 )
 from handlers.registry import Registered, Registry, payload_check
@@ -39,4 +40,5 @@ def register(app: AsyncApp, deps: Deps) -> Registered:
     playground.register(reg, deps)
     views.register(reg, deps)
     home.register(reg, deps)
+    validation.register(reg, deps)
     return reg.registered

@@ -73,12 +73,14 @@ COMMANDS = (  # not annotated: each entry's service type is checked against its 
     Command(
         name="/node-health",
         description="Is this node fit to run work, and if not, why and what to do",
-        usage_hint="<node | hostlist> | help",
+        usage_hint="<node | hostlist> [test] | help",
         usage=(
             "`/node-health gpu-0042`: verdict, failing checks with evidence, Slurm state, GPUs",
             "`/node-health gpu-[0001-0064]`: counts per verdict, unhealthy nodes first",
+            "`/node-health gpu-0042 test`: run the validation suite on a drained node, resume "
+            "it if every step passes",
         ),
-        service=lambda d: d.triage,
+        service=lambda d: d.node_health,
         run=triage.node_health,
         needs_argument=True,
     ),

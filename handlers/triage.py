@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.deps import FaultsService
+from bot.deps import FaultsService, NodeHealthService
+from bot.errors import BackendError
+from bot.render.blocks import error as error_message
 from bot.render.triage import (
     render_faults,
     render_node,
@@ -17,29 +19,70 @@ from bot.render.triage import (
 from bot.slack_message import SlackMessage
 from bot.triage import service
 from bot.triage.service import NodeReport, Triage, UncheckedNode, UncheckedNodes, UserError
-from handlers import precursors
+from bot.triage.vocabulary import resolve_names
+from handlers import precursors, validation
 from handlers.reply import Asker
 
 WHY_WORD = "why"
+TEST_WORD = "test"
+NO_TESTS = (
+    "Nodes are not tested here: set `validation: output_dir:` in the config (a folder the "
+    "nodes and meowbot both see) with a Slurm cluster."
+)
 
 
-async def node_health_answer(triage: Triage, text: str, *, headings: bool = False) -> SlackMessage:
+async def node_health_answer(
+    triage: Triage, text: str, *, headings: bool = False, test_minutes: int | None = None
+) -> SlackMessage:
     """The answer for a node or a hostlist; buttons redraw it after a drain or a resume.
-    `headings`: Confirmed / Suspected / Checked and fine in so many words."""
+    `headings`: Confirmed / Suspected / Checked and fine in so many words; `test_minutes`:
+    where nodes can be tested, a drained node offers "Test and resume"."""
     result = await service.node_health(triage, text)
     if isinstance(result, UserError):
         return render_user_error(result)
     if isinstance(result, NodeReport):
-        return render_node(result, dashboard_url=triage.config.dashboard_url, headings=headings)
+        return render_node(
+            result,
+            dashboard_url=triage.config.dashboard_url,
+            headings=headings,
+            test_minutes=test_minutes,
+        )
     if isinstance(result, UncheckedNode):
-        return render_unchecked(result)
+        return render_unchecked(result, test_minutes=test_minutes)
     if isinstance(result, UncheckedNodes):
         return render_unchecked_nodes(result)
     return render_summary(result)
 
 
-async def node_health(triage: Triage, client: AsyncWebClient, text: str, asker: Asker) -> None:
-    await asker.private(await node_health_answer(triage, text, headings=asker.headings))
+async def node_health(
+    service: NodeHealthService, client: AsyncWebClient, text: str, asker: Asker
+) -> None:
+    words = text.split()
+    if len(words) == 2 and words[1].lower() == TEST_WORD:
+        if service.validation is None:
+            await asker.private(error_message(NO_TESTS))
+            return
+        try:
+            await service.triage.inventory.load()
+        except BackendError as exc:
+            await asker.private(error_message(f"I could not list the nodes: {exc.user_text()}"))
+            return
+        node = resolve_names([words[0]], service.triage.known())[0]
+        await validation.start(
+            service.validation,
+            client,
+            node,
+            user_id=asker.user_id,
+            channel=asker.channel,
+            private=asker.private,
+            thread_ts=asker.thread_ts,
+        )
+        return
+    minutes = service.validation.minutes if service.validation is not None else None
+    answer = await node_health_answer(
+        service.triage, text, headings=asker.headings, test_minutes=minutes
+    )
+    await asker.private(answer)
 
 
 async def hw_faults(faults: FaultsService, client: AsyncWebClient, text: str, asker: Asker) -> None:

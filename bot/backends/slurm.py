@@ -659,7 +659,7 @@ class SlurmRest:
         deadline = Deadline(self.timeout_s)
         api = await self.api(deadline)
         path = api.job_path.replace("{job_id}", quote(check_job_id(job_id), safe=""))
-        status, answer = await self._call("DELETE", path, deadline)
+        status, answer = await self._call("DELETE", f"{path}?signal=TERM", deadline)
         errors = slurm_errors(answer)
         if status != 200 or errors:
             raise BackendError(NAME, _error_sentence(errors, status))

@@ -23,6 +23,8 @@ MAX_OUTPUT = 1_000_000
 NOT_AVAILABLE = "Required node not available"
 SUBMIT_WAIT_S = 120.0
 SUBMIT_RETRY_S = 1.0
+IN_USE = "reservation is in use"
+RELEASE_WAIT_S = 120.0
 
 
 def reservation_name(run_id: str) -> str:
@@ -94,7 +96,18 @@ class SlurmTester:
         # Drained before the hold goes: no job lands on a node that failed in between.
         if not passed:
             await self.slurm.drain(node, reason)
-        await self.slurm.unreserve(reservation_name(run_id))
+        # A job that has just ended still holds its reservation while it completes (the
+        # epilog, a cancelled step's cleanup): Slurm refuses to delete one "in use".
+        waited = 0.0
+        while True:
+            try:
+                await self.slurm.unreserve(reservation_name(run_id))
+                return
+            except BackendError as exc:
+                if IN_USE not in exc.sentence or waited >= RELEASE_WAIT_S:
+                    raise
+            await asyncio.sleep(SUBMIT_RETRY_S)
+            waited += SUBMIT_RETRY_S
 
 
 def _read(path: Path) -> str | None:

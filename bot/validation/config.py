@@ -15,8 +15,9 @@ timeout and the parser that reads its output, with that parser's params:
           parser: nccl_all_reduce
           params: {min_bus_bw_gbs: {H100: 460, H200: 480}}
 
-Without `steps` the default suite runs: DCGM diagnostics level 2 and a single-node 8-GPU
-all-reduce. No I/O.
+`output_dir` turns testing on: a folder on a filesystem both the nodes and meowbot mount,
+where the job writes each step's output. Without `steps` the default suite runs: DCGM
+diagnostics level 2 and a single-node 8-GPU all-reduce. No I/O.
 """
 
 from __future__ import annotations
@@ -89,6 +90,13 @@ class ValidationConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     steps: tuple[StepConfig, ...] = Field(DEFAULT_STEPS, min_length=1)
+    # Where the job writes each step's output, on storage the nodes and meowbot both see (a
+    # shared filesystem). Without it, nodes are not tested: "Test and resume" is not offered.
+    output_dir: str | None = None
+    # Prepended to the job's PATH: where the site keeps dcgmi, all_reduce_perf, ib_write_bw.
+    tools_path: str = ""
+    # Validations running at once, across the fleet.
+    max_at_once: int = Field(4, ge=1, le=256)
 
     @field_validator("steps")
     @classmethod

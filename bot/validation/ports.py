@@ -34,3 +34,21 @@ class NodeTester(Protocol):
         """On a pass the node goes back into service; otherwise it is drained with `reason`.
         Either way the hold goes."""
         ...
+
+
+class ValidationLedger(Protocol):
+    """Shared across replicas: which node is being tested by which run, and who cancelled."""
+
+    async def hold(self, node: str, run_id: str, ttl_s: int) -> str | None:
+        """Claims `node` for `run_id`; returns the run already holding it, else None."""
+        ...
+
+    async def running(self) -> int:
+        """How many runs hold a node now."""
+        ...
+
+    async def release(self, node: str, run_id: str) -> None: ...
+
+    async def cancel(self, run_id: str, user_name: str) -> None: ...
+
+    async def cancelled_by(self, run_id: str) -> str | None: ...

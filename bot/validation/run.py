@@ -62,11 +62,16 @@ def batch_script(steps: tuple[StepConfig, ...], folder: str) -> str:
         "# Written by meowbot: the site's validation suite on this node.",
         f"out={shlex.quote(folder)}",
         'mkdir -p "$out"',
+        # Cancelled (scancel sends TERM first): the running step is stopped with the script,
+        # not left behind (`timeout` runs it in a process group of its own).
+        'trap \'kill -TERM "$child" 2>/dev/null; wait "$child"; exit 143\' TERM INT',
         "step() {",
         "  name=$1; limit=$2; shift 2",
         '  : > "$out/$name.started"',
         f'  timeout --kill-after={KILL_AFTER_S} "$limit" "$@" \\',
-        '    > "$out/$name.out" 2> "$out/$name.err"',
+        '    > "$out/$name.out" 2> "$out/$name.err" &',
+        "  child=$!",
+        '  wait "$child"',
         '  echo $? > "$out/$name.rc.part" && mv "$out/$name.rc.part" "$out/$name.rc"',
         "}",
     ]

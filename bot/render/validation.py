@@ -1,0 +1,89 @@
+"""A node's validation in Slack: one message that shows each step as it goes, the verdict,
+and the node as the scheduler holds it at the end (read back, never assumed)."""
+
+from __future__ import annotations
+
+from bot.mrkdwn import code
+from bot.ports import SchedulerNode
+from bot.render.blocks import Block, Message, button, confirm_dialog
+from bot.slack_message import SlackMessage
+from bot.validation.run import StepState
+from bot.validation.service import Validation
+
+TEST_ACTION = "meowbot_test_node"
+CANCEL_TEST_ACTION = "meowbot_cancel_node_test"
+
+ICON = {
+    StepState.QUEUED: ":white_circle:",
+    StepState.RUNNING: ":hourglass_flowing_sand:",
+    StepState.PASSED: ":white_check_mark:",
+    StepState.FAILED: ":x:",
+}
+
+
+def test_button(node: str, minutes: int) -> Block:
+    """ "Test and resume": confirmed first, since it puts the node in a reservation and runs
+    jobs on it."""
+    dialog = confirm_dialog(
+        f"Test {node}?",
+        f"meowbot reserves {code(node)} for itself, runs the validation suite there (at most "
+        f"about {minutes} min) and resumes it only if every step passes; otherwise it stays "
+        "drained with the failing step as its reason.",
+        confirm="Test",
+    )
+    return button("Test and resume", TEST_ACTION, node, confirm=dialog)
+
+
+def _state(node: SchedulerNode | None) -> str:
+    if node is None:
+        return "unknown (it could not be read back)"
+    flags = f" ({', '.join(f.lower() for f in node.flags)})" if node.flags else ""
+    reason = f", reason {code(node.reason)}" if node.reason else ""
+    return f"{node.state}{flags}{reason}"
+
+
+def _headline(run: Validation, by: str) -> str:
+    node = code(run.node)
+    if not run.ended:
+        return f":stethoscope: Testing {node} before it goes back into service (asked by {by})"
+    after = run.after
+    if run.error is not None:
+        return f":warning: Testing {node} stopped: {run.error}"
+    if run.cancelled_by is not None:
+        return f":no_entry: Testing {node} was cancelled by @{run.cancelled_by}"
+    if run.passed and after is not None and not after.out_of_service:
+        return f":white_check_mark: {node} passed every step and is back in service"
+    if run.passed:
+        return f":warning: {node} passed every step, but it is not back in service"
+    return f":x: {node} failed validation and stays out of service"
+
+
+def render_run(run: Validation, *, by: str, scheduler: str) -> SlackMessage:
+    """The run's message; `by` is who asked, as Slack shows them (`<@U123>`)."""
+    headline = _headline(run, by)
+    msg = Message(headline).section(headline)
+    msg.section("\n".join(f"{ICON[o.state]} {o.line}" for o in run.steps))
+    if run.ended:
+        msg.section(f"{scheduler} now says: {code(run.node)} is {_state(run.after)}.")
+    context = [f"{scheduler} job {run.job_id}"] if run.job_id else []
+    if run.ended and not run.passed and run.error is None:
+        context.append("Resume it by hand once it is repaired, or test it again")
+    if context:
+        msg.context(" · ".join(context))
+    if not run.ended:
+        msg.actions(
+            button(
+                "Cancel test",
+                CANCEL_TEST_ACTION,
+                run.run_id,
+                style="danger",
+                confirm=confirm_dialog(
+                    f"Cancel the test of {run.node}?",
+                    "The job is cancelled and the node stays drained.",
+                    confirm="Cancel test",
+                    deny="Keep testing",
+                    style="danger",
+                ),
+            )
+        )
+    return msg.build()

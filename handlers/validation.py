@@ -1,0 +1,180 @@
+"""Testing a drained node before it goes back into service: `/node-health <node> test` and
+the "Test and resume" button start it, one message in the channel follows it step by step
+with a Cancel button, and the person who asked is told the end in its thread."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from functools import partial
+from typing import Any
+
+from slack_bolt.context.ack.async_ack import AsyncAck
+from slack_bolt.context.respond.async_respond import AsyncRespond
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.deps import Deps, ValidationService
+from bot.errors import BackendError
+from bot.render.blocks import Message
+from bot.render.blocks import error as error_message
+from bot.render.validation import CANCEL_TEST_ACTION, TEST_ACTION, render_run
+from bot.validation.run import outcomes
+from bot.validation.service import Validation, refusal, time_limit_s, validate
+from handlers.registry import Registry
+from handlers.reply import Private, post_message, respond_message, update_message
+
+log = logging.getLogger(__name__)
+
+
+def register(reg: Registry, deps: Deps) -> None:
+    if deps.validation is None:
+        return
+    reg.action(TEST_ACTION, partial(on_test, deps.validation))
+    reg.action(CANCEL_TEST_ACTION, partial(on_cancel, deps.validation))
+
+
+async def start(
+    v: ValidationService,
+    client: AsyncWebClient,
+    node: str,
+    *,
+    user_id: str,
+    channel: str,
+    private: Private,
+    thread_ts: str | None = None,
+) -> None:
+    """Checks that `node` may be tested by this person now, then tests it in the background;
+    every refusal is one private sentence and changes nothing."""
+    if not await v.authz.allowed(user_id, client):
+        await private(error_message(v.authz.refusal("test nodes")))
+        return
+    try:
+        held = (await v.scheduler.nodes([node])).get(node)
+    except BackendError as exc:
+        await private(error_message(f"I could not read {node}: {exc.user_text()}"))
+        return
+    refused = refusal(held, node)
+    if refused is not None:
+        await private(error_message(refused.sentence))
+        return
+    if await v.ledger.running() >= v.cfg.max_at_once:
+        await private(
+            error_message(
+                f"{v.cfg.max_at_once} nodes are being tested already, the most at once here; "
+                "ask again when one ends."
+            )
+        )
+        return
+    run_id = f"{node}-{int(time.time())}"
+    ttl = time_limit_s(v.cfg) + 600
+    other = await v.ledger.hold(node, run_id, ttl)
+    if other is not None:
+        await private(error_message(f"`{node}` is being tested already."))
+        return
+    by = f"<@{user_id}>"
+    first = Validation(node, run_id, outcomes(v.cfg.steps, {}))
+    try:
+        posted = await post_message(
+            client, channel, render_run(first, by=by, scheduler=v.tester.name), thread_ts=thread_ts
+        )
+    except SlackApiError as exc:
+        await v.ledger.release(node, run_id)
+        code = exc.response.get("error", "unknown")
+        await private(error_message(f"I cannot post in this channel ({code}): nothing tested."))
+        return
+    task = asyncio.create_task(
+        _watch(v, client, node, run_id, by=by, channel=posted.channel, ts=posted.ts)
+    )
+    v.tasks.add(task)
+    task.add_done_callback(v.tasks.discard)
+
+
+async def _watch(
+    v: ValidationService,
+    client: AsyncWebClient,
+    node: str,
+    run_id: str,
+    *,
+    by: str,
+    channel: str,
+    ts: str,
+) -> None:
+    name = v.tester.name
+
+    async def progress(run: Validation) -> None:
+        try:
+            await update_message(client, channel, ts, render_run(run, by=by, scheduler=name))
+        except SlackApiError as exc:  # the run goes on; the end is posted anew
+            log.warning("validation progress not shown: %s", exc.response.get("error"))
+
+    async def cancelled() -> str | None:
+        return await v.ledger.cancelled_by(run_id)
+
+    try:
+        run = await validate(
+            v.tester,
+            v.scheduler,
+            node,
+            v.cfg,
+            run_id=run_id,
+            progress=progress,
+            cancelled=cancelled,
+            poll_s=v.poll_s,
+        )
+    finally:
+        await v.ledger.release(node, run_id)
+    end = render_run(run, by=by, scheduler=name)
+    await progress(run)
+    # The person who asked is told the end, in the run's thread.
+    told = f"{by} {end.text}"
+    await post_message(client, channel, Message(told).section(told).build(), thread_ts=ts)
+
+
+async def on_test(
+    v: ValidationService,
+    ack: AsyncAck,
+    body: dict[str, Any],
+    respond: AsyncRespond,
+    client: AsyncWebClient,
+) -> None:
+    await ack()
+    user = body.get("user", {})
+
+    async def private(message: Any) -> None:
+        await respond_message(respond, message, replace_original=False)
+
+    channel = str((body.get("channel") or {}).get("id") or user.get("id", ""))
+    await start(
+        v,
+        client,
+        str(body["actions"][0].get("value", "")),
+        user_id=str(user.get("id", "")),
+        channel=channel,
+        private=private,
+    )
+
+
+async def on_cancel(
+    v: ValidationService,
+    ack: AsyncAck,
+    body: dict[str, Any],
+    respond: AsyncRespond,
+    client: AsyncWebClient,
+) -> None:
+    await ack()
+    user = body.get("user", {})
+    if not await v.authz.allowed(str(user.get("id", "")), client):
+        await respond(
+            response_type="ephemeral", replace_original=False, text=v.authz.refusal("cancel tests")
+        )
+        return
+    run_id = str(body["actions"][0].get("value", ""))
+    name = str(user.get("username") or user.get("name") or user.get("id"))
+    await v.ledger.cancel(run_id, name)
+    await respond(
+        response_type="ephemeral",
+        replace_original=False,
+        text="Cancelling: the job is stopped within seconds and the node stays drained.",
+    )

@@ -1,0 +1,208 @@
+"""Testing a drained node from Slack, on the real test Slurm: `/node-health <node> test`,
+one message that follows the run, the node read back at the end, Cancel, and the refusals
+(a node in service, one not known, a person who may not act). Stand-ins for `dcgmi` and
+`all_reduce_perf` print the real tools' recorded outputs (tests/data/validation/)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from bot.app import create_bot
+from bot.render.triage import RESUME_ACTION
+from bot.render.validation import CANCEL_TEST_ACTION, TEST_ACTION
+from bot.server import SLACK_EVENTS_PATH
+from bot.shell.emulator import SlackEmulator, validate_blocks
+from tests.conftest import need_service
+from tests.e2e.conftest import Slack, bot_settings
+from tests.waiting import eventually
+
+CHANNEL = "C0OPS"
+NODE = "gpu-0012"
+DATA = Path(__file__).resolve().parents[1] / "data" / "validation"
+
+
+def _scontrol(*args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "SLURM_JWT"}
+    env["SLURM_CONF"] = need_service("SLURM_CONF")
+    return subprocess.run(
+        ["scontrol", *args], env=env, capture_output=True, text=True, check=False
+    ).stdout
+
+
+def _tool(bin_dir: Path, name: str, body: str) -> None:
+    path = bin_dir / name
+    path.write_text(f"#!/bin/bash\n{body}\n")
+    path.chmod(0o755)
+
+
+@pytest.fixture
+async def ops(
+    emulator: SlackEmulator, redis_url: str, redis_client: Any, tmp_path: Path
+) -> AsyncIterator[tuple[Slack, Path]]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _tool(bin_dir, "dcgmi", f"cat {DATA / 'dcgm_r2_v3_pass.json'}")
+    _tool(bin_dir, "all_reduce_perf", f"sleep 2; cat {DATA / 'nccl_all_reduce_h200_8gpu.txt'}")
+    config = tmp_path / "meowbot.yaml"
+    steps = [
+        {
+            "name": "dcgm",
+            "command": ["dcgmi", "diag", "-r", "2", "-j"],
+            "timeout_s": 60,
+            "parser": "dcgm_diag",
+        },
+        {
+            "name": "all-reduce",
+            "command": ["all_reduce_perf", "-g", "8"],
+            "timeout_s": 60,
+            "parser": "nccl_all_reduce",
+            "params": {"min_bus_bw_gbs": {"H200": 470}},
+        },
+    ]
+    config.write_text(
+        json.dumps(
+            {
+                "validation": {
+                    "steps": steps,
+                    "output_dir": str(tmp_path / "out"),
+                    "tools_path": str(bin_dir),
+                }
+            }
+        )
+    )
+    emulator.add_channel(CHANNEL, "gpu-ops")
+    settings = bot_settings(
+        emulator,
+        redis_url,
+        MEOWBOT_ADMINS="U0ADMIN",
+        MEOWBOT_CONFIG=str(config),
+        SLURM_REST_URL=need_service("SLURM_REST_URL"),
+        SLURM_JWT=need_service("SLURM_JWT"),
+        SLURM_USER=os.environ.get("SLURM_USER", "root"),
+    )
+    bot = await create_bot(settings)
+    assert bot.deps.validation is not None
+    bot.deps.validation.poll_s = 0.3
+    _scontrol("update", f"nodename={NODE}", "state=drain", "reason=meowbot: xid79 gpu3")
+    port = await bot.start_http("127.0.0.1", 0)
+    async with aiohttp.ClientSession() as http:
+        yield Slack(emulator, bot, f"http://127.0.0.1:{port}{SLACK_EVENTS_PATH}", http), bin_dir
+    await bot.close()
+    _scontrol("update", f"nodename={NODE}", "state=resume")
+
+
+async def _private(slack: Slack, command: str, text: str, user: str = "U0ADMIN") -> dict[str, Any]:
+    emu = slack.emulator
+    before = len(emu.responses)
+    status, _, _ = await slack.command(command, text, user=user, channel=CHANNEL)
+    assert status == 200
+    await emu.wait_for_responses(before + 1, timeout=30)
+    answer: dict[str, Any] = emu.responses[-1][1]
+    assert validate_blocks(answer.get("blocks") or []) == []
+    return answer
+
+
+def _texts(slack: Slack) -> list[str]:
+    return [m["text"] for m in slack.emulator.workspace.messages(CHANNEL)]
+
+
+def _top(slack: Slack) -> list[dict[str, Any]]:
+    return [
+        m
+        for m in slack.emulator.workspace.messages(CHANNEL)
+        if "thread_ts" not in m or m.get("thread_ts") == m.get("ts")
+    ]
+
+
+async def test_a_drained_node_passes_and_is_back_in_service_as_slurm_says(
+    ops: tuple[Slack, Path],
+) -> None:
+    slack, _ = ops
+    # The drained node's answer offers "Test and resume" beside Resume.
+    answer = await _private(slack, "/node-health", NODE)
+    actions = json.dumps(answer["blocks"])
+    assert TEST_ACTION in actions and RESUME_ACTION in actions
+    await slack.command("/node-health", f"{NODE} test", channel=CHANNEL)
+
+    def ended() -> bool:
+        msgs = _top(slack)
+        return bool(msgs) and "back in service" in msgs[-1]["text"]
+
+    await eventually(
+        ended, f"the run's message says the node is back in service: {_texts(slack)}", 60
+    )
+    msg = _top(slack)[-1]
+    body = json.dumps(msg["blocks"])
+    assert "dcgm: passed" in body and "all-reduce: passed" in body, body
+    assert "Slurm now says" in body and "idle" in body
+    assert CANCEL_TEST_ACTION not in body  # no Cancel once it has ended
+    assert validate_blocks(msg["blocks"]) == []
+    # The person who asked is told in the thread, and Slurm agrees with the words.
+    replies = [
+        m
+        for m in slack.emulator.workspace.messages(CHANNEL)
+        if m.get("thread_ts") == msg["ts"] and m["ts"] != msg["ts"]
+    ]
+    assert any("<@U0ADMIN>" in r["text"] for r in replies), replies
+    shown = _scontrol("show", "node", NODE)
+    assert "State=IDLE" in shown and "DRAIN" not in shown, shown
+    assert "meowbot-validate" not in _scontrol("show", "reservation")
+
+
+async def test_cancel_stops_the_job_and_the_node_stays_drained(ops: tuple[Slack, Path]) -> None:
+    slack, bin_dir = ops
+    # Under the test Slurm's proctrack/linuxproc a cancelled step's process outlives the job and
+    # holds the reservation until it ends; meowbot waits for it (proctrack/cgroup kills it).
+    _tool(bin_dir, "dcgmi", "exec sleep 12")
+    await slack.command("/node-health", f"{NODE} test", channel=CHANNEL)
+
+    def running() -> bool:
+        msgs = _top(slack)
+        return bool(msgs) and ":hourglass_flowing_sand: dcgm: running" in json.dumps(
+            msgs[-1]["blocks"]
+        )
+
+    await eventually(running, "the first step shows running", 60)
+    msg = _top(slack)[-1]
+    # Someone who may not act is refused; the run goes on.
+    refused = slack.emulator.block_actions_payload(
+        CHANNEL, msg["ts"], CANCEL_TEST_ACTION, user="U0USER"
+    )
+    status, _, _ = await slack.interactive(refused)
+    assert status == 200
+    press = slack.emulator.block_actions_payload(CHANNEL, msg["ts"], CANCEL_TEST_ACTION)
+    status, _, _ = await slack.interactive(press)
+    assert status == 200
+
+    def cancelled() -> bool:
+        return "cancelled by" in _top(slack)[-1]["text"]
+
+    try:
+        await eventually(cancelled, "the message says who cancelled", 60)
+    except AssertionError:
+        raise AssertionError(_texts(slack)) from None
+    shown = _scontrol("show", "node", NODE)
+    assert "DRAIN" in shown and "validation cancelled by" in shown, shown
+    assert "meowbot-validate" not in _scontrol("show", "reservation")
+
+
+async def test_refusals_are_private_and_change_nothing(ops: tuple[Slack, Path]) -> None:
+    slack, _ = ops
+    before = len(_top(slack))
+    in_service = await _private(slack, "/node-health", "gpu-0013 test")
+    assert "is in service" in in_service["text"] and "drain it first" in in_service["text"]
+    unknown = await _private(slack, "/node-health", "gpu-0999 test")
+    assert "don't know" in unknown["text"], unknown["text"]
+    nobody = await _private(slack, "/node-health", f"{NODE} test", user="U0USER")
+    assert "test nodes" in nobody["text"], nobody["text"]
+    assert len(_top(slack)) == before  # nothing posted, nothing reserved
+    assert "meowbot-validate" not in _scontrol("show", "reservation")
+    assert "DRAIN" in _scontrol("show", "node", NODE)

@@ -1,0 +1,97 @@
+"""The validation run's pure core: the batch script (run here by bash, with stand-in tools),
+each step's state from its files, the verdict, and who may be tested."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from bot import drain_reason
+from bot.ports import SchedulerNode
+from bot.validation.config import StepConfig
+from bot.validation.run import StepFiles, StepState, batch_script, outcomes, verdict
+from bot.validation.service import refusal
+
+STEPS = (
+    StepConfig(name="first", command=("true",), timeout_s=5),
+    StepConfig(name="second", command=("false",), timeout_s=5),
+)
+
+
+def _run_script(steps: tuple[StepConfig, ...], out: Path) -> None:
+    script = out.parent / "job.sh"
+    script.write_text(batch_script(steps, str(out)))
+    subprocess.run(["bash", str(script)], check=True, timeout=30)
+
+
+def _files(out: Path, steps: tuple[StepConfig, ...]) -> dict[str, StepFiles]:
+    def read(p: Path) -> str | None:
+        return p.read_text() if p.exists() else None
+
+    return {
+        s.name: StepFiles(
+            started=(out / f"{s.name}.started").exists(),
+            stdout=read(out / f"{s.name}.out"),
+            stderr=read(out / f"{s.name}.err"),
+            exit_code=int(rc) if (rc := read(out / f"{s.name}.rc")) else None,
+        )
+        for s in steps
+    }
+
+
+def test_the_script_runs_every_step_and_writes_its_output_and_exit_code(tmp_path: Path) -> None:
+    out = tmp_path / "run 1"  # a space: the folder is quoted
+    _run_script(STEPS, out)
+    done = outcomes(STEPS, _files(out, STEPS), job_ended=True)
+    assert [o.state for o in done] == [StepState.PASSED, StepState.FAILED]
+    failed = verdict(done)
+    assert failed is not None and failed.name == "second"
+    assert failed.result is not None and failed.result.figure == "exited 1"
+
+
+def test_an_argument_is_never_read_by_the_shell(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    step = StepConfig(
+        name="echo", command=("echo", f"$(touch {marker}); `touch {marker}`"), timeout_s=5
+    )
+    out = tmp_path / "out"
+    _run_script((step,), out)
+    assert not marker.exists()
+    assert "$(touch" in (out / "echo.out").read_text()
+
+
+def test_a_step_past_its_timeout_exits_124_and_fails_as_timed_out(tmp_path: Path) -> None:
+    step = StepConfig(name="slow", command=("sleep", "20"), timeout_s=1)
+    out = tmp_path / "out"
+    _run_script((step,), out)
+    (done,) = outcomes((step,), _files(out, (step,)))
+    assert done.state is StepState.FAILED
+    assert done.result is not None and done.result.figure == "timed out"
+
+
+def test_states_before_the_end_and_after_a_job_that_died() -> None:
+    files = {"first": StepFiles(started=True)}
+    assert [o.state for o in outcomes(STEPS, files)] == [StepState.RUNNING, StepState.QUEUED]
+    ended = outcomes(STEPS, files, job_ended=True)
+    assert [o.state for o in ended] == [StepState.FAILED, StepState.FAILED]
+    assert ended[0].result is not None and "ended before this step finished" in ended[0].line
+    assert ended[1].result is not None and "never started" in ended[1].line
+    assert verdict(outcomes(STEPS, {})) is None  # nothing failed yet
+
+
+def test_only_a_known_node_out_of_service_is_tested() -> None:
+    assert refusal(None, "gpu-9999") is not None
+    idle = SchedulerNode(name="gpu-0001", state="idle")
+    refused = refusal(idle, "gpu-0001")
+    assert refused is not None and "drain it first" in refused.sentence
+    drained = SchedulerNode(name="gpu-0001", state="idle", flags=("DRAIN",), reason="x")
+    assert refusal(drained, "gpu-0001") is None
+    down = SchedulerNode(name="gpu-0001", state="down")
+    assert refusal(down, "gpu-0001") is None
+
+
+def test_a_failed_steps_reason_fits_the_schedulers_limit() -> None:
+    reason = drain_reason.for_failed_validation("dcgm-diag-r2", "GPU Memory GPU 3: " + "x" * 300)
+    assert reason.startswith("meowbot: failed validation dcgm-diag-r2: GPU Memory GPU 3")
+    assert drain_reason.check(reason) == reason and len(reason) <= drain_reason.MAX_CHARS
+    assert drain_reason.for_cancelled_validation("ana").endswith("by @ana")
