@@ -45,6 +45,8 @@ class ValidationService:
     ledger: ValidationLedger
     authz: Authorizer
     poll_s: float = 2.0
+    # How long a run's watcher holds it without a poll before another replica takes it up.
+    lease_s: int = 30
     tasks: set[asyncio.Task[None]] = field(default_factory=set)  # runs under way here
 
     @property

@@ -31,6 +31,7 @@ from bot.deps import Deps
 from bot.telemetry import Telemetry
 from bot.triage.owners import TellingScheduler
 from handlers import playground as playground_handlers
+from handlers import validation as validation_handlers
 from handlers.registry import Registered
 
 log = logging.getLogger(__name__)
@@ -94,6 +95,11 @@ class Bot:
             self.background.append(
                 asyncio.create_task(self.deps.playground.watcher(self.stopping, post))
             )
+        if self.deps.validation is not None:
+            taking_up = validation_handlers.taking_up(
+                self.deps.validation, self.client, self.stopping
+            )
+            self.background.append(asyncio.create_task(taking_up))
         alerting = self.deps.alerting
         if alerting is None:
             log.warning("no REDIS_URL: channel alerts are off")
@@ -140,6 +146,11 @@ class Bot:
         self.stopping.set()
         if self.background:
             await asyncio.wait(self.background, timeout=SHUTDOWN_GRACE_S)
+        if self.deps.validation is not None:
+            # Runs in flight stay recorded, their nodes held: a replica or the next start
+            # takes them up once their lease runs out.
+            for task in list(self.deps.validation.tasks):
+                task.cancel()
         if self.deps.alerting is not None:
             await self.deps.alerting.release()  # the next replica leads at once, not in 5 s
             if self.deps.alerting.silencer is not None:

@@ -5,8 +5,10 @@ with a Cancel button, and the person who asked is told the end in its thread."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
+from collections.abc import Coroutine
 from functools import partial
 from typing import Any
 
@@ -20,12 +22,16 @@ from bot.errors import BackendError
 from bot.render.blocks import Message
 from bot.render.blocks import error as error_message
 from bot.render.validation import CANCEL_TEST_ACTION, TEST_ACTION, render_run
+from bot.validation.ports import RunRecord
 from bot.validation.run import outcomes
 from bot.validation.service import Validation, refusal, time_limit_s, validate
 from handlers.registry import Registry
 from handlers.reply import Private, post_message, respond_message, update_message
 
 log = logging.getLogger(__name__)
+
+RECORD_MARGIN_S = 3600
+"""How long a run's record outlives its job's time limit: a bot down that long finds it still."""
 
 
 def register(reg: Registry, deps: Deps) -> None:
@@ -84,9 +90,11 @@ async def start(
         code = exc.response.get("error", "unknown")
         await private(error_message(f"I cannot post in this channel ({code}): nothing tested."))
         return
-    task = asyncio.create_task(
-        _watch(v, client, node, run_id, by=by, channel=posted.channel, ts=posted.ts)
-    )
+    _spawn(v, _watch(v, client, node, run_id, by=by, channel=posted.channel, ts=posted.ts))
+
+
+def _spawn(v: ValidationService, work: Coroutine[Any, Any, None]) -> None:
+    task = asyncio.create_task(work)
     v.tasks.add(task)
     task.add_done_callback(v.tasks.discard)
 
@@ -100,36 +108,74 @@ async def _watch(
     by: str,
     channel: str,
     ts: str,
+    job_id: str | None = None,
 ) -> None:
+    """Follows the run to its end in its message. The run is recorded with its job once it
+    has one, and its lease kept fresh every poll: a replica that stops (or restarts) leaves
+    it to be taken up (`taking_up`)."""
     name = v.tester.name
+    recorded = job_id is not None
 
     async def progress(run: Validation) -> None:
+        nonlocal recorded
+        if not recorded and run.job_id is not None:
+            record = RunRecord(node, run_id, run.job_id, channel, ts, by)
+            await v.ledger.record(record, time_limit_s(v.cfg) + RECORD_MARGIN_S)
+            recorded = True
         try:
             await update_message(client, channel, ts, render_run(run, by=by, scheduler=name))
         except SlackApiError as exc:  # the run goes on; the end is posted anew
             log.warning("validation progress not shown: %s", exc.response.get("error"))
 
-    async def cancelled() -> str | None:
+    async def between_polls() -> str | None:
+        await v.ledger.lease(run_id, v.lease_s)
         return await v.ledger.cancelled_by(run_id)
 
-    try:
-        run = await validate(
-            v.tester,
-            v.scheduler,
-            node,
-            v.cfg,
-            run_id=run_id,
-            progress=progress,
-            cancelled=cancelled,
-            poll_s=v.poll_s,
-        )
-    finally:
-        await v.ledger.release(node, run_id)
+    await v.ledger.lease(run_id, v.lease_s)
+    # Cancelled (the bot stopping), the run stays recorded and its node held: taken up later.
+    run = await validate(
+        v.tester,
+        v.scheduler,
+        node,
+        v.cfg,
+        run_id=run_id,
+        progress=progress,
+        cancelled=between_polls,
+        poll_s=v.poll_s,
+        job_id=job_id,
+    )
+    await v.ledger.release(node, run_id)
+    await v.ledger.forget(run_id)
     end = render_run(run, by=by, scheduler=name)
     await progress(run)
     # The person who asked is told the end, in the run's thread.
     told = f"{by} {end.text}"
     await post_message(client, channel, Message(told).section(told).build(), thread_ts=ts)
+
+
+async def taking_up(v: ValidationService, client: AsyncWebClient, stopping: asyncio.Event) -> None:
+    """Takes up the runs whose watcher stopped (its lease ran out): a restarted bot, or
+    another replica, follows them to their end in the same message."""
+    while not stopping.is_set():
+        try:
+            for rec in await v.ledger.records():
+                if await v.ledger.lease(rec.run_id, v.lease_s, take=True):
+                    log.info("taking up the validation of %s", rec.node)
+                    watch = _watch(
+                        v,
+                        client,
+                        rec.node,
+                        rec.run_id,
+                        by=rec.by,
+                        channel=rec.channel,
+                        ts=rec.ts,
+                        job_id=rec.job_id,
+                    )
+                    _spawn(v, watch)
+        except Exception:  # Redis away a moment: the next turn tries again
+            log.exception("validations in flight could not be read")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), v.lease_s)
 
 
 async def on_test(

@@ -3,7 +3,12 @@ a Cancel pressed on any replica reaches the one running it), or memory for one p
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
+
 import redis.asyncio as aioredis
+
+from bot.validation.ports import RunRecord
 
 PREFIX = "meowbot:validation"
 
@@ -35,6 +40,24 @@ class RedisValidationLedger:
         who = await self.redis.get(f"{PREFIX}:cancel:{run_id}")
         return None if who is None else _text(who)
 
+    async def record(self, run: RunRecord, ttl_s: int) -> None:
+        await self.redis.set(f"{PREFIX}:run:{run.run_id}", json.dumps(asdict(run)), ex=ttl_s)
+
+    async def records(self) -> list[RunRecord]:
+        out = []
+        async for key in self.redis.scan_iter(match=f"{PREFIX}:run:*", count=500):
+            raw = await self.redis.get(key)
+            if raw is not None:
+                out.append(RunRecord(**json.loads(_text(raw))))
+        return out
+
+    async def forget(self, run_id: str) -> None:
+        await self.redis.delete(f"{PREFIX}:run:{run_id}", f"{PREFIX}:lease:{run_id}")
+
+    async def lease(self, run_id: str, ttl_s: int, *, take: bool = False) -> bool:
+        key = f"{PREFIX}:lease:{run_id}"
+        return bool(await self.redis.set(key, "1", ex=ttl_s, nx=take))
+
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
@@ -44,6 +67,24 @@ class MemoryValidationLedger:
     def __init__(self) -> None:
         self.nodes: dict[str, str] = {}
         self.cancels: dict[str, str] = {}
+        self.runs: dict[str, RunRecord] = {}
+        self.leases: set[str] = set()  # one process: a lease never expires while it lives
+
+    async def record(self, run: RunRecord, ttl_s: int) -> None:
+        self.runs[run.run_id] = run
+
+    async def records(self) -> list[RunRecord]:
+        return list(self.runs.values())
+
+    async def forget(self, run_id: str) -> None:
+        self.runs.pop(run_id, None)
+        self.leases.discard(run_id)
+
+    async def lease(self, run_id: str, ttl_s: int, *, take: bool = False) -> bool:
+        if take and run_id in self.leases:
+            return False
+        self.leases.add(run_id)
+        return True
 
     async def hold(self, node: str, run_id: str, ttl_s: int) -> str | None:
         held = self.nodes.get(node)

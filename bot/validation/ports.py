@@ -4,6 +4,7 @@ its step files, and let the node go. Implemented for Slurm (bot/backends/slurm_v
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from bot.models import JobState
@@ -36,8 +37,33 @@ class NodeTester(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class RunRecord:
+    """A run in flight, as another replica (or this one restarted) takes it up: its job and
+    the message that follows it."""
+
+    node: str
+    run_id: str
+    job_id: str
+    channel: str
+    ts: str
+    by: str  # who asked, as Slack shows them
+
+
 class ValidationLedger(Protocol):
-    """Shared across replicas: which node is being tested by which run, and who cancelled."""
+    """Shared across replicas: which node is being tested by which run, who cancelled, and
+    the runs in flight with a lease their watcher keeps fresh."""
+
+    async def record(self, run: RunRecord, ttl_s: int) -> None: ...
+
+    async def records(self) -> list[RunRecord]: ...
+
+    async def forget(self, run_id: str) -> None: ...
+
+    async def lease(self, run_id: str, ttl_s: int, *, take: bool = False) -> bool:
+        """Keeps the run's watcher lease for `ttl_s` (`take`: only if no one holds it; True
+        when this caller now holds it)."""
+        ...
 
     async def hold(self, node: str, run_id: str, ttl_s: int) -> str | None:
         """Claims `node` for `run_id`; returns the run already holding it, else None."""

@@ -72,16 +72,18 @@ async def validate(
     progress: Progress,
     cancelled: Cancelled,
     poll_s: float = 2.0,
+    job_id: str | None = None,
 ) -> Validation:
     """The whole run. `progress` is called whenever a step's state changes; `cancelled`
     (polled) names who cancelled, if anyone did. Errors of the scheduler end the run with the
-    node left drained, and say so."""
+    node left drained, and say so. `job_id`: a run already started (by a replica that
+    stopped), taken up where it is."""
     steps = cfg.steps
     names = [s.name for s in steps]
     run = Validation(node, run_id, outcomes(steps, {}))
     limit = time_limit_s(cfg)
     try:
-        run.job_id = await tester.start(
+        run.job_id = job_id or await tester.start(
             node, run_id, batch_script(steps, tester.folder(run_id)), time_limit_s=limit
         )
         await progress(run)

@@ -206,3 +206,42 @@ async def test_refusals_are_private_and_change_nothing(ops: tuple[Slack, Path]) 
     assert len(_top(slack)) == before  # nothing posted, nothing reserved
     assert "meowbot-validate" not in _scontrol("show", "reservation")
     assert "DRAIN" in _scontrol("show", "node", NODE)
+
+
+async def test_a_run_whose_watcher_stopped_is_taken_up_and_ends_in_its_message(
+    ops: tuple[Slack, Path],
+) -> None:
+    slack, bin_dir = ops
+    _tool(bin_dir, "dcgmi", f"sleep 5; cat {DATA / 'dcgm_r2_v3_pass.json'}")
+    first = slack.bot.deps.validation
+    assert first is not None
+    first.lease_s = 2
+    await slack.command("/node-health", f"{NODE} test", channel=CHANNEL)
+
+    def running() -> bool:
+        msgs = _top(slack)
+        return bool(msgs) and "dcgm: running" in json.dumps(msgs[-1]["blocks"])
+
+    await eventually(running, "the first step shows running", 60)
+    ts = _top(slack)[-1]["ts"]
+    # The replica following it stops (as `close` stops it): the run stays recorded, its node
+    # held in the reservation.
+    for task in list(first.tasks):
+        task.cancel()
+    assert "meowbot-validate" in _scontrol("show", "reservation")
+    other = await create_bot(slack.bot.settings)
+    try:
+        assert other.deps.validation is not None
+        other.deps.validation.poll_s, other.deps.validation.lease_s = 0.3, 2
+        other.start_background(sweep=False, digest=False)
+
+        def ended() -> bool:
+            return "back in service" in _top(slack)[-1]["text"]
+
+        await eventually(ended, "the other replica ends the run in its message", 60)
+    finally:
+        await other.close()
+    assert _top(slack)[-1]["ts"] == ts  # the same message, not a new one
+    shown = _scontrol("show", "node", NODE)
+    assert "State=IDLE" in shown and "DRAIN" not in shown, shown
+    assert "meowbot-validate" not in _scontrol("show", "reservation")
