@@ -15,9 +15,11 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.alerts import acts
+from bot.alerts.models import AlertGroup
 from bot.alerts.runtime import Alerting
 from bot.authz import Authorizer
 from bot.deps import Deps
+from bot.errors import BackendError
 from bot.render import Modal
 from bot.render.alerts import (
     ALERT_ACK_ACTION,
@@ -31,6 +33,7 @@ from bot.render.alerts import (
     split_value,
 )
 from bot.render.triage import resume_anyway
+from bot.render.validation import offer_test
 from handlers.registry import Registry
 from handlers.reply import (
     post_ephemeral_line,
@@ -232,6 +235,28 @@ async def on_drain(
         msg = confirm_drain_message(out.confirm_id, node, _actor(body).user_name)
         await post_message(client, out.group.channel, msg, thread_ts=out.group.ts)
     await _tell(respond, out.sentence)
+    await _offer_test(deps, client, out.group, node)
+
+
+async def _offer_test(
+    deps: Deps, client: AsyncWebClient, group: AlertGroup | None, node: str
+) -> None:
+    """After a drain, where nodes can be tested: "Test and resume" in the alert's thread, for
+    when the node is repaired. Offered only if the scheduler, read back, holds the node out
+    for meowbot."""
+    v = deps.validation
+    if v is None or group is None or not group.ts:
+        return
+    try:
+        held = (await v.scheduler.nodes([node])).get(node)
+    except BackendError:
+        return
+    if held is None or not held.out_of_service or not held.reason_is_ours:
+        return
+    try:
+        await post_message(client, group.channel, offer_test(node, v.minutes), thread_ts=group.ts)
+    except SlackApiError as exc:
+        log.warning("test offer not posted", extra={"error": exc.response.get("error")})
 
 
 async def on_confirm_drain(

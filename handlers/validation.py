@@ -192,6 +192,8 @@ async def on_test(
         await respond_message(respond, message, replace_original=False)
 
     channel = str((body.get("channel") or {}).get("id") or user.get("id", ""))
+    # Pressed in a thread (an alert's, after a drain): the run's message goes there too.
+    thread_ts = (body.get("message") or {}).get("thread_ts")
     await start(
         v,
         client,
@@ -199,6 +201,7 @@ async def on_test(
         user_id=str(user.get("id", "")),
         channel=channel,
         private=private,
+        thread_ts=str(thread_ts) if thread_ts else None,
     )
 
 

@@ -87,3 +87,13 @@ def render_run(run: Validation, *, by: str, scheduler: str) -> SlackMessage:
             )
         )
     return msg.build()
+
+
+def offer_test(node: str, minutes: int) -> SlackMessage:
+    """In an alert's thread after a drain: the way back for the node once it is repaired."""
+    text = (
+        f"When {code(node)} is repaired, test it before it goes back into service: the "
+        "validation suite runs there through the scheduler, and it resumes only if every "
+        "step passes."
+    )
+    return Message(text).section(text).actions(test_button(node, minutes)).build()

@@ -16,15 +16,19 @@ import aiohttp
 import pytest
 
 from bot.app import create_bot
+from bot.render.alerts import ALERT_DRAIN_ACTION
 from bot.render.triage import RESUME_ACTION
 from bot.render.validation import CANCEL_TEST_ACTION, TEST_ACTION
 from bot.server import SLACK_EVENTS_PATH
 from bot.shell.emulator import SlackEmulator, validate_blocks
+from handlers.alertmanager import ALERTMANAGER_PATH
 from tests.conftest import need_service
 from tests.e2e.conftest import Slack, bot_settings
+from tests.e2e.test_alerts import am_alert, webhook
 from tests.waiting import eventually
 
 CHANNEL = "C0OPS"
+TOKEN = "e2e-webhook-token"
 NODE = "gpu-0012"
 DATA = Path(__file__).resolve().parents[1] / "data" / "validation"
 
@@ -84,6 +88,9 @@ async def ops(
         redis_url,
         MEOWBOT_ADMINS="U0ADMIN",
         MEOWBOT_CONFIG=str(config),
+        MEOWBOT_ALERT_CHANNEL=CHANNEL,
+        ALERTMANAGER_WEBHOOK_TOKEN=TOKEN,
+        ALERTMANAGER_URL=None,
         SLURM_REST_URL=need_service("SLURM_REST_URL"),
         SLURM_JWT=need_service("SLURM_JWT"),
         SLURM_USER=os.environ.get("SLURM_USER", "root"),
@@ -245,3 +252,47 @@ async def test_a_run_whose_watcher_stopped_is_taken_up_and_ends_in_its_message(
     shown = _scontrol("show", "node", NODE)
     assert "State=IDLE" in shown and "DRAIN" not in shown, shown
     assert "meowbot-validate" not in _scontrol("show", "reservation")
+
+
+async def test_after_a_drain_from_an_alert_its_thread_offers_the_test_that_runs_there(
+    ops: tuple[Slack, Path],
+) -> None:
+    slack, _ = ops
+    emu = slack.emulator
+    _scontrol("update", f"nodename={NODE}", "state=resume")  # in service when the fault comes
+    slack.bot.start_background(sweep=False, digest=False)
+    url = slack.url.removesuffix(SLACK_EVENTS_PATH) + ALERTMANAGER_PATH
+    alert = webhook([am_alert(NODE, "GpuXid79", severity="critical")])
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    async with slack.http.post(url, data=json.dumps(alert), headers=headers) as resp:
+        assert resp.status == 200
+    await eventually(lambda: bool(_top(slack)), "the alert is posted", 60)
+    alert_ts = _top(slack)[-1]["ts"]
+    drain = emu.block_actions_payload(CHANNEL, alert_ts, ALERT_DRAIN_ACTION)
+    status, _, _ = await slack.interactive(drain)
+    assert status == 200
+
+    def in_thread() -> list[dict[str, Any]]:
+        return [
+            m
+            for m in emu.workspace.messages(CHANNEL)
+            if m.get("thread_ts") == alert_ts and m["ts"] != alert_ts
+        ]
+
+    def offered() -> bool:
+        return any(TEST_ACTION in json.dumps(m.get("blocks") or []) for m in in_thread())
+
+    await eventually(offered, "the alert's thread offers Test and resume", 60)
+    offer = next(m for m in in_thread() if TEST_ACTION in json.dumps(m.get("blocks") or []))
+    assert "DRAIN" in _scontrol("show", "node", NODE)
+    status, _, _ = await slack.interactive(
+        emu.block_actions_payload(CHANNEL, offer["ts"], TEST_ACTION)
+    )
+    assert status == 200
+
+    def ended() -> bool:
+        return any("back in service" in m["text"] for m in in_thread())
+
+    await eventually(ended, "the run ends in the alert's thread", 60)
+    shown = _scontrol("show", "node", NODE)
+    assert "State=IDLE" in shown and "DRAIN" not in shown, shown
