@@ -642,6 +642,33 @@ def _suspects(
     return out
 
 
+def _named(
+    ordered: Sequence[Outlier],
+    stage: int | None,
+    evidence: NodeEvidence,
+    lags: Mapping[str, Lag],
+    waits: Mapping[str, float],
+    mode: str,
+    cfg: StragglerConfig,
+) -> tuple[Cause | None, list[Straggler]]:
+    """A pipeline stage's imbalance when the outliers share a stage and none has a cause of
+    its own; otherwise the stragglers, each with its cause where its node shows one."""
+    if stage is not None and not any(explain(o.node, evidence, cfg) for o in ordered):
+        return _stage_cause(stage, ordered, mode), []
+    return None, [
+        Straggler(
+            o.node,
+            o.value,
+            o.excess,
+            o.z,
+            explain(o.node, evidence, cfg),
+            lags.get(o.node),
+            waits.get(o.node),
+        )
+        for o in ordered
+    ]
+
+
 def diagnose(
     job: Job,
     signals: RankSignals,
@@ -671,23 +698,7 @@ def diagnose(
     ranks = compute if compute else list(signals.step)
     stage = stage_of_stragglers(ranks, [o.node for o in ordered]) if ranks else None
     stall = stalls(minutes, cfg) if minutes else None
-    job_cause: Cause | None = None
-    stragglers: list[Straggler] = []
-    if stage is not None and not any(explain(o.node, evidence, cfg) for o in ordered):
-        job_cause = _stage_cause(stage, ordered, mode)
-    else:
-        stragglers = [
-            Straggler(
-                o.node,
-                o.value,
-                o.excess,
-                o.z,
-                explain(o.node, evidence, cfg),
-                lags.get(o.node),
-                waits.get(o.node),
-            )
-            for o in ordered
-        ]
+    job_cause, stragglers = _named(ordered, stage, evidence, lags, waits, mode, cfg)
     named = {st.node for st in stragglers}
     suspects = _suspects(job, named, evidence, cfg) if job_cause is None else []
     if not stragglers and job_cause is None:
@@ -698,7 +709,6 @@ def diagnose(
         # A proxy bounds the gain loosely; the job cannot win back more than it lost against
         # its baseline (when the straggler began within it).
         gain = min(gain, comparison.change / (1 + comparison.change))
-    gpus = len(job.nodes) * max(1, job.gpus_per_node)
     return Diagnosis(
         job=job,
         mode=mode,
@@ -707,7 +717,7 @@ def diagnose(
         job_cause=job_cause,
         comparison=comparison,
         missing=missing,
-        gpu_hours_per_day=gpus * 24.0 * gain,
+        gpu_hours_per_day=len(job.nodes) * max(1, job.gpus_per_node) * 24.0 * gain,
         stage=stage,
         stall=stall,
         per_node=dict(per_node),
