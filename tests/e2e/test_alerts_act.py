@@ -37,6 +37,7 @@ from tests.e2e.test_alerts import (
     webhook,
 )
 from tests.e2e.test_alerts_sweep import fleet_of, next_interval
+from tests.waiting import eventually
 
 __all__ = ["start_replica", "team"]  # fixtures, used by name
 
@@ -202,6 +203,12 @@ async def test_after_a_restart_an_alert_dates_its_fault_from_its_history(
         FaultKind.XID, node, 1, datetime.now(UTC) - timedelta(minutes=30), xid=79
     )
     assert await alerting(r.bot).sweep_once() is not None
+
+    def posted() -> bool:
+        return any(node in json.dumps(m["blocks"]) for m in top_level(emulator))
+
+    # On a loaded machine the notifier can start after `settle` looked: wait for the post.
+    await eventually(posted, "the sweep's alert is posted")
     await settle(r)
     # The first sweep of a fresh store: meowbot says it saw the fault from then, no more
     # (not "Since 04:10 (0 min ago)" for a fault already there).
@@ -228,6 +235,12 @@ async def test_after_a_restart_an_alert_dates_its_fault_from_its_history(
     await store.redis.hset(key("", "alerts", "watch"), mapping={"last": "1", "since": "1"})
     await next_interval(r.bot)
     assert await alerting(r.bot).sweep_once() is not None
+
+    async def reposted() -> bool:
+        groups = await store.groups(await store.open_ids())
+        return any(g.key.cause == "xid_79" and g.ts for g in groups.values())
+
+    await eventually(reposted, "the alert is posted again")
     await settle(r)
     groups = await store.groups(await store.open_ids())
     [again] = [g for g in groups.values() if g.key.cause == "xid_79"]
