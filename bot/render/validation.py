@@ -49,12 +49,16 @@ def _headline(run: Validation, by: str) -> str:
     after = run.after
     if run.error is not None:
         return f":warning: Testing {node} stopped: {run.error}"
+    back = after is not None and not after.out_of_service  # as the scheduler holds it now
     if run.cancelled_by is not None:
-        return f":no_entry: Testing {node} was cancelled by @{run.cancelled_by}"
-    if run.passed and after is not None and not after.out_of_service:
+        still = ", but it is in service" if back else "; it stays out of service"
+        return f":no_entry: Testing {node} was cancelled by @{run.cancelled_by}{still}"
+    if run.passed and back:
         return f":white_check_mark: {node} passed every step and is back in service"
     if run.passed:
         return f":warning: {node} passed every step, but it is not back in service"
+    if back:
+        return f":warning: {node} failed validation, but it is in service"
     return f":x: {node} failed validation and stays out of service"
 
 

@@ -196,6 +196,7 @@ async def test_cancel_stops_the_job_and_the_node_stays_drained(ops: tuple[Slack,
         await eventually(cancelled, "the message says who cancelled", 60)
     except AssertionError:
         raise AssertionError(_texts(slack)) from None
+    assert "it stays out of service" in _top(slack)[-1]["text"]
     shown = _scontrol("show", "node", NODE)
     assert "DRAIN" in shown and "validation cancelled by" in shown, shown
     assert "meowbot-validate" not in _scontrol("show", "reservation")

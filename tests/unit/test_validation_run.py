@@ -95,3 +95,24 @@ def test_a_failed_steps_reason_fits_the_schedulers_limit() -> None:
     assert reason.startswith("meowbot: failed validation dcgm-diag-r2: GPU Memory GPU 3")
     assert drain_reason.check(reason) == reason and len(reason) <= drain_reason.MAX_CHARS
     assert drain_reason.for_cancelled_validation("ana").endswith("by @ana")
+
+
+def test_the_end_is_said_as_the_scheduler_holds_the_node() -> None:
+    from bot.render.validation import render_run
+    from bot.validation.service import Validation
+
+    files = {"first": StepFiles(True, "", "", 0), "second": StepFiles(True, "", "", 1)}
+    done = outcomes(STEPS, files, job_ended=True)
+    drained = SchedulerNode(name="gpu-0001", state="idle", flags=("DRAIN",), reason="meowbot: x")
+    idle = SchedulerNode(name="gpu-0001", state="idle")
+    failed = Validation("gpu-0001", "r", done, job_id="7", ended=True, after=drained)
+    assert "stays out of service" in render_run(failed, by="<@U1>", scheduler="Slurm").text
+    # Someone resumed it meanwhile: the words follow Slurm, not the intent.
+    failed.after = idle
+    said = render_run(failed, by="<@U1>", scheduler="Slurm").text
+    assert "failed validation, but it is in service" in said
+    passed = Validation("gpu-0001", "r", done, job_id="7", ended=True, passed=True, after=drained)
+    assert (
+        "passed every step, but it is not back in service"
+        in render_run(passed, by="<@U1>", scheduler="Slurm").text
+    )
