@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from bot.mrkdwn import code
 from bot.render.blocks import HomeTab, Modal, button
+from bot.render.validation import test_button
 
 OPEN_PALETTE_ACTION = "meowbot_open_palette"
 PALETTE_CALLBACK = "meowbot_palette"
@@ -31,13 +32,20 @@ class Listed(Protocol):
     def usage_hint(self) -> str: ...
 
 
+MAX_TO_TEST = 10
+"""Drained nodes listed with their button in App Home; the rest are counted."""
+
+
 def home_view(
     commands: Sequence[Listed],
     backends: dict[str, str],
     glance: list[str] | None = None,
     jobs: list[str] | None = None,
+    to_test: Sequence[tuple[str, str]] = (),
+    test_minutes: int = 0,
 ) -> dict[str, Any]:
-    """The home tab: the fleet at a glance and the viewer's jobs, when they could be read."""
+    """The home tab: the fleet at a glance and the viewer's jobs, when they could be read;
+    for those who may act, the nodes meowbot drained (node, reason) with "Test and resume"."""
     home = HomeTab(callback_id="meowbot_home")
     home.header("meowbot")
     if glance:
@@ -46,7 +54,13 @@ def home_view(
     if jobs:
         home.section("*Your jobs*")
         home.lines(jobs)
-    if glance or jobs:
+    if to_test:
+        home.section("*Drained by meowbot*: test one once it is repaired")
+        for node, reason in to_test[:MAX_TO_TEST]:
+            home.section(f"{code(node)} {code(reason)}", accessory=test_button(node, test_minutes))
+        if len(to_test) > MAX_TO_TEST:
+            home.lines([f"and {len(to_test) - MAX_TO_TEST} more: `/node-health <node> test`"])
+    if glance or jobs or to_test:
         home.divider()
     home.section("GPU cluster triage and the model playground. Commands:")
     home.lines([f"{code(c.name + ' ' + c.usage_hint)}: {c.description}" for c in commands])

@@ -297,3 +297,21 @@ async def test_after_a_drain_from_an_alert_its_thread_offers_the_test_that_runs_
     await eventually(ended, "the run ends in the alert's thread", 60)
     shown = _scontrol("show", "node", NODE)
     assert "State=IDLE" in shown and "DRAIN" not in shown, shown
+
+
+async def test_app_home_lists_the_nodes_meowbot_drained_with_the_test_to_those_who_may_act(
+    ops: tuple[Slack, Path],
+) -> None:
+    slack, _ = ops
+    emu = slack.emulator
+    views = []
+    for count, user in enumerate(("U0ADMIN", "U0USER"), start=1):
+        event = {"type": "app_home_opened", "user": user, "channel": "D0A", "tab": "home"}
+        await slack.event(emu.event_payload(event))
+        call = await emu.wait_for_call("views.publish", count=count, timeout=30)
+        assert call.ok, call.error  # the emulator holds the view to Block Kit's rules
+        views.append(json.dumps(call.args["view"]))
+    admin, user_view = views
+    assert f"`{NODE}`" in admin and TEST_ACTION in admin and "xid79 gpu3" in admin
+    assert "gpu-0013" not in admin  # in service: nothing to test
+    assert TEST_ACTION not in user_view and "Drained by meowbot" not in user_view
