@@ -29,7 +29,6 @@ from bot import slack_payloads
 from bot.config import Settings
 from bot.deps import Deps
 from bot.telemetry import Telemetry
-from bot.triage.owners import TellingScheduler
 from handlers import playground as playground_handlers
 from handlers import validation as validation_handlers
 from handlers.registry import Registered
@@ -162,9 +161,10 @@ class Bot:
         if self.deps.picker is not None:
             await self.deps.picker.close()
         scheduler = self.deps.triage.scheduler
-        if isinstance(scheduler, TellingScheduler) and scheduler.retries is not None:
-            # DMs still waiting to be tried again: their claims are free, the next drain tells.
-            await scheduler.retries.close()
+        if scheduler is not None:
+            # Its HTTP session closed, and DMs still waiting to be tried again dropped: their
+            # claims are free, the next drain tells.
+            await scheduler.close()
         if self.runner is not None:
             await self.runner.cleanup()
         await self.deps.store.close()

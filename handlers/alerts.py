@@ -3,6 +3,7 @@ confirm a drain past the blast-radius limit, resume. Runbook is a link: only ack
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -238,6 +239,10 @@ async def on_drain(
     await _offer_test(deps, client, out.group, node)
 
 
+OFFER_WAIT_S = 2.0
+"""How long an offer waits for the alert message's place when the drain came first."""
+
+
 async def _offer_test(
     deps: Deps, client: AsyncWebClient, group: AlertGroup | None, node: str
 ) -> None:
@@ -245,8 +250,14 @@ async def _offer_test(
     when the node is repaired. Offered only if the scheduler, read back, holds the node out
     for meowbot."""
     v = deps.validation
-    if v is None or group is None or not group.ts:
+    if v is None or group is None or deps.alerting is None:
         return
+    if not group.ts:
+        # Pressed the moment the message appeared, before the notifier stored where it is.
+        await asyncio.sleep(OFFER_WAIT_S)
+        group = await deps.alerting.store.group(group.key.id)
+        if group is None or not group.ts:
+            return
     try:
         held = (await v.scheduler.nodes([node])).get(node)
     except BackendError:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -103,6 +104,9 @@ async def ops(
     async with aiohttp.ClientSession() as http:
         yield Slack(emulator, bot, f"http://127.0.0.1:{port}{SLACK_EVENTS_PATH}", http), bin_dir
     await bot.close()
+    # A test that failed mid-run leaves its reservation: gone, so no later test meets it.
+    for name in re.findall(r"ReservationName=(meowbot-validate-\S+)", _scontrol("show", "res")):
+        _scontrol("delete", f"ReservationName={name}")
     _scontrol("update", f"nodename={NODE}", "state=resume")
 
 
@@ -283,7 +287,11 @@ async def test_after_a_drain_from_an_alert_its_thread_offers_the_test_that_runs_
     def offered() -> bool:
         return any(TEST_ACTION in json.dumps(m.get("blocks") or []) for m in in_thread())
 
-    await eventually(offered, "the alert's thread offers Test and resume", 60)
+    try:
+        await eventually(offered, "the alert's thread offers Test and resume", 60)
+    except AssertionError:
+        said = [r[1].get("text") for r in emu.responses]
+        raise AssertionError((said, _texts(slack), _scontrol("show", "node", NODE))) from None
     offer = next(m for m in in_thread() if TEST_ACTION in json.dumps(m.get("blocks") or []))
     assert "DRAIN" in _scontrol("show", "node", NODE)
     status, _, _ = await slack.interactive(
