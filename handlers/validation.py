@@ -19,6 +19,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.deps import Deps, ValidationService
 from bot.errors import BackendError
+from bot.mrkdwn import code
 from bot.render.blocks import Message
 from bot.render.blocks import error as error_message
 from bot.render.validation import CANCEL_TEST_ACTION, TEST_ACTION, render_run
@@ -58,8 +59,10 @@ async def start(
         return
     try:
         held = (await v.scheduler.nodes([node])).get(node)
+    except ValueError:  # not a node name the scheduler could hold: quotes, `;`, spaces
+        held = None
     except BackendError as exc:
-        await private(error_message(f"I could not read {node}: {exc.user_text()}"))
+        await private(error_message(f"I could not read {code(node[:60])}: {exc.user_text()}"))
         return
     refused = refusal(held, node)
     if refused is not None:
@@ -77,7 +80,7 @@ async def start(
     ttl = time_limit_s(v.cfg) + 600
     other = await v.ledger.hold(node, run_id, ttl)
     if other is not None:
-        await private(error_message(f"`{node}` is being tested already."))
+        await private(error_message(f"{code(node)} is being tested already."))
         return
     by = f"<@{user_id}>"
     first = Validation(node, run_id, outcomes(v.cfg.steps, {}))
@@ -87,8 +90,8 @@ async def start(
         )
     except SlackApiError as exc:
         await v.ledger.release(node, run_id)
-        code = exc.response.get("error", "unknown")
-        await private(error_message(f"I cannot post in this channel ({code}): nothing tested."))
+        err = exc.response.get("error", "unknown")
+        await private(error_message(f"I cannot post in this channel ({err}): nothing tested."))
         return
     _spawn(v, _watch(v, client, node, run_id, by=by, channel=posted.channel, ts=posted.ts))
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from bot import drain_reason
 from bot.errors import BackendError
 from bot.models import JobState
+from bot.mrkdwn import code
 from bot.ports import Scheduler, SchedulerNode
 from bot.validation.config import ValidationConfig
 from bot.validation.ports import NodeTester
@@ -49,10 +50,10 @@ def refusal(node: SchedulerNode | None, name: str) -> Refusal | None:
     """Whether `name` may be tested now: it must be known and out of service (drained or
     down), so that no job of anyone's shares its GPUs with the test."""
     if node is None:
-        return Refusal(f"I don't know a node `{name[:60]}` in the scheduler.")
+        return Refusal(f"I don't know a node {code(name[:60])} in the scheduler.")
     if not node.out_of_service:
         return Refusal(
-            f"`{name}` is in service ({node.state}): drain it first, so that no job shares "
+            f"{code(name)} is in service ({node.state}): drain it first, so that no job shares "
             "its GPUs with the test."
         )
     return None

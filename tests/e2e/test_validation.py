@@ -213,6 +213,8 @@ async def test_refusals_are_private_and_change_nothing(ops: tuple[Slack, Path]) 
     assert "is in service" in in_service["text"] and "drain it first" in in_service["text"]
     unknown = await _private(slack, "/node-health", "gpu-0999 test")
     assert "don't know" in unknown["text"], unknown["text"]
+    forged = await _private(slack, "/node-health", "gpu-0012';scontrol`id` test")
+    assert "don't know" in forged["text"], forged["text"]
     nobody = await _private(slack, "/node-health", f"{NODE} test", user="U0USER")
     assert "test nodes" in nobody["text"], nobody["text"]
     assert len(_top(slack)) == before  # nothing posted, nothing reserved
