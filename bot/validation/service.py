@@ -18,6 +18,8 @@ from bot.validation.ports import NodeTester
 from bot.validation.run import StepOutcome, all_ended, batch_script, outcomes, verdict
 
 ENDED = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT})
+FILES_GRACE_S = 30.0
+"""How long after its job ended a step's files may still appear (a shared filesystem's cache)."""
 MARGIN_S = 300
 """The job's time limit beyond its steps' timeouts: the script's own start, the scheduler's."""
 
@@ -89,6 +91,8 @@ async def validate(
         )
         await progress(run)
         deadline = time.monotonic() + limit + MARGIN_S
+        seen = job_id is not None  # a job just submitted may not be listed yet
+        ended_at: float | None = None
         while True:
             await asyncio.sleep(poll_s)
             who = await cancelled()
@@ -96,13 +100,24 @@ async def validate(
                 run.cancelled_by = who
                 await tester.cancel(run.job_id)
             state = await tester.job_state(run.job_id)
-            ended = state is None or state in ENDED or time.monotonic() > deadline
-            now = outcomes(steps, await tester.files(run_id, names), job_ended=ended)
+            seen = seen or state is not None
+            late = time.monotonic() > deadline
+            if ended_at is None and (late or (seen and (state is None or state in ENDED))):
+                ended_at = time.monotonic()
+            files = await tester.files(run_id, names)
+            # A step's last file can reach meowbot's side of a shared filesystem after the
+            # job has ended (NFS caches what a folder holds): read again, for a while.
+            settled = ended_at is not None and (
+                run.cancelled_by is not None
+                or all_ended(outcomes(steps, files))
+                or time.monotonic() - ended_at > FILES_GRACE_S
+            )
+            now = outcomes(steps, files, job_ended=settled)
             if now != run.steps:
                 run.steps = now
-                if not ended:
+                if not settled:
                     await progress(run)
-            if ended or all_ended(now):
+            if settled or all_ended(now):
                 break
         failed = verdict(run.steps)
         run.passed = failed is None and run.cancelled_by is None
