@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from bot import drain_reason
 from bot.errors import BackendError
@@ -41,7 +41,6 @@ class Validation:
     reason: str | None = None  # the drain reason on a failure
     after: SchedulerNode | None = None  # the node as the scheduler holds it at the end
     error: str | None = None  # a scheduler that refused a step of the run itself
-    log: list[str] = field(default_factory=list)
 
 
 Progress = Callable[[Validation], Awaitable[None]]
@@ -107,12 +106,14 @@ async def validate(
             files = await tester.files(run_id, names)
             # A step's last file can reach meowbot's side of a shared filesystem after the
             # job has ended (NFS caches what a folder holds): read again, for a while.
+            now = outcomes(steps, files)
             settled = ended_at is not None and (
                 run.cancelled_by is not None
-                or all_ended(outcomes(steps, files))
+                or all_ended(now)
                 or time.monotonic() - ended_at > FILES_GRACE_S
             )
-            now = outcomes(steps, files, job_ended=settled)
+            if settled:  # a step still without its exit code now never finished
+                now = outcomes(steps, files, job_ended=True)
             if now != run.steps:
                 run.steps = now
                 if not settled:
