@@ -90,15 +90,17 @@ class Crawl:
         calls = sum(1 for c in self.emu.calls if c.method in SHOWS and c.ok)
         return calls + len(self.emu.responses)
 
-    async def settle(self, quiet_s: float = 0.8, timeout_s: float = 90) -> None:
-        """Until the bot has shown nothing new for `quiet_s`: a streaming playground answer or
-        a notifier's edit then cannot pass for the answer to the next press."""
+    async def settle(self, quiet_s: float = 0.3, timeout_s: float = 90) -> None:
+        """Until the bot's work after its acks has ended and it has shown nothing new for
+        `quiet_s`: a streaming playground answer or a notifier's edit then cannot pass for the
+        answer to the next press."""
+        inflight = self.slack.bot.deps.inflight
         deadline = time.monotonic() + timeout_s
         last, since = self.shown(), time.monotonic()
         while time.monotonic() < deadline:
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.05)
             now = self.shown()
-            if now != last:
+            if now != last or inflight.count or inflight.acking:
                 last, since = now, time.monotonic()
             elif time.monotonic() - since >= quiet_s:
                 return
