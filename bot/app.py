@@ -120,7 +120,8 @@ if TYPE_CHECKING:
     from bot.backends.kubernetes import KubernetesScheduler
     from bot.backends.prometheus_rules import RuleGroup
     from bot.backends.sim.fleet import SimFleet
-    from bot.backends.slurm import SlurmRest
+    from bot.validation.config import ValidationConfig
+    from bot.validation.ports import NodeTester
 
 SLACK_HTTP_TIMEOUT_S = 10
 SIM_NEW_KERNEL = "5.15.0-113-generic"
@@ -241,18 +242,6 @@ def kubernetes_of(scheduler: Scheduler | None) -> KubernetesScheduler | None:
         return scheduler
     if isinstance(scheduler, BothSchedulers):
         return scheduler.kube
-    return None
-
-
-def slurm_of(scheduler: Scheduler | None) -> SlurmRest | None:
-    """The Slurm adapter inside the scheduler, when there is one (for validation jobs)."""
-    from bot.backends.both_schedulers import BothSchedulers
-    from bot.backends.slurm import SlurmRest
-
-    if isinstance(scheduler, SlurmRest):
-        return scheduler
-    if isinstance(scheduler, BothSchedulers) and isinstance(scheduler.slurm, SlurmRest):
-        return scheduler.slurm
     return None
 
 
@@ -524,14 +513,14 @@ def make_validation(
     scheduler: Scheduler | None,
     authz: Authorizer,
 ) -> ValidationService | None:
-    """Testing drained nodes, when `validation.output_dir` is set and Slurm is the scheduler
-    (or one of both): its reservations and jobs hold and test the node. `raw` is the
-    scheduler as built, `scheduler` the one every action goes through (read back with it)."""
+    """Testing drained nodes, when `validation.output_dir` is set and the scheduler can run
+    the suite: Slurm (its reservations and jobs), Kubernetes with `validation.kubernetes` (its
+    taints and Jobs), or both. `raw` is the scheduler as built, `scheduler` the one every
+    action goes through (read back with it)."""
     cfg = validation_config(settings)  # checked either way: a wrong value stops start-up
-    slurm = slurm_of(raw)
-    if cfg.output_dir is None or slurm is None or scheduler is None:
+    tester = _tester(cfg, raw)
+    if tester is None or scheduler is None:
         return None
-    from bot.backends.slurm_validation import SlurmTester
     from bot.backends.validation_store import MemoryValidationLedger, RedisValidationLedger
 
     ledger = (
@@ -539,8 +528,31 @@ def make_validation(
         if isinstance(store, RedisStore)
         else MemoryValidationLedger()
     )
-    tester = SlurmTester(slurm, cfg.output_dir, extra_path=cfg.tools_path)
     return ValidationService(tester, scheduler, cfg, ledger, authz)
+
+
+def _tester(cfg: ValidationConfig, raw: Scheduler | None) -> NodeTester | None:
+    """The port that runs the suite through `raw`'s scheduler, None where none can."""
+    from bot.backends.both_schedulers import BothSchedulers
+    from bot.backends.both_validation import BothTester
+    from bot.backends.kubernetes import KubernetesScheduler
+    from bot.backends.kubernetes_validation import KubeTester
+    from bot.backends.slurm import SlurmRest
+    from bot.backends.slurm_validation import SlurmTester
+
+    out, path = cfg.output_dir, cfg.tools_path
+    if out is None:
+        return None
+    if isinstance(raw, SlurmRest):
+        return SlurmTester(raw, out, extra_path=path)
+    if isinstance(raw, KubernetesScheduler) and cfg.kubernetes is not None:
+        return KubeTester(raw, out, cfg.kubernetes, extra_path=path)
+    if isinstance(raw, BothSchedulers):
+        return BothTester(
+            SlurmTester(raw.slurm, out, extra_path=path),
+            KubeTester(raw.kube, out, cfg.kubernetes, extra_path=path),
+        )
+    return None
 
 
 def tell_owners(

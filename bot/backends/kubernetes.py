@@ -237,7 +237,7 @@ class KubernetesScheduler:
             if not token:
                 return items
 
-    async def _get(self, path: str, doing: str) -> dict[str, Any] | None:
+    async def get_object(self, path: str, doing: str) -> dict[str, Any] | None:
         """The object, None when it does not exist."""
         try:
             got = await self._call("GET", path, doing)
@@ -247,13 +247,32 @@ class KubernetesScheduler:
             raise BackendError(NAME, f"could not {doing}: {_message(exc)}.") from exc
         return got if isinstance(got, dict) else None
 
+    async def create_object(self, path: str, body: Mapping[str, Any], doing: str) -> dict[str, Any]:
+        try:
+            got = await self._call("POST", path, doing, body=dict(body))
+        except ApiException as exc:
+            raise BackendError(NAME, f"could not {doing}: {_message(exc)}.") from exc
+        return got if isinstance(got, dict) else {}
+
+    async def delete_object(self, path: str, doing: str) -> bool:
+        """Deletes it, its dependents left to the garbage collector (a Job's pods); False
+        when it was gone already."""
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        try:
+            await self._call("DELETE", path, doing, body=body)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise BackendError(NAME, f"could not {doing}: {_message(exc)}.") from exc
+        return True
+
     # -- nodes
 
     async def raw_nodes(self, names: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """The Node objects: one GET for one name, else the (selected) list."""
         if names is not None and len(names) == 1:
             name = check_node_name(names[0])
-            one = await self._get(f"/api/v1/nodes/{quote(name)}", f"read node {name}")
+            one = await self.get_object(f"/api/v1/nodes/{quote(name)}", f"read node {name}")
             return [one] if one is not None else []
         wanted = {check_node_name(n) for n in names} if names is not None else None
         found = await self._list("/api/v1/nodes", "list nodes", label=self.node_selector)
@@ -271,7 +290,7 @@ class KubernetesScheduler:
                 out[node.name] = node
         return out
 
-    async def _patch_node(
+    async def patch_node(
         self,
         name: str,
         build: Callable[[dict[str, Any]], list[dict[str, Any]] | None],
@@ -282,7 +301,7 @@ class KubernetesScheduler:
         refused: str | None = None
         refused_rv: object = None
         for _ in range(CONFLICT_RETRIES):
-            node = await self._get(f"/api/v1/nodes/{quote(name)}", f"read node {name}")
+            node = await self.get_object(f"/api/v1/nodes/{quote(name)}", f"read node {name}")
             if node is None:
                 raise BackendError(NAME, f"has no node {name}.")
             rv = (node.get("metadata") or {}).get("resourceVersion")
@@ -314,7 +333,7 @@ class KubernetesScheduler:
         name = check_node_name(node)
         why = drain_reason.check(reason)
         at = datetime.now(UTC)
-        await self._patch_node(
+        await self.patch_node(
             name, lambda raw: kn.drain_patch(raw, why, at), f"cordon and taint node {name}"
         )
         if now:
@@ -330,7 +349,7 @@ class KubernetesScheduler:
 
     async def resume(self, node: str, *, force: bool = False) -> None:
         name = check_node_name(node)
-        await self._patch_node(
+        await self.patch_node(
             name,
             lambda raw: kn.resume_patch(raw, force=force),
             f"uncordon and untaint node {name}",
@@ -400,7 +419,7 @@ class KubernetesScheduler:
             if len(wanted) <= OWNER_GETS:
                 got = await asyncio.gather(
                     *(
-                        self._get(
+                        self.get_object(
                             f"{self._kind_path(api_version, kind, o.namespace)}/{quote(o.name)}",
                             f"read {kind} {o.namespace}/{o.name}",
                         )

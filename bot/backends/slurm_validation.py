@@ -8,16 +8,14 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Sequence
-from pathlib import Path
 
 from bot.backends.slurm import SlurmRest
+from bot.backends.validation_files import read_step_files
 from bot.errors import BackendError
 from bot.models import JobState
 from bot.validation.run import StepFiles
 
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-MAX_OUTPUT = 1_000_000
-"""Bytes of a step's output read back: a DCGM JSON report is tens of kB."""
 
 
 NOT_AVAILABLE = "Required node not available"
@@ -87,7 +85,7 @@ class SlurmTester:
         return None if job is None else job.state
 
     async def files(self, run_id: str, steps: Sequence[str]) -> dict[str, StepFiles]:
-        return await asyncio.to_thread(_read_files, Path(self.folder(run_id)), steps)
+        return await read_step_files(self.folder(run_id), steps)
 
     async def cancel(self, job_id: str) -> None:
         await self.slurm.cancel(job_id)
@@ -108,25 +106,3 @@ class SlurmTester:
                     raise
             await asyncio.sleep(SUBMIT_RETRY_S)
             waited += SUBMIT_RETRY_S
-
-
-def _read(path: Path) -> str | None:
-    try:
-        with path.open("rb") as f:
-            return f.read(MAX_OUTPUT).decode(errors="replace")
-    except FileNotFoundError:
-        return None
-
-
-def _read_files(folder: Path, steps: Sequence[str]) -> dict[str, StepFiles]:
-    out: dict[str, StepFiles] = {}
-    for name in steps:
-        rc = _read(folder / f"{name}.rc")
-        code = int(rc.strip()) if rc is not None and rc.strip().lstrip("-").isdigit() else None
-        out[name] = StepFiles(
-            started=(folder / f"{name}.started").exists(),
-            stdout=_read(folder / f"{name}.out"),
-            stderr=_read(folder / f"{name}.err"),
-            exit_code=code,
-        )
-    return out

@@ -16,8 +16,11 @@ timeout and the parser that reads its output, with that parser's params:
           params: {min_bus_bw_gbs: {H100: 460, H200: 480}}
 
 `output_dir` turns testing on: a folder on a filesystem both the nodes and meowbot mount,
-where the job writes each step's output. Without `steps` the default suite runs: DCGM
-diagnostics level 2 and a single-node 8-GPU all-reduce. No I/O.
+where the job writes each step's output. On Kubernetes, `kubernetes.image` names the image
+the suite runs in (with the site's tools), `kubernetes.namespace` where its Jobs go, and
+`kubernetes.volume` the volume mounted at `output_dir` (by default that path on the node).
+Without `steps` the default suite runs: DCGM diagnostics level 2 and a single-node 8-GPU
+all-reduce. No I/O.
 """
 
 from __future__ import annotations
@@ -86,6 +89,18 @@ DEFAULT_STEPS: tuple[StepConfig, ...] = (
 )
 
 
+class KubernetesValidation(BaseModel):
+    """How the suite runs on a Kubernetes node: the image holding the site's tools, the
+    namespace of its Jobs, and the volume of step files (a Kubernetes volume source, mounted
+    at `output_dir`; by default that path on the node itself)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    image: str = Field(min_length=1, max_length=500)
+    namespace: str = Field("meowbot", pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+    volume: dict[str, Any] = Field(default_factory=dict)
+
+
 class ValidationConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -97,6 +112,8 @@ class ValidationConfig(BaseModel):
     tools_path: str = ""
     # Validations running at once, across the fleet.
     max_at_once: int = Field(4, ge=1, le=256)
+    # Kubernetes nodes are tested only with an image to run the suite in.
+    kubernetes: KubernetesValidation | None = None
 
     @field_validator("steps")
     @classmethod

@@ -184,7 +184,7 @@ async def test_a_drain_patch_from_a_stale_read_is_refused_not_applied(
         built.append(1)
         return kn.drain_patch(node, REASON, datetime.now(UTC))
 
-    assert await kube._patch_node("kn-race", racing, "cordon and taint node kn-race")
+    assert await kube.patch_node("kn-race", racing, "cordon and taint node kn-race")
     assert len(built) == 2
     after = _node(api, "kn-race")
     assert theirs in after["spec"]["taints"] and other in after["spec"]["taints"]
