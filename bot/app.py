@@ -600,6 +600,8 @@ def make_deps(settings: Settings, store: StateStore, client: AsyncWebClient) -> 
     highlights = make_highlights(settings, store, client)
     authz = Authorizer(settings.admin_list)
     validation = make_validation(settings, store, src.scheduler, scheduler, authz)
+    if validation is not None:  # failures count where repeat offenders are found
+        validation.history, validation.repeat = triage.history, health.repeat
     return Deps(
         settings=settings,
         store=store,

@@ -20,7 +20,8 @@ from bot.precursors.ports import PrecursorHistory
 from bot.regressions.ask import BUILT_IN
 from bot.regressions.ports import FleetHistory
 from bot.telemetry import Telemetry
-from bot.triage.ports import JobNoticeLedger
+from bot.triage.ports import FaultHistory, JobNoticeLedger
+from bot.triage.repeat_config import RepeatConfig
 from bot.triage.service import Triage
 from bot.usermap import UserMap
 from bot.validation.config import ValidationConfig
@@ -44,6 +45,8 @@ class ValidationService:
     cfg: ValidationConfig
     ledger: ValidationLedger
     authz: Authorizer
+    history: FaultHistory | None = None  # where failures count toward a repeat offender
+    repeat: RepeatConfig = field(default_factory=RepeatConfig)
     poll_s: float = 2.0
     # How long a run's watcher holds it without a poll before another replica takes it up.
     lease_s: int = 30

@@ -32,6 +32,8 @@ def is_ours(reason: str | None) -> bool:
 def short_cause(fault: Fault) -> str:
     """`xid79`, `ecc_dbe`, `ib_link_down`: the cause as Slurm's reason shows it; the kind is
     the name `health.disabled` takes (bot/triage/checks.py), so a reason names a check."""
+    if fault.evidence and fault.evidence[0].labels.get("cause"):
+        return fault.evidence[0].labels["cause"]  # a cause of its own (a failed validation)
     if fault.kind is FaultKind.XID and fault.evidence:
         ev = fault.evidence[0]
         code = ev.labels.get("xid")  # per-code counter: the value is a count, not the code

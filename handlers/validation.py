@@ -9,6 +9,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Coroutine
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -25,7 +26,14 @@ from bot.render.blocks import error as error_message
 from bot.render.validation import CANCEL_TEST_ACTION, TEST_ACTION, render_run
 from bot.validation.ports import RunRecord
 from bot.validation.run import outcomes
-from bot.validation.service import Validation, refusal, time_limit_s, validate
+from bot.validation.service import (
+    Validation,
+    count_failure,
+    counts_against,
+    refusal,
+    time_limit_s,
+    validate,
+)
 from handlers.registry import Registry
 from handlers.reply import Private, post_message, respond_message, update_message
 
@@ -147,6 +155,11 @@ async def _watch(
         poll_s=v.poll_s,
         job_id=job_id,
     )
+    if v.history is not None and counts_against(run):
+        try:
+            run.offender = await count_failure(v.history, v.repeat, node, datetime.now(UTC))
+        except BackendError as exc:  # the run's end is still said; the count is lost
+            log.warning("failed validation not counted: %s", exc)
     await v.ledger.release(node, run_id)
     await v.ledger.forget(run_id)
     end = render_run(run, by=by, scheduler=name)

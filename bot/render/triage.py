@@ -308,6 +308,12 @@ def render_unchecked(
         )
     if fields:
         msg.fields(fields)
+    for off in report.offenders:
+        level = off.escalate_to
+        msg.section(
+            f"{ICON[level]} *Repeat offender* (meowbot's record): {escape(off.line(report.at))}: "
+            f"{ADVICE[level]}."
+        )
     if can_act and s is not None:
         if s.out_of_service:
             tests = [] if test_minutes is None else [test_button(report.node, test_minutes)]

@@ -26,7 +26,7 @@ def test_button(node: str, minutes: int) -> Block:
     jobs on it."""
     dialog = confirm_dialog(
         f"Test {node}?",
-        f"meowbot reserves {code(node)} for itself, runs the validation suite there (at most "
+        f"meowbot holds {code(node)} for itself, runs the validation suite there (at most "
         f"about {minutes} min) and resumes it only if every step passes; otherwise it stays "
         "drained with the failing step as its reason.",
         confirm="Test",
@@ -69,8 +69,14 @@ def render_run(run: Validation, *, by: str, scheduler: str) -> SlackMessage:
     msg.section("\n".join(f"{ICON[o.state]} {o.line}" for o in run.steps))
     if run.ended:
         msg.section(f"{scheduler} now says: {code(run.node)} is {_state(run.after)}.")
+    if run.offender is not None:
+        rma = (
+            f":black_circle: Repeat offender: {run.offender}. Its verdict is now RMA: take "
+            "it out of scheduling and open an RMA."
+        )
+        msg.section(rma)
     context = [f"{scheduler} job {run.job_id}"] if run.job_id else []
-    if run.ended and not run.passed and run.error is None:
+    if run.ended and not run.passed and run.error is None and run.offender is None:
         context.append("Resume it by hand once it is repaired, or test it again")
     if context:
         msg.context(" · ".join(context))

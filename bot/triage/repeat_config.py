@@ -38,8 +38,12 @@ GPU_HARDWARE = frozenset(
     {"xid79", "xid48", "xid63", "xid64", "xid74", "xid92", "xid94", "xid95", "xid140"}
     | {"ecc_dbe", "row_remap_failure", "gpu_missing"}
 )
+FAILED_VALIDATION = "failed_validation"
+"""The cause a failed "Test and resume" is counted under (bot/validation/service.py)."""
 DEFAULT_RULES: tuple[RepeatRule, ...] = (
     RepeatRule(causes=GPU_HARDWARE),
+    # A node that fails the site's validation again and again, repairs in between, is a lemon.
+    RepeatRule(causes=frozenset({FAILED_VALIDATION}), per="node"),
     RepeatRule(
         causes=frozenset({"unexpected_reboot", "ib_link_down", "ib_flapping"}),
         per="node",

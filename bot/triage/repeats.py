@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from bot.drain_reason import short_cause
 from bot.models import Action, Evidence, Fault, FaultKind, Severity, VerdictLevel
 from bot.triage.kinds import words
-from bot.triage.repeat_config import RepeatConfig, RepeatRule
+from bot.triage.repeat_config import FAILED_VALIDATION, RepeatConfig, RepeatRule
 from bot.triage.verdict import fault_level, level_of
 from bot.words import ordinal
 
@@ -83,6 +83,8 @@ class Offender:
 
 def cause_words(cause: str, kind: FaultKind) -> str:
     """`Xid 79`, `double-bit ECC error`: the cause as a person says it."""
+    if cause == FAILED_VALIDATION:
+        return "failed validation"
     if kind is FaultKind.XID and cause.startswith("xid") and cause[3:].isdigit():
         return f"Xid {cause[3:]}"
     return words(kind)
@@ -94,6 +96,12 @@ def _day(t: datetime, now: datetime) -> str:
     if t.date() == (now - timedelta(days=1)).date():
         return "yesterday"
     return t.strftime("%d %b")
+
+
+def failed_validation(node: str, at: datetime) -> Occurrence:
+    """A failed "Test and resume" of `node`, as its history keeps it. Its kind is DCGM's
+    health (the suite's first word is DCGM's diagnostics); its cause is its own."""
+    return Occurrence(FAILED_VALIDATION, FaultKind.DCGM_HEALTH, node, None, at, at)
 
 
 def sightings(faults: Iterable[Fault], at: datetime, *, since: bool = False) -> list[Occurrence]:
@@ -225,6 +233,8 @@ def escalate(faults: Sequence[Fault], found: Sequence[Offender], now: datetime) 
         if hits:
             continue
         labels = {"gpu": str(off.gpu)} if off.gpu is not None else {}
+        if off.cause == FAILED_VALIDATION:
+            labels["cause"] = off.cause  # its kind is DCGM's; its drain reason says this
         if off.kind is FaultKind.XID and off.cause[3:].isdigit():
             labels["xid"] = off.cause[3:]  # so the drain reason names the code: `xid79 gpu3`
         out.append(

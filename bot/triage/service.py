@@ -211,6 +211,8 @@ class UncheckedNode:
     place: Located | None
     why: str  # why health is not checked, e.g. NO_METRICS
     at: datetime
+    # From meowbot's own fault history, which needs no metrics: a repeat offender stays one.
+    offenders: tuple[Offender, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -464,8 +466,10 @@ async def _unchecked(
             len(present) + len(unknown), states or {}, unknown, title, NO_METRICS, at
         )
     node = present[0]
-    (states, note), jobs = await asyncio.gather(
-        _scheduler_nodes(triage, present), _jobs_on(triage, node)
+    (states, note), jobs, (_, found) = await asyncio.gather(
+        _scheduler_nodes(triage, present),
+        _jobs_on(triage, node),
+        _with_history(triage, [node], [], at, sighted=False),
     )
     return UncheckedNode(
         node=node,
@@ -476,6 +480,7 @@ async def _unchecked(
         place=triage.inventory.place(node),
         why=NO_METRICS,
         at=at,
+        offenders=tuple(found),
     )
 
 

@@ -7,12 +7,16 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from bot import drain_reason
 from bot.errors import BackendError
 from bot.models import JobState
 from bot.mrkdwn import code
 from bot.ports import Scheduler, SchedulerNode
+from bot.triage.ports import FaultHistory
+from bot.triage.repeat_config import FAILED_VALIDATION, RepeatConfig
+from bot.triage.repeats import bounded, failed_validation, offenders
 from bot.validation.config import ValidationConfig
 from bot.validation.ports import NodeTester
 from bot.validation.run import StepOutcome, all_ended, batch_script, outcomes, verdict
@@ -41,6 +45,7 @@ class Validation:
     reason: str | None = None  # the drain reason on a failure
     after: SchedulerNode | None = None  # the node as the scheduler holds it at the end
     error: str | None = None  # a scheduler that refused a step of the run itself
+    offender: str | None = None  # its failures make it a repeat offender: the line saying so
 
 
 Progress = Callable[[Validation], Awaitable[None]]
@@ -133,6 +138,25 @@ async def validate(
     except BackendError as exc:
         run.error = run.error or exc.user_text()
     return run
+
+
+def counts_against(run: Validation) -> bool:
+    """A run the node itself failed: not cancelled, not stopped by a scheduler's error."""
+    return run.ended and not run.passed and run.cancelled_by is None and run.error is None
+
+
+async def count_failure(
+    history: FaultHistory, cfg: RepeatConfig, node: str, at: datetime
+) -> str | None:
+    """Adds the failure to the node's fault history (where repeat offenders are found); the
+    offender's line when the node is now one (`3rd failed validation on the node in 30 days:
+    ...`), so that its verdict, everywhere, says RMA."""
+    stored = await history.occurrences([node])
+    mine = [o for o in stored if o.node == node]
+    kept = bounded([*mine, failed_validation(node, at)], at, cfg.keep_days, cfg.max_per_node)
+    await history.save({node: kept}, at)
+    found = [o for o in offenders(kept, at, cfg) if o.cause == FAILED_VALIDATION]
+    return found[0].line(at) if found else None
 
 
 def _reason(failed: StepOutcome | None, cancelled_by: str | None) -> str:

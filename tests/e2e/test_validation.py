@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from bot.render.triage import RESUME_ACTION
 from bot.render.validation import CANCEL_TEST_ACTION, TEST_ACTION
 from bot.server import SLACK_EVENTS_PATH
 from bot.shell.emulator import SlackEmulator, validate_blocks
+from bot.triage.repeats import failed_validation
 from handlers.alertmanager import ALERTMANAGER_PATH
 from tests.conftest import need_service
 from tests.e2e.conftest import Slack, bot_settings
@@ -325,3 +327,31 @@ async def test_app_home_lists_the_nodes_meowbot_drained_with_the_test_to_those_w
     assert f"`{NODE}`" in admin and TEST_ACTION in admin and "xid79 gpu3" in admin
     assert "gpu-0013" not in admin  # in service: nothing to test
     assert TEST_ACTION not in user_view and "Drained by meowbot" not in user_view
+
+
+async def test_a_third_failure_in_30_days_makes_the_node_a_repeat_offender_for_rma(
+    ops: tuple[Slack, Path],
+) -> None:
+    slack, bin_dir = ops
+    _tool(bin_dir, "dcgmi", f"cat {DATA / 'dcgm_r2_v3_fail.json'}")
+    history = slack.bot.deps.triage.history
+    assert history is not None
+    now = datetime.now(UTC)
+    earlier = [failed_validation(NODE, now - timedelta(days=d)) for d in (12, 4)]
+    await history.save({NODE: earlier}, now)
+    await slack.command("/node-health", f"{NODE} test", channel=CHANNEL)
+
+    def ended() -> bool:
+        msgs = _top(slack)
+        return bool(msgs) and "failed validation and stays out" in msgs[-1]["text"]
+
+    await eventually(ended, f"the run ends failed: {_texts(slack)}", 60)
+    body = json.dumps(_top(slack)[-1]["blocks"])
+    assert "Repeat offender: 3rd failed validation on the node in 30 days" in body, body
+    assert "Its verdict is now RMA" in body
+    # The same verdict everywhere: /node-health reads it from the same history.
+    answer = json.dumps(await _private(slack, "/node-health", NODE))
+    assert "3rd failed validation on the node in 30 days" in answer, answer
+    assert "open an RMA" in answer
+    kept = [o for o in await history.occurrences([NODE]) if o.cause == "failed_validation"]
+    assert len(kept) == 3

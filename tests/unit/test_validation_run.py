@@ -116,3 +116,35 @@ def test_the_end_is_said_as_the_scheduler_holds_the_node() -> None:
         "passed every step, but it is not back in service"
         in render_run(passed, by="<@U1>", scheduler="Slurm").text
     )
+
+
+async def test_three_failures_in_30_days_make_an_rma_offender_retests_in_an_hour_one() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from bot.backends.fault_history import MemoryFaultHistory
+    from bot.drain_reason import short_cause
+    from bot.models import VerdictLevel
+    from bot.triage.repeat_config import RepeatConfig
+    from bot.triage.repeats import escalate, offenders
+    from bot.triage.verdict import fault_level
+    from bot.validation.service import count_failure
+
+    cfg, now = RepeatConfig(), datetime(2026, 12, 7, 12, tzinfo=UTC)
+    history = MemoryFaultHistory()
+    # Retested twice within the hour, with no repair between: one failure, not three.
+    for minutes in (0, 20, 40):
+        assert (
+            await count_failure(history, cfg, "gpu-0001", now + timedelta(minutes=minutes)) is None
+        )
+    # Failures 40 and 20 days ago and now: only two are within 30 days.
+    for days in (40, 20):
+        await count_failure(history, cfg, "gpu-0002", now - timedelta(days=days))
+    assert await count_failure(history, cfg, "gpu-0002", now) is None
+    # A third within 30 days: an offender, and the fault it adds reads RMA with its own cause.
+    await count_failure(history, cfg, "gpu-0003", now - timedelta(days=9))
+    await count_failure(history, cfg, "gpu-0003", now - timedelta(days=2))
+    line = await count_failure(history, cfg, "gpu-0003", now)
+    assert line == "3rd failed validation on the node in 30 days: 28 Nov, 05 Dec, today"
+    found = offenders(await history.occurrences(["gpu-0003"]), now, cfg)
+    [fault] = escalate([], found, now)
+    assert fault_level(fault) is VerdictLevel.RMA and short_cause(fault) == "failed_validation"
