@@ -602,6 +602,7 @@ def make_deps(settings: Settings, store: StateStore, client: AsyncWebClient) -> 
     validation = make_validation(settings, store, src.scheduler, scheduler, authz)
     if validation is not None:  # failures count where repeat offenders are found
         validation.history, validation.repeat = triage.history, health.repeat
+        validation.channel = settings.alert_channel
     return Deps(
         settings=settings,
         store=store,

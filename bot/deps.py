@@ -47,6 +47,7 @@ class ValidationService:
     authz: Authorizer
     history: FaultHistory | None = None  # where failures count toward a repeat offender
     repeat: RepeatConfig = field(default_factory=RepeatConfig)
+    channel: str | None = None  # where runs nobody asked for are posted (the alert channel)
     poll_s: float = 2.0
     # How long a run's watcher holds it without a poll before another replica takes it up.
     lease_s: int = 30

@@ -97,6 +97,7 @@ class SchedulerNode(BaseModel):
     reason: str | None = None
     reason_set_by: str | None = None
     reason_changed_at: datetime | None = None
+    booted_at: datetime | None = None  # when the node last booted, where the scheduler says
     # Kubernetes: someone else's cordon (spec.unschedulable meowbot did not set), and the
     # scheduling taints (NoSchedule, NoExecute) others put on the node, as `key=value:Effect`.
     others_cordon: bool = False

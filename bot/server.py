@@ -99,6 +99,13 @@ class Bot:
                 self.deps.validation, self.client, self.stopping
             )
             self.background.append(asyncio.create_task(taking_up))
+            if self.deps.validation.cfg.on_repair and not self.deps.validation.channel:
+                log.warning("validation.on_repair needs MEOWBOT_ALERT_CHANNEL: not testing")
+            elif self.deps.validation.cfg.on_repair:
+                repairs = validation_handlers.on_repair(
+                    self.deps.validation, self.client, self.stopping
+                )
+                self.background.append(asyncio.create_task(repairs))
         alerting = self.deps.alerting
         if alerting is None:
             log.warning("no REDIS_URL: channel alerts are off")

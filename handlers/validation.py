@@ -24,6 +24,7 @@ from bot.mrkdwn import code
 from bot.render.blocks import Message
 from bot.render.blocks import error as error_message
 from bot.render.validation import CANCEL_TEST_ACTION, TEST_ACTION, render_run
+from bot.validation import policy
 from bot.validation.ports import RunRecord
 from bot.validation.run import outcomes
 from bot.validation.service import (
@@ -65,6 +66,23 @@ async def start(
     if not await v.authz.allowed(user_id, client):
         await private(error_message(v.authz.refusal("test nodes")))
         return
+    await _begin(
+        v, client, node, by=f"<@{user_id}>", channel=channel, private=private, thread_ts=thread_ts
+    )
+
+
+async def _begin(
+    v: ValidationService,
+    client: AsyncWebClient,
+    node: str,
+    *,
+    by: str,
+    channel: str,
+    private: Private,
+    thread_ts: str | None = None,
+) -> None:
+    """Tests `node` in the background if it may be tested now (`by` asked, as Slack shows
+    them); otherwise says why in one sentence and changes nothing."""
     try:
         held = (await v.scheduler.nodes([node])).get(node)
     except ValueError:  # not a node name the scheduler could hold: quotes, `;`, spaces
@@ -90,7 +108,6 @@ async def start(
     if other is not None:
         await private(error_message(f"{code(node)} is being tested already."))
         return
-    by = f"<@{user_id}>"
     first = Validation(node, run_id, outcomes(v.cfg.steps, {}))
     try:
         posted = await post_message(
@@ -192,6 +209,37 @@ async def taking_up(v: ValidationService, client: AsyncWebClient, stopping: asyn
             log.exception("validations in flight could not be read")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stopping.wait(), v.lease_s)
+
+
+async def on_repair(v: ValidationService, client: AsyncWebClient, stopping: asyncio.Event) -> None:
+    """`validation.on_repair`: tests each node meowbot drained for a fault once the scheduler
+    says it booted since (bot/validation/policy.py), in the alert channel. Every replica looks;
+    the node's claim in Redis lets one run it."""
+    assert v.channel is not None
+    channel = v.channel
+
+    async def logged(message: Any) -> None:
+        log.info("a repaired node was not tested: %s", getattr(message, "text", message))
+
+    while not stopping.is_set():
+        try:
+            nodes = [n for n in (await v.scheduler.nodes()).values() if policy.watched(n)]
+            await v.ledger.forget_boots({n.name for n in nodes})
+            for node in nodes:
+                first = None
+                if node.booted_at is not None and node.reason is not None:
+                    seen = await v.ledger.first_boot(
+                        node.name, node.reason, node.booted_at.isoformat()
+                    )
+                    first = datetime.fromisoformat(seen)
+                if policy.repaired(node, first) and await v.ledger.running() < v.cfg.max_at_once:
+                    await _begin(
+                        v, client, node.name, by=policy.why(node), channel=channel, private=logged
+                    )
+        except Exception:  # the scheduler or Redis away a moment: the next turn tries again
+            log.exception("repaired nodes could not be read")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), v.cfg.repair_check_s)
 
 
 async def on_test(

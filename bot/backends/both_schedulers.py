@@ -54,6 +54,7 @@ def merge(name: str, slurm: SchedulerNode, kube: SchedulerNode) -> SchedulerNode
         reason=reason,
         reason_set_by=source.reason_set_by,
         reason_changed_at=source.reason_changed_at,
+        booted_at=slurm.booted_at,
     )
 
 

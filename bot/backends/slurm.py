@@ -267,6 +267,7 @@ def parse_node(raw: Mapping[str, Any]) -> SchedulerNode:
         reason=reason,
         reason_set_by=_text(raw.get("reason_set_by_user")) if reason else None,
         reason_changed_at=parse_time(raw.get("reason_changed_at")) if reason else None,
+        booted_at=parse_time(raw.get("boot_time")),
     )
 
 

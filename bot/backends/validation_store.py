@@ -4,6 +4,7 @@ a Cancel pressed on any replica reaches the one running it), or memory for one p
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import asdict
 
 import redis.asyncio as aioredis
@@ -58,6 +59,23 @@ class RedisValidationLedger:
         key = f"{PREFIX}:lease:{run_id}"
         return bool(await self.redis.set(key, "1", ex=ttl_s, nx=take))
 
+    async def first_boot(self, node: str, reason: str, booted: str) -> str:
+        """The boot time first seen of `node` drained for `reason` (kept until the reason
+        changes or the node is back: `forget_boots`)."""
+        key, value = f"{PREFIX}:boot", json.dumps([reason, booted])
+        if not await self.redis.hsetnx(key, node, value):
+            held = await self.redis.hget(key, node)
+            if held is not None and json.loads(_text(held))[0] == reason:
+                return str(json.loads(_text(held))[1])
+            await self.redis.hset(key, node, value)
+        return booted
+
+    async def forget_boots(self, keep: Collection[str]) -> None:
+        key = f"{PREFIX}:boot"
+        gone = [_text(n) for n in await self.redis.hkeys(key) if _text(n) not in keep]
+        if gone:
+            await self.redis.hdel(key, *gone)
+
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
@@ -69,6 +87,16 @@ class MemoryValidationLedger:
         self.cancels: dict[str, str] = {}
         self.runs: dict[str, RunRecord] = {}
         self.leases: set[str] = set()  # one process: a lease never expires while it lives
+        self._boots: dict[str, tuple[str, str]] = {}
+
+    async def first_boot(self, node: str, reason: str, booted: str) -> str:
+        held = self._boots.get(node)
+        if held is None or held[0] != reason:
+            self._boots[node] = held = (reason, booted)
+        return held[1]
+
+    async def forget_boots(self, keep: Collection[str]) -> None:
+        self._boots = {n: b for n, b in self._boots.items() if n in keep}
 
     async def record(self, run: RunRecord, ttl_s: int) -> None:
         self.runs[run.run_id] = run

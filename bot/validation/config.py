@@ -112,6 +112,11 @@ class ValidationConfig(BaseModel):
     tools_path: str = ""
     # Validations running at once, across the fleet.
     max_at_once: int = Field(4, ge=1, le=256)
+    # Off by default: a node meowbot drained for a fault is tested once it is repaired (the
+    # scheduler says it booted since the drain), and resumed on a pass. Runs post in the
+    # alert channel.
+    on_repair: bool = False
+    repair_check_s: int = Field(60, ge=5, le=3600)
     # Kubernetes nodes are tested only with an image to run the suite in.
     kubernetes: KubernetesValidation | None = None
 

@@ -3,7 +3,7 @@ its step files, and let the node go. Implemented for Slurm (bot/backends/slurm_v
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -78,3 +78,12 @@ class ValidationLedger(Protocol):
     async def cancel(self, run_id: str, user_name: str) -> None: ...
 
     async def cancelled_by(self, run_id: str) -> str | None: ...
+
+    async def first_boot(self, node: str, reason: str, booted: str) -> str:
+        """The boot time (ISO) `node` had when first seen drained for `reason`: a later one
+        means it booted since (a scheduler may restamp the reason's time at a reboot)."""
+        ...
+
+    async def forget_boots(self, keep: Collection[str]) -> None:
+        """Forgets the first boot times of every node not in `keep` (back in service)."""
+        ...

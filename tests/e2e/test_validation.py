@@ -24,10 +24,12 @@ from bot.render.validation import CANCEL_TEST_ACTION, TEST_ACTION
 from bot.server import SLACK_EVENTS_PATH
 from bot.shell.emulator import SlackEmulator, validate_blocks
 from bot.triage.repeats import failed_validation
+from bot.validation import policy
 from handlers.alertmanager import ALERTMANAGER_PATH
 from tests.conftest import need_service
 from tests.e2e.conftest import Slack, bot_settings
 from tests.e2e.test_alerts import am_alert, webhook
+from tests.slurm_reboot import rebooted
 from tests.waiting import eventually
 
 CHANNEL = "C0OPS"
@@ -81,6 +83,9 @@ async def ops(
                     "steps": steps,
                     "output_dir": str(tmp_path / "out"),
                     "tools_path": str(bin_dir),
+                    # Looked at only where a test starts the background loops.
+                    "on_repair": True,
+                    "repair_check_s": 5,
                 }
             }
         )
@@ -158,13 +163,16 @@ async def test_a_drained_node_passes_and_is_back_in_service_as_slurm_says(
     assert "Slurm now says" in body and "idle" in body
     assert CANCEL_TEST_ACTION not in body  # no Cancel once it has ended
     assert validate_blocks(msg["blocks"]) == []
-    # The person who asked is told in the thread, and Slurm agrees with the words.
-    replies = [
-        m
-        for m in slack.emulator.workspace.messages(CHANNEL)
-        if m.get("thread_ts") == msg["ts"] and m["ts"] != msg["ts"]
-    ]
-    assert any("<@U0ADMIN>" in r["text"] for r in replies), replies
+
+    # The person who asked is told in the thread (posted after the last edit), and Slurm
+    # agrees with the words.
+    def told() -> bool:
+        return any(
+            m.get("thread_ts") == msg["ts"] and m["ts"] != msg["ts"] and "<@U0ADMIN>" in m["text"]
+            for m in slack.emulator.workspace.messages(CHANNEL)
+        )
+
+    await eventually(told, "the person who asked is told in the run's thread", 30)
     shown = _scontrol("show", "node", NODE)
     assert "State=IDLE" in shown and "DRAIN" not in shown, shown
     assert "meowbot-validate" not in _scontrol("show", "reservation")
@@ -355,3 +363,48 @@ async def test_a_third_failure_in_30_days_makes_the_node_a_repeat_offender_for_r
     assert "open an RMA" in answer
     kept = [o for o in await history.occurrences([NODE]) if o.cause == "failed_validation"]
     assert len(kept) == 3
+
+
+async def test_on_repair_a_node_booted_since_meowbots_drain_is_tested_unasked(
+    ops: tuple[Slack, Path], redis_client: Any
+) -> None:
+    slack, _ = ops
+    v = slack.bot.deps.validation
+    assert v is not None and v.cfg.on_repair
+
+    # Right after an earlier test's run, Slurm can show the node not responding a moment,
+    # without its boot time.
+    async def registered() -> bool:
+        return (await v.scheduler.nodes([NODE]))[NODE].booted_at is not None
+
+    await eventually(registered, "Slurm shows the node's boot time", 30)
+    before = (await v.scheduler.nodes([NODE]))[NODE]
+    assert before.booted_at is not None and policy.watched(before)
+    assert not policy.repaired(before, before.booted_at)
+    slack.bot.start_background(sweep=False, digest=False)
+
+    async def looked() -> bool:
+        return bool(await redis_client.hexists("meowbot:validation:boot", NODE))
+
+    await eventually(looked, "the policy has seen the drained node and its boot time", 30)
+    assert _top(slack) == []  # drained, not booted since: not tested
+    with rebooted(NODE):
+
+        def ended() -> bool:
+            msgs = _top(slack)
+            return bool(msgs) and "back in service" in msgs[-1]["text"]
+
+        await eventually(ended, f"the node is tested and resumed: {_texts(slack)}", 90)
+    [msg] = _top(slack)  # once: in service, it is not tested again
+    # Who asked, as the thread is told: meowbot, and why.
+    replies = [
+        m["text"]
+        for m in slack.emulator.workspace.messages(CHANNEL)
+        if m.get("thread_ts") == msg["ts"] and m["ts"] != msg["ts"]
+    ]
+    assert any(
+        r.startswith(f"meowbot ({NODE} booted at ") and "after its drain for xid79 gpu3" in r
+        for r in replies
+    ), replies
+    shown = _scontrol("show", "node", NODE)
+    assert "DRAIN" not in shown, shown

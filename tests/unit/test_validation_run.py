@@ -148,3 +148,39 @@ async def test_three_failures_in_30_days_make_an_rma_offender_retests_in_an_hour
     found = offenders(await history.occurrences(["gpu-0003"]), now, cfg)
     [fault] = escalate([], found, now)
     assert fault_level(fault) is VerdictLevel.RMA and short_cause(fault) == "failed_validation"
+
+
+def test_on_repair_tests_only_meowbots_drains_booted_since() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from bot.ports import SchedulerNode
+    from bot.validation import policy
+
+    drained = datetime(2026, 12, 7, 2, tzinfo=UTC)
+
+    def node(reason: str | None, booted: datetime | None, state: str = "idle") -> SchedulerNode:
+        flags = ("DRAIN",) if reason else ()
+        return SchedulerNode(
+            name="gpu-0001",
+            state=state,
+            flags=flags,
+            reason=reason,
+            reason_changed_at=drained if reason else None,
+            booted_at=booted,
+        )
+
+    before, after = drained - timedelta(days=3), drained + timedelta(minutes=5)
+    ours = "meowbot: xid79 gpu3"
+    assert not policy.repaired(node(ours, before), before)  # not booted since
+    assert policy.repaired(node(ours, after), None)  # booted after the drain
+    # Slurm restamps the reason's time at the reboot: the boot first seen tells.
+    restamped = node(ours, after).model_copy(update={"reason_changed_at": after})
+    assert not policy.repaired(restamped, None) and policy.repaired(restamped, before)
+    # An operator's drain, a cancelled test, a node in service: only when asked.
+    assert not policy.watched(node("bad fan", after))
+    assert not policy.watched(node("meowbot: validation cancelled by @ana", after))
+    assert not policy.repaired(node(None, after), before)
+    assert not policy.repaired(node(ours, None), before)  # no boot time: nothing to tell
+    assert policy.why(node(ours, after)) == (
+        "meowbot (gpu-0001 booted at 2026-12-07 02:05 UTC, after its drain for xid79 gpu3)"
+    )

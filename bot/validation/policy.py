@@ -1,0 +1,43 @@
+"""When meowbot tests a node without being asked (`validation.on_repair`): a node it drained
+for a fault, once the node has booted since the drain (a repair reboots it). Pure."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from bot import drain_reason
+from bot.ports import SchedulerNode
+
+NOT_AFTER = ("validation cancelled",)
+"""meowbot's own reasons that are a person's choice, not a fault: never tested unasked."""
+
+
+def watched(node: SchedulerNode) -> bool:
+    """Out of service for meowbot's drain of a fault: a node an operator drained is tested
+    only when asked, and so is one whose test a person cancelled."""
+    if not node.out_of_service or not node.reason_is_ours or node.reason is None:
+        return False
+    return not any(word in node.reason for word in NOT_AFTER)
+
+
+def repaired(node: SchedulerNode, first_boot: datetime | None) -> bool:
+    """A watched node that booted after its drain, or after the boot meowbot first saw it
+    drained with (Slurm restamps a reason's time when the node registers after a reboot). A
+    failed test drains it anew, so it is tested again only after another boot."""
+    booted = node.booted_at
+    if not watched(node) or booted is None:
+        return False
+    drained = node.reason_changed_at
+    return (drained is not None and booted > drained) or (
+        first_boot is not None and booted > first_boot
+    )
+
+
+def why(node: SchedulerNode) -> str:
+    """`meowbot (gpu-0042 booted at 2026-12-07 02:14 UTC, after its drain)`: who asked."""
+    booted = f" at {node.booted_at:%Y-%m-%d %H:%M} UTC" if node.booted_at else ""
+    return f"meowbot ({node.name} booted{booted}, after its drain for {_cause(node)})"
+
+
+def _cause(node: SchedulerNode) -> str:
+    return (node.reason or "").removeprefix(drain_reason.PREFIX).strip() or "a fault"
