@@ -33,7 +33,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 KUBE_TEST_FILES = frozenset(
-    {"test_kubernetes.py", "test_kubernetes_both.py", "test_action_matrix.py"}
+    {
+        "test_kubernetes.py",
+        "test_kubernetes_both.py",
+        "test_action_matrix.py",
+        "test_validation_kube.py",
+    }
 )
 
 
