@@ -37,7 +37,7 @@ KUBE_TEST_FILES = frozenset(
         "test_kubernetes.py",
         "test_kubernetes_both.py",
         "test_action_matrix.py",
-        "test_validation_kube.py",
+        "test_validation_kube.py",  # the integration test and the e2e one
     }
 )
 
