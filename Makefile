@@ -60,7 +60,9 @@ lint: $(TEST_STAMP)
 
 # Starts redis-server (and the other services) on loopback, runs every test, stops them.
 test: $(TEST_STAMP) lint
-	$(PY) scripts/testenv.py -- $(PY) -m pytest -q -p no:cacheprovider --durations=25
+	@# Prometheus comes up while the unit tests run (scripts/testsvc/prometheus.py).
+	MEOWBOT_TEST_PROM_BACKGROUND=1 $(PY) scripts/testenv.py -- \
+		$(PY) -m pytest -q -p no:cacheprovider --durations=25
 
 # Opt-in: the playground against vLLM's CPU build (about 5 minutes and 3.5 GB to install, in a
 # venv of its own so its torch never meets the CPU build the tests use).

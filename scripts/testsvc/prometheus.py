@@ -14,7 +14,8 @@
    wait until every rule has run once, so the tests read recorded series where a rule
    records their query (tests/integration/test_prometheus.py compares them with raw reads).
 
-Yields PROMETHEUS_URL, MEOWBOT_TEST_SIM_NOW (the epoch the tests rebuild the fleet from) and
+Yields PROMETHEUS_URL, MEOWBOT_TEST_PROM_STATUS (a file: `starting`, `ready <live_at>` or
+`failed: <why>`), MEOWBOT_TEST_SIM_NOW (the epoch the tests rebuild the fleet from) and
 MEOWBOT_TEST_JOB_ALIASES (the exporter's job id aliases file: see sim_exporter.py).
 The fleet's data comes from ``sys.executable``: testenv runs under the venv's Python, which
 can import ``bot``. Standard library only here.
@@ -31,6 +32,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -286,8 +288,8 @@ def _query(url: str, promql: str) -> list[object]:
 
 LIVE_HISTORY_S = 40.0
 """Seconds of live scrapes (one a second) before a test reads Prometheus: exported as the wall
-time `MEOWBOT_TEST_PROM_LIVE_AT`, which tests/conftest.py's `need_service` waits for, so the
-other services and the tests that need no Prometheus do not wait with it."""
+time in the status file, which tests/conftest.py's `need_service` waits for, so the other
+services and the tests that need no Prometheus do not wait with it."""
 
 
 def _wait_for_fleet(url: str, proc: subprocess.Popen[bytes], logs: Sequence[Path]) -> None:
@@ -392,71 +394,110 @@ def _backfill(tmp: Path, now_s: int, data: Path) -> None:
         _fail(f"promtool backfill failed with {exc.returncode}", [blog])
 
 
+BACKGROUND_VAR = "MEOWBOT_TEST_PROM_BACKGROUND"
+"""Set (by `make test`), the start returns at once and Prometheus comes up in a thread while
+the first tests (the unit tests, which need no service) run; the tests that read it wait for
+its status file (tests/conftest.py: need_service). Unset (a benchmark under testenv), the
+start waits until Prometheus is up, as before."""
+STATUS_WAIT_S = HISTORY_TIMEOUT_S + BACKFILL_TIMEOUT_S + SCRAPE_TIMEOUT_S + RULES_TIMEOUT_S
+
+
 @contextlib.contextmanager
 def start(tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
-    started = time.monotonic()
     now_s = int(time.time()) // 60 * 60
-    data = tmp / "data"
-    data.mkdir(exist_ok=True)
-    exporter_port = free_port()
-    exporter_log = tmp / "exporter.log"
+    port, exporter_port = free_port(), free_port()
     aliases = tmp / "job-aliases.json"  # written by tests, read by the exporter at each scrape
-    prom_log = tmp / "prometheus.log"
+    status = tmp / "status"
+    status.write_text("starting")
     procs: list[subprocess.Popen[bytes]] = []
-    try:
-        # The exporter starts while the history is written and backfilled.
-        with exporter_log.open("wb") as err:
-            exporter = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "tests.integration.sim_exporter",
-                    "--now",
-                    str(now_s),
-                    "--port",
-                    str(exporter_port),
-                    "--aliases",
-                    str(aliases),
-                ],
-                cwd=ROOT,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-            )
-        procs.append(exporter)
-        _backfill(tmp, now_s, data)
-        rules, n_rules = _rules(tmp)
-        backfilled = time.monotonic()
-        wait_port(exporter_port, 20, exporter, "the simulated fleet's exporter")
 
-        port = free_port()
-        config = tmp / "prometheus.yml"
-        config.write_text(_config(exporter_port, rules))
-        with prom_log.open("wb") as err:
-            prom = subprocess.Popen(
-                prometheus_command(config, data, port), stdout=subprocess.DEVNULL, stderr=err
-            )
-        procs.append(prom)
-        url = f"http://127.0.0.1:{port}"
-        wait_port(port, 20, prom, "prometheus")
-        _wait_for_fleet(url, prom, [prom_log, exporter_log])
-        scraped = time.monotonic()
-        _wait_for_rules(url, n_rules, [prom_log])
-        _slow_windows(rules, prom)
-        # /job-slow reads its proxies as medians over the window: with a few seconds of live
-        # samples, one GPU read between two steps (a dip of a few seconds) would be the median.
-        live_at = time.time() + max(0.0, LIVE_HISTORY_S - (time.monotonic() - scraped))
-        _say(
-            f"up in {time.monotonic() - started:.1f} s "
-            f"(history and backfill {backfilled - started:.1f} s), fleet now={now_s}, "
-            f"{n_rules} recording rules"
-        )
+    def run() -> None:
+        try:
+            live_at = _bring_up(tmp, now_s, port, exporter_port, aliases, procs)
+            status.write_text(f"ready {live_at:.3f}")
+        except SystemExit as exc:  # _fail: the reason is its message
+            status.write_text(f"failed: {exc.code}")
+        except Exception as exc:  # a start-up's own error, said as the tests will see it
+            status.write_text(f"failed: {type(exc).__name__}: {exc}")
+
+    thread = threading.Thread(target=run, name="prometheus", daemon=True)
+    thread.start()
+    try:
+        if not env.get(BACKGROUND_VAR):
+            thread.join(STATUS_WAIT_S)
+            text = status.read_text()
+            if not text.startswith("ready"):
+                sys.exit(f"testenv: prometheus: {text.removeprefix('failed: ')}")
         yield {
-            "PROMETHEUS_URL": url,
+            "PROMETHEUS_URL": f"http://127.0.0.1:{port}",
+            "MEOWBOT_TEST_PROM_STATUS": str(status),
             "MEOWBOT_TEST_SIM_NOW": str(now_s),
             "MEOWBOT_TEST_JOB_ALIASES": str(aliases),
-            "MEOWBOT_TEST_PROM_LIVE_AT": f"{live_at:.3f}",
         }
     finally:
+        thread.join(STATUS_WAIT_S)  # a start still under way ends before its processes stop
         # Newest first: Prometheus before the target it scrapes; each waited for.
         for proc in reversed(procs):
             stop(proc)
+
+
+def _bring_up(
+    tmp: Path,
+    now_s: int,
+    port: int,
+    exporter_port: int,
+    aliases: Path,
+    procs: list[subprocess.Popen[bytes]],
+) -> float:
+    """The exporter, the history backfilled, Prometheus and its rules; when the live history
+    is long enough for the medians the tests read (epoch seconds)."""
+    started = time.monotonic()
+    data = tmp / "data"
+    data.mkdir(exist_ok=True)
+    exporter_log = tmp / "exporter.log"
+    prom_log = tmp / "prometheus.log"
+    # The exporter starts while the history is written and backfilled.
+    with exporter_log.open("wb") as err:
+        exporter = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.integration.sim_exporter",
+                "--now",
+                str(now_s),
+                "--port",
+                str(exporter_port),
+                "--aliases",
+                str(aliases),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    procs.append(exporter)
+    _backfill(tmp, now_s, data)
+    rules, n_rules = _rules(tmp)
+    backfilled = time.monotonic()
+    wait_port(exporter_port, 20, exporter, "the simulated fleet's exporter")
+    config = tmp / "prometheus.yml"
+    config.write_text(_config(exporter_port, rules))
+    with prom_log.open("wb") as err:
+        prom = subprocess.Popen(
+            prometheus_command(config, data, port), stdout=subprocess.DEVNULL, stderr=err
+        )
+    procs.append(prom)
+    url = f"http://127.0.0.1:{port}"
+    wait_port(port, 20, prom, "prometheus")
+    _wait_for_fleet(url, prom, [prom_log, exporter_log])
+    scraped = time.monotonic()
+    _wait_for_rules(url, n_rules, [prom_log])
+    _slow_windows(rules, prom)
+    # /job-slow reads its proxies as medians over the window: with a few seconds of live
+    # samples, one GPU read between two steps (a dip of a few seconds) would be the median.
+    live_at = time.time() + max(0.0, LIVE_HISTORY_S - (time.monotonic() - scraped))
+    _say(
+        f"up in {time.monotonic() - started:.1f} s "
+        f"(history and backfill {backfilled - started:.1f} s), fleet now={now_s}, "
+        f"{n_rules} recording rules"
+    )
+    return live_at
