@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +51,9 @@ def api() -> KubeApi:
 
 
 @pytest.fixture
-def rbac(api: KubeApi) -> str:
-    """deploy/kubernetes-rbac.yaml applied and bound to the test user: its kubeconfig."""
+def rbac(api: KubeApi) -> Iterator[str]:
+    """deploy/kubernetes-rbac.yaml applied and bound to the test user: its kubeconfig. The
+    bindings go after the test: the RBAC tests of test_kubernetes.py start from none."""
     for doc in yaml.safe_load_all(RBAC.read_text()):
         kind, name = doc["kind"], doc["metadata"]["name"]
         if kind == "ClusterRole":
@@ -63,11 +64,13 @@ def rbac(api: KubeApi) -> str:
             api.delete(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles/{name}")
             api.create(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles", doc)
     subject = [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": USER}]
+    bindings = []
     for kind, base in (
         ("ClusterRole", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"),
         ("Role", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/rolebindings"),
     ):
         name = "meowbot" if kind == "ClusterRole" else "meowbot-validation"
+        bindings.append(f"{base}/{USER}-{name}")
         api.delete(f"{base}/{USER}-{name}")
         api.create(
             base,
@@ -79,7 +82,9 @@ def rbac(api: KubeApi) -> str:
                 "subjects": subject,
             },
         )
-    return os.environ["MEOWBOT_TEST_KUBECONFIG_USER"]
+    yield os.environ["MEOWBOT_TEST_KUBECONFIG_USER"]
+    for path in bindings:
+        api.delete(path)
 
 
 @pytest.fixture
@@ -156,7 +161,7 @@ async def test_a_passing_node_runs_its_job_pinned_there_and_comes_back(
     kubelet = asyncio.create_task(run_job(api, NS, spec.job_name(run_id)))
     run = await _validate(tester, kube, node, run_id)
     assert await kubelet == 0
-    assert run.error is None and run.passed, run
+    assert run.error is None and run.passed, (run.error, [o.line for o in run.steps])
     assert [o.state for o in run.steps] == [StepState.PASSED, StepState.PASSED]
     # The Job as meowbot made it: pinned, tolerating the drain, the cordon and the test's
     # taint, and asking for all four GPUs.
@@ -245,7 +250,7 @@ async def test_a_node_in_both_is_tested_once_by_slurm_and_comes_back_in_both(
         await both.drain(node, REASON)
         _prints(tools, "dcgm_r2_v3_pass.json", "nccl_all_reduce_h200_8gpu.txt")
         run = await _validate(tester, both, node, run_id)
-        assert run.error is None and run.passed, run
+        assert run.error is None and run.passed, (run.error, [o.line for o in run.steps])
         assert run.job_id is not None and run.job_id.isdigit()  # a Slurm job, not a Job
         jobs = api.get(f"/apis/batch/v1/namespaces/{NS}/jobs")["items"]
         assert spec.job_name(run_id) not in {j["metadata"]["name"] for j in jobs}

@@ -113,7 +113,7 @@ async def test_a_node_that_passes_is_resumed_and_its_reservation_is_gone(
 ) -> None:
     _prints(tools, "dcgm_r2_v3_pass.json", "nccl_all_reduce_h200_8gpu.txt")
     run, seen = await _run(slurm, tools, tmp_path)
-    assert run.error is None and run.passed, run
+    assert run.error is None and run.passed, (run.error, [o.line for o in run.steps])
     assert [o.state for o in run.steps] == [StepState.PASSED, StepState.PASSED]
     assert "bus bandwidth 477 GB/s" in run.steps[1].line
     # Read back: in service, no reason, and no reservation left.
