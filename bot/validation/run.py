@@ -62,6 +62,11 @@ def batch_script(steps: tuple[StepConfig, ...], folder: str) -> str:
         "# Written by meowbot: the site's validation suite on this node.",
         f"out={shlex.quote(folder)}",
         'mkdir -p "$out"',
+        # Once only: a job the scheduler runs again (Slurm requeues a batch job after a node
+        # failure; slurmrestd 22.05 takes no `requeue: false`) would truncate the step files
+        # the first run wrote while meowbot reads them. The second run ends at once instead.
+        '[ -e "$out/.ran" ] && exit 3',
+        ': > "$out/.ran"',
         # Cancelled (scancel sends TERM first): the running step is stopped with the script,
         # not left behind (`timeout` runs it in a process group of its own).
         'trap \'kill -TERM "$child" 2>/dev/null; wait "$child"; exit 143\' TERM INT',

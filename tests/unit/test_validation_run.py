@@ -184,3 +184,15 @@ def test_on_repair_tests_only_meowbots_drains_booted_since() -> None:
     assert policy.why(node(ours, after)) == (
         "meowbot (gpu-0001 booted at 2026-12-07 02:05 UTC, after its drain for xid79 gpu3)"
     )
+
+
+def test_a_job_run_again_leaves_the_first_runs_files_alone(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    steps = (StepConfig(name="a", command=("echo", "first"), timeout_s=5),)
+    script = tmp_path / "job.sh"
+    script.write_text(batch_script(steps, str(out)))
+    assert subprocess.run(["bash", str(script)], timeout=30).returncode == 0
+    # Requeued after a node failure: the same script again, with other output.
+    script.write_text(batch_script((steps[0].model_copy(update={"command": ("true",)}),), str(out)))
+    assert subprocess.run(["bash", str(script)], timeout=30).returncode == 3
+    assert (out / "a.out").read_text() == "first\n" and (out / "a.rc").read_text() == "0\n"
