@@ -11,9 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import socket
-import subprocess
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -27,7 +25,7 @@ from aiohttp import web
 from bot.backends.slurm import SlurmRest
 from bot.errors import BackendError
 from bot.models import JobState
-from tests.conftest import need_service
+from tests import slurm_cluster
 
 GPU_NODES = [f"gpu-{i:04d}" for i in range(1, 17)]
 DRAIN_NODE = "gpu-0016"  # jobs here take the lowest-numbered nodes first
@@ -41,34 +39,18 @@ STOP = web.AppKey("stop", asyncio.Event)
 
 @pytest.fixture
 def slurm_env() -> dict[str, str]:
-    return {
-        var: need_service(var)
-        for var in ("SLURM_REST_URL", "SLURM_JWT", "SLURM_USER", "SLURM_CONF")
-    }
+    return slurm_cluster.slurm_env()
 
 
 @pytest.fixture
 async def slurm(slurm_env: dict[str, str]) -> AsyncIterator[SlurmRest]:
-    adapter = SlurmRest(
-        slurm_env["SLURM_REST_URL"],
-        token=slurm_env["SLURM_JWT"],
-        user=slurm_env["SLURM_USER"],
-        slurm_conf=slurm_env["SLURM_CONF"],
-        timeout_s=10,
-    )
+    adapter = slurm_cluster.slurm_rest(slurm_env)
     yield adapter
     await adapter.close()
 
 
 def _cli(slurm_env: dict[str, str], *args: str, check: bool = True) -> str:
-    """A Slurm command line tool, authenticated by munge (a SLURM_JWT in the environment would
-    switch it to JWT, which the slurmds do not accept for job steps)."""
-    env = {k: v for k, v in os.environ.items() if k != "SLURM_JWT"}
-    env["SLURM_CONF"] = slurm_env["SLURM_CONF"]
-    out = subprocess.run(list(args), env=env, capture_output=True, text=True, timeout=30)
-    if check and out.returncode != 0:
-        raise AssertionError(f"{args}: {out.stderr}")
-    return out.stdout
+    return slurm_cluster.cli(slurm_env, *args, check=check)
 
 
 @pytest.fixture

@@ -23,15 +23,15 @@ from bot.backends.both_schedulers import BothSchedulers
 from bot.backends.both_validation import BothTester
 from bot.backends.kubernetes import KubernetesScheduler
 from bot.backends.kubernetes_validation import KubeTester
-from bot.backends.slurm import SlurmRest
 from bot.backends.slurm_validation import SlurmTester
 from bot.ports import Scheduler
 from bot.validation.config import KubernetesValidation, ValidationConfig
 from bot.validation.ports import NodeTester
 from bot.validation.run import StepState
 from bot.validation.service import Validation, validate
+from tests import slurm_cluster
 from tests.conftest import need_service
-from tests.integration.test_validation_slurm import STEPS, _cli, _prints, _tool
+from tests.integration.test_validation_slurm import STEPS, _prints, _tool
 from tests.kube_api import KubeApi, KubeError, wait_ready
 from tests.kube_kubelet import run_job
 
@@ -229,14 +229,8 @@ async def test_cancel_deletes_the_job_stops_its_script_and_the_node_stays_draine
 async def test_a_node_in_both_is_tested_once_by_slurm_and_comes_back_in_both(
     api: KubeApi, kube: KubernetesScheduler, tools: Path, tmp_path: Path
 ) -> None:
-    env = {v: need_service(v) for v in ("SLURM_REST_URL", "SLURM_JWT", "SLURM_USER", "SLURM_CONF")}
-    slurm = SlurmRest(
-        env["SLURM_REST_URL"],
-        token=env["SLURM_JWT"],
-        user=env["SLURM_USER"],
-        slurm_conf=env["SLURM_CONF"],
-        timeout_s=10,
-    )
+    env = slurm_cluster.slurm_env()
+    slurm = slurm_cluster.slurm_rest(env)
     node, run_id = "gpu-0016", "gpu-0016-1"
     _fresh(api, node)
     both = BothSchedulers(slurm, kube)
@@ -260,5 +254,5 @@ async def test_a_node_in_both_is_tested_once_by_slurm_and_comes_back_in_both(
         assert not raw["spec"].get("unschedulable")
         assert not [t for t in raw["spec"].get("taints") or [] if t["key"].startswith("meowbot")]
     finally:
-        _cli(env, "scontrol", "update", f"nodename={node}", "state=resume")
+        slurm_cluster.cli(env, "scontrol", "update", f"nodename={node}", "state=resume")
         await slurm.close()

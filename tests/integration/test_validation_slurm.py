@@ -5,8 +5,6 @@ real tools (tests/data/validation/)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -17,7 +15,7 @@ from bot.backends.slurm_validation import SlurmTester, reservation_name
 from bot.validation.config import StepConfig, ValidationConfig
 from bot.validation.run import StepState
 from bot.validation.service import Validation, refusal, validate
-from tests.conftest import need_service
+from tests import slurm_cluster
 
 NODE = "gpu-0008"
 DATA = Path(__file__).resolve().parents[1] / "data" / "validation"
@@ -37,26 +35,16 @@ STEPS = (
 
 @pytest.fixture
 def slurm_env() -> dict[str, str]:
-    return {v: need_service(v) for v in ("SLURM_REST_URL", "SLURM_JWT", "SLURM_USER", "SLURM_CONF")}
+    return slurm_cluster.slurm_env()
 
 
 def _cli(env: dict[str, str], *args: str) -> str:
-    run_env = {k: v for k, v in os.environ.items() if k != "SLURM_JWT"}
-    run_env["SLURM_CONF"] = env["SLURM_CONF"]
-    return subprocess.run(
-        list(args), env=run_env, capture_output=True, text=True, timeout=30
-    ).stdout
+    return slurm_cluster.cli(env, *args)
 
 
 @pytest.fixture
 async def slurm(slurm_env: dict[str, str]) -> AsyncIterator[SlurmRest]:
-    adapter = SlurmRest(
-        slurm_env["SLURM_REST_URL"],
-        token=slurm_env["SLURM_JWT"],
-        user=slurm_env["SLURM_USER"],
-        slurm_conf=slurm_env["SLURM_CONF"],
-        timeout_s=10,
-    )
+    adapter = slurm_cluster.slurm_rest(slurm_env)
     await adapter.drain(NODE, "meowbot: xid79 gpu3")
     yield adapter
     _cli(slurm_env, "scontrol", "delete", f"ReservationName={reservation_name('t')}")
