@@ -98,6 +98,7 @@ class SchedulerNode(BaseModel):
     reason_set_by: str | None = None
     reason_changed_at: datetime | None = None
     booted_at: datetime | None = None  # when the node last booted, where the scheduler says
+    boot_id: str | None = None  # which boot it is in (a kubelet's bootID): changes on a reboot
     # Kubernetes: someone else's cordon (spec.unschedulable meowbot did not set), and the
     # scheduling taints (NoSchedule, NoExecute) others put on the node, as `key=value:Effect`.
     others_cordon: bool = False
@@ -115,6 +116,13 @@ class SchedulerNode(BaseModel):
     def out_of_service(self) -> bool:
         """Drained or set down: what a resume brings back."""
         return self.draining or self.down
+
+    @property
+    def boot_mark(self) -> str | None:
+        """What tells one boot of the node from the next: its boot id, else its boot time."""
+        if self.boot_id:
+            return self.boot_id
+        return self.booted_at.isoformat() if self.booted_at else None
 
     @property
     def reason_is_ours(self) -> bool:

@@ -226,12 +226,9 @@ async def on_repair(v: ValidationService, client: AsyncWebClient, stopping: asyn
             nodes = [n for n in (await v.scheduler.nodes()).values() if policy.watched(n)]
             await v.ledger.forget_boots({n.name for n in nodes})
             for node in nodes:
-                first = None
-                if node.booted_at is not None and node.reason is not None:
-                    seen = await v.ledger.first_boot(
-                        node.name, node.reason, node.booted_at.isoformat()
-                    )
-                    first = datetime.fromisoformat(seen)
+                mark, first = node.boot_mark, None
+                if mark is not None and node.reason is not None:
+                    first = await v.ledger.first_boot(node.name, node.reason, mark)
                 if policy.repaired(node, first) and await v.ledger.running() < v.cfg.max_at_once:
                     await _begin(
                         v, client, node.name, by=policy.why(node), channel=channel, private=logged

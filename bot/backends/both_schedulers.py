@@ -55,6 +55,7 @@ def merge(name: str, slurm: SchedulerNode, kube: SchedulerNode) -> SchedulerNode
         reason_set_by=source.reason_set_by,
         reason_changed_at=source.reason_changed_at,
         booted_at=slurm.booted_at,
+        boot_id=slurm.boot_id or kube.boot_id,
     )
 
 

@@ -158,6 +158,7 @@ def parse_node(node: Mapping[str, Any]) -> SchedulerNode:
         reason_set_by=set_by,
         reason_changed_at=changed,
         others_cordon=spec.get("unschedulable") is True and not (mark and mark.cordoned),
+        boot_id=str(((node.get("status") or {}).get("nodeInfo") or {}).get("bootID") or "") or None,
         others_taints=tuple(others),
     )
 

@@ -3,8 +3,6 @@ for a fault, once the node has booted since the drain (a repair reboots it). Pur
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from bot import drain_reason
 from bot.ports import SchedulerNode
 
@@ -20,22 +18,23 @@ def watched(node: SchedulerNode) -> bool:
     return not any(word in node.reason for word in NOT_AFTER)
 
 
-def repaired(node: SchedulerNode, first_boot: datetime | None) -> bool:
-    """A watched node that booted after its drain, or after the boot meowbot first saw it
-    drained with (Slurm restamps a reason's time when the node registers after a reboot). A
-    failed test drains it anew, so it is tested again only after another boot."""
-    booted = node.booted_at
-    if not watched(node) or booted is None:
+def repaired(node: SchedulerNode, first_boot: str | None) -> bool:
+    """A watched node that booted after its drain, or is in another boot than the one meowbot
+    first saw it drained in (`boot_mark`: Slurm restamps a reason's time when the node
+    registers after a reboot; Kubernetes gives a boot id, no time). A failed test drains it
+    anew, so it is tested again only after another boot."""
+    mark = node.boot_mark
+    if not watched(node) or mark is None:
         return False
-    drained = node.reason_changed_at
-    return (drained is not None and booted > drained) or (
-        first_boot is not None and booted > first_boot
-    )
+    booted, drained = node.booted_at, node.reason_changed_at
+    if booted is not None and drained is not None and booted > drained:
+        return True
+    return first_boot is not None and mark != first_boot
 
 
 def why(node: SchedulerNode) -> str:
     """`meowbot (gpu-0042 booted at 2026-12-07 02:14 UTC, after its drain)`: who asked."""
-    booted = f" at {node.booted_at:%Y-%m-%d %H:%M} UTC" if node.booted_at else ""
+    booted = f" at {node.booted_at:%Y-%m-%d %H:%M} UTC" if node.booted_at else " again"
     return f"meowbot ({node.name} booted{booted}, after its drain for {_cause(node)})"
 
 

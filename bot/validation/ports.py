@@ -80,8 +80,8 @@ class ValidationLedger(Protocol):
     async def cancelled_by(self, run_id: str) -> str | None: ...
 
     async def first_boot(self, node: str, reason: str, booted: str) -> str:
-        """The boot time (ISO) `node` had when first seen drained for `reason`: a later one
-        means it booted since (a scheduler may restamp the reason's time at a reboot)."""
+        """The boot (`SchedulerNode.boot_mark`) `node` was in when first seen drained for
+        `reason`: another one means it booted since."""
         ...
 
     async def forget_boots(self, keep: Collection[str]) -> None:

@@ -62,6 +62,8 @@ async def ops(
         "output_dir": str(tmp_path / "out"),
         "tools_path": str(bin_dir),
         "kubernetes": {"image": "site/validate:1", "namespace": NS},
+        "on_repair": True,  # looked at only where a test starts the background loops
+        "repair_check_s": 5,
     }
     config = tmp_path / "meowbot.yaml"
     config.write_text(json.dumps({"validation": validation}))
@@ -71,6 +73,7 @@ async def ops(
         redis_url,
         MEOWBOT_ADMINS="U0ADMIN",
         MEOWBOT_CONFIG=str(config),
+        MEOWBOT_ALERT_CHANNEL=CHANNEL,
         KUBECONFIG=need_service("MEOWBOT_TEST_KUBECONFIG"),
     )
     bot = await create_bot(settings)
@@ -127,3 +130,39 @@ async def _next_job(api: KubeApi) -> int | None:
                 return await run_job(api, NS, name)
         await asyncio.sleep(0.1)
     raise TimeoutError("meowbot made no Job")
+
+
+async def test_on_repair_a_node_whose_kubelet_reports_a_new_boot_is_tested_unasked(
+    ops: tuple[Slack, KubeApi], redis_client: Any
+) -> None:
+    slack, api = ops
+    v = slack.bot.deps.validation
+    assert v is not None and v.cfg.on_repair
+    node_info = {"bootID": "boot-1", "machineID": "m", "systemUUID": "u", "kernelVersion": "k",
+                 "osImage": "o", "containerRuntimeVersion": "c", "kubeletVersion": "v1.20.2",
+                 "kubeProxyVersion": "v1.20.2", "operatingSystem": "linux",
+                 "architecture": "amd64"}  # fmt: skip
+    api.merge(f"/api/v1/nodes/{NODE}/status", {"status": {"nodeInfo": node_info}})
+    scheduler = slack.bot.deps.triage.scheduler
+    assert scheduler is not None
+    await scheduler.drain(NODE, "meowbot: xid79 gpu3")
+    slack.bot.start_background(sweep=False, digest=False)
+
+    async def looked() -> bool:
+        return bool(await redis_client.hexists("meowbot:validation:boot", NODE))
+
+    await eventually(looked, "the policy has seen the drained node and its boot", 30)
+    assert slack.emulator.workspace.messages(CHANNEL) == []  # the same boot: not tested
+    # The node is repaired and reboots: its kubelet reports a new boot id.
+    kubelet = asyncio.create_task(_next_job(api))
+    node_info["bootID"] = "boot-2"
+    api.merge(f"/api/v1/nodes/{NODE}/status", {"status": {"nodeInfo": node_info}})
+
+    def ended() -> bool:
+        msgs = slack.emulator.workspace.messages(CHANNEL)
+        return bool(msgs) and "back in service" in msgs[0]["text"]
+
+    await eventually(ended, "the node is tested unasked and back in service", 60)
+    assert await kubelet == 0
+    told = [m["text"] for m in slack.emulator.workspace.messages(CHANNEL)]
+    assert any(t.startswith(f"meowbot ({NODE} booted again, after its drain") for t in told), told

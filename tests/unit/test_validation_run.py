@@ -158,32 +158,40 @@ def test_on_repair_tests_only_meowbots_drains_booted_since() -> None:
 
     drained = datetime(2026, 12, 7, 2, tzinfo=UTC)
 
-    def node(reason: str | None, booted: datetime | None, state: str = "idle") -> SchedulerNode:
-        flags = ("DRAIN",) if reason else ()
+    def node(
+        reason: str | None, booted: datetime | None, boot_id: str | None = None
+    ) -> SchedulerNode:
         return SchedulerNode(
             name="gpu-0001",
-            state=state,
-            flags=flags,
+            state="idle",
+            flags=("DRAIN",) if reason else (),
             reason=reason,
             reason_changed_at=drained if reason else None,
             booted_at=booted,
+            boot_id=boot_id,
         )
 
     before, after = drained - timedelta(days=3), drained + timedelta(minutes=5)
     ours = "meowbot: xid79 gpu3"
-    assert not policy.repaired(node(ours, before), before)  # not booted since
+    first = node(ours, before).boot_mark
+    assert first == before.isoformat()
+    assert not policy.repaired(node(ours, before), first)  # not booted since
     assert policy.repaired(node(ours, after), None)  # booted after the drain
     # Slurm restamps the reason's time at the reboot: the boot first seen tells.
     restamped = node(ours, after).model_copy(update={"reason_changed_at": after})
-    assert not policy.repaired(restamped, None) and policy.repaired(restamped, before)
+    assert not policy.repaired(restamped, None) and policy.repaired(restamped, first)
+    # Kubernetes: no boot time, a boot id that changes.
+    assert not policy.repaired(node(ours, None, "b-1"), "b-1")
+    assert policy.repaired(node(ours, None, "b-2"), "b-1")
     # An operator's drain, a cancelled test, a node in service: only when asked.
     assert not policy.watched(node("bad fan", after))
     assert not policy.watched(node("meowbot: validation cancelled by @ana", after))
-    assert not policy.repaired(node(None, after), before)
-    assert not policy.repaired(node(ours, None), before)  # no boot time: nothing to tell
+    assert not policy.repaired(node(None, after), first)
+    assert not policy.repaired(node(ours, None), first)  # no boot known: nothing to tell
     assert policy.why(node(ours, after)) == (
         "meowbot (gpu-0001 booted at 2026-12-07 02:05 UTC, after its drain for xid79 gpu3)"
     )
+    assert policy.why(node(ours, None, "b-2")).startswith("meowbot (gpu-0001 booted again,")
 
 
 def test_a_job_run_again_leaves_the_first_runs_files_alone(tmp_path: Path) -> None:
