@@ -60,10 +60,10 @@ lint: $(TEST_STAMP)
 
 # Starts redis-server (and the other services) on loopback, runs every test, stops them.
 test: $(TEST_STAMP) lint
-	@# Two workers: the unit tests (CPU, at a lower priority) beside the tests of the services
-	@# (mostly waiting on them); Prometheus comes up meanwhile (tests/conftest.py).
+	@# The unit tests (CPU, at a lower priority) beside the tests of the services (mostly
+	@# waiting on them), and Prometheus coming up meanwhile (scripts/test_workers.py).
 	MEOWBOT_TEST_PROM_BACKGROUND=1 $(PY) scripts/testenv.py -- \
-		$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=25
+		$(PY) scripts/test_workers.py -q -p no:cacheprovider --durations=25
 
 # Opt-in: the playground against vLLM's CPU build (about 5 minutes and 3.5 GB to install, in a
 # venv of its own so its torch never meets the CPU build the tests use).

@@ -30,30 +30,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     comes up while the unit tests, which need no service, run; on a fresh machine
     kube-apiserver is built in the background (scripts/testsvc/kube.py, about 3.5 minutes on
     two cores) while every other test runs, so they find each ready instead of waiting.
-
-    Under `make test` (pytest-xdist, `-n 2 --dist loadgroup`) the unit tests are one group on
-    one worker and the rest the other group, in this order, on the other worker: the CPU of
-    the first fills the waits of the second."""
-    items.sort(key=lambda item: (item.path.name in KUBE_TEST_FILES, not _is_unit(item)))
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group("unit" if _is_unit(item) else "services"))
-
-
-def _is_unit(item: pytest.Item) -> bool:
-    return "unit" in item.path.parts
-
-
-UNIT_NICE = 10
-"""The unit tests' worker yields the CPU to the other's: a service test waiting on an answer
-within seconds must not wait behind a Monte Carlo of the unit tests."""
-_niced = False
-
-
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    global _niced
-    if _is_unit(item) and os.environ.get("PYTEST_XDIST_WORKER") and not _niced:
-        os.nice(UNIT_NICE)
-        _niced = True
+    Under `make test` the unit tests run in a process of their own beside the others
+    (scripts/test_workers.py)."""
+    items.sort(key=lambda item: (item.path.name in KUBE_TEST_FILES, "unit" not in item.path.parts))
 
 
 KUBE_TEST_FILES = frozenset(
