@@ -19,7 +19,7 @@ from bot.backends import kubernetes_nodes as kn
 from bot.models import JobState
 
 VALIDATING = "meowbot.io/validating"
-"""The taint (and annotation key for a run's result) of a node under test."""
+"""The taint of a node under test (its value names the run), and the label of its Job."""
 RESULT = "meowbot.io/validation"
 """The annotation a failed validation leaves on the node: which run, which step, why."""
 KEEP_FINISHED_S = 86_400
