@@ -62,6 +62,14 @@ def refusal(node: SchedulerNode | None, name: str) -> Refusal | None:
             f"{code(name)} is in service ({node.state}): drain it first, so that no job shares "
             "its GPUs with the test."
         )
+    if node.others_taints:
+        # The test's Job tolerates meowbot's taints and the cordon only: it would wait
+        # for the time limit and fail as never started.
+        taints = ", ".join(code(t) for t in node.others_taints[:3])
+        return Refusal(
+            f"{code(name)} carries taints that are not meowbot's ({taints}): the test's Job "
+            "would not be scheduled there. Take them off first, or test it by hand."
+        )
     return None
 
 

@@ -90,6 +90,20 @@ def test_only_a_known_node_out_of_service_is_tested() -> None:
     assert refusal(down, "gpu-0001") is None
 
 
+def test_a_node_another_tool_tainted_is_not_tested_where_the_job_could_not_land() -> None:
+    node = SchedulerNode(
+        name="h100-a",
+        state="idle",
+        flags=("DRAIN",),
+        reason="meowbot: xid79 gpu3",
+        others_taints=("nvsentinel.dgxc.nvidia.com/quarantine=true:NoSchedule",),
+    )
+    refused = refusal(node, "h100-a")
+    assert refused is not None
+    assert "`nvsentinel.dgxc.nvidia.com/quarantine=true:NoSchedule`" in refused.sentence
+    assert refusal(node.model_copy(update={"others_taints": ()}), "h100-a") is None
+
+
 def test_a_failed_steps_reason_fits_the_schedulers_limit() -> None:
     reason = drain_reason.for_failed_validation("dcgm-diag-r2", "GPU Memory GPU 3: " + "x" * 300)
     assert reason.startswith("meowbot: failed validation dcgm-diag-r2: GPU Memory GPU 3")
