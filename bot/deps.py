@@ -19,6 +19,7 @@ from bot.precursors.config import PrecursorsConfig
 from bot.precursors.ports import PrecursorHistory
 from bot.regressions.ask import BUILT_IN
 from bot.regressions.ports import FleetHistory
+from bot.render.validation import TestOffer
 from bot.telemetry import Telemetry
 from bot.triage.ports import FaultHistory, JobNoticeLedger
 from bot.triage.repeat_config import RepeatConfig
@@ -54,8 +55,9 @@ class ValidationService:
     tasks: set[asyncio.Task[None]] = field(default_factory=set)  # runs under way here
 
     @property
-    def minutes(self) -> int:
-        return -(-time_limit_s(self.cfg) // 60)
+    def offer(self) -> TestOffer:
+        """The "Test and resume" button's terms: the suite's longest run, in minutes."""
+        return TestOffer(-(-time_limit_s(self.cfg) // 60), repaired=self.cfg.on_repair)
 
 
 @dataclass(frozen=True)

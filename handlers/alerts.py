@@ -265,7 +265,7 @@ async def _offer_test(
     if held is None or not held.out_of_service or not held.reason_is_ours:
         return
     try:
-        await post_message(client, group.channel, offer_test(node, v.minutes), thread_ts=group.ts)
+        await post_message(client, group.channel, offer_test(node, v.offer), thread_ts=group.ts)
     except SlackApiError as exc:
         log.warning("test offer not posted", extra={"error": exc.response.get("error")})
 

@@ -42,14 +42,14 @@ def register(reg: Registry, deps: Deps) -> None:
             user_jobs(deps.triage, await deps.users.cluster_user(user, client)),
             _to_test(deps, user, client),
         )
-        minutes = deps.validation.minutes if deps.validation is not None else 0
+        offer = deps.validation.offer if deps.validation is not None else None
         view = home_view(
             COMMANDS,
             deps.settings.backends(),
             glance_lines(glance),
             jobs_lines(mine),
             to_test=to_test,
-            test_minutes=minutes,
+            test=offer,
         )
         await publish_home(client, user, view)
 

@@ -16,6 +16,7 @@ from bot.render.triage import (
     render_unchecked_nodes,
     render_user_error,
 )
+from bot.render.validation import TestOffer
 from bot.slack_message import SlackMessage
 from bot.triage import service
 from bot.triage.service import NodeReport, Triage, UncheckedNode, UncheckedNodes, UserError
@@ -32,10 +33,10 @@ NO_TESTS = (
 
 
 async def node_health_answer(
-    triage: Triage, text: str, *, headings: bool = False, test_minutes: int | None = None
+    triage: Triage, text: str, *, headings: bool = False, test: TestOffer | None = None
 ) -> SlackMessage:
     """The answer for a node or a hostlist; buttons redraw it after a drain or a resume.
-    `headings`: Confirmed / Suspected / Checked and fine in so many words; `test_minutes`:
+    `headings`: Confirmed / Suspected / Checked and fine in so many words; `test`:
     where nodes can be tested, a drained node offers "Test and resume"."""
     result = await service.node_health(triage, text)
     if isinstance(result, UserError):
@@ -45,10 +46,10 @@ async def node_health_answer(
             result,
             dashboard_url=triage.config.dashboard_url,
             headings=headings,
-            test_minutes=test_minutes,
+            test=test,
         )
     if isinstance(result, UncheckedNode):
-        return render_unchecked(result, test_minutes=test_minutes)
+        return render_unchecked(result, test=test)
     if isinstance(result, UncheckedNodes):
         return render_unchecked_nodes(result)
     return render_summary(result)
@@ -78,10 +79,8 @@ async def node_health(
             thread_ts=asker.thread_ts,
         )
         return
-    minutes = service.validation.minutes if service.validation is not None else None
-    answer = await node_health_answer(
-        service.triage, text, headings=asker.headings, test_minutes=minutes
-    )
+    offer = service.validation.offer if service.validation is not None else None
+    answer = await node_health_answer(service.triage, text, headings=asker.headings, test=offer)
     await asker.private(answer)
 
 

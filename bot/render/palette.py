@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from bot.mrkdwn import code
 from bot.render.blocks import HomeTab, Modal, button
-from bot.render.validation import test_button
+from bot.render.validation import TestOffer
 
 OPEN_PALETTE_ACTION = "meowbot_open_palette"
 PALETTE_CALLBACK = "meowbot_palette"
@@ -42,7 +42,7 @@ def home_view(
     glance: list[str] | None = None,
     jobs: list[str] | None = None,
     to_test: Sequence[tuple[str, str]] = (),
-    test_minutes: int = 0,
+    test: TestOffer | None = None,
 ) -> dict[str, Any]:
     """The home tab: the fleet at a glance and the viewer's jobs, when they could be read;
     for those who may act, the nodes meowbot drained (node, reason) with "Test and resume"."""
@@ -54,13 +54,13 @@ def home_view(
     if jobs:
         home.section("*Your jobs*")
         home.lines(jobs)
-    if to_test:
+    if to_test and test is not None:
         home.section("*Drained by meowbot*: test one once it is repaired")
         for node, reason in to_test[:MAX_TO_TEST]:
-            home.section(f"{code(node)} {code(reason)}", accessory=test_button(node, test_minutes))
+            home.section(f"{code(node)} {code(reason)}", accessory=test.button(node))
         if len(to_test) > MAX_TO_TEST:
             home.lines([f"and {len(to_test) - MAX_TO_TEST} more: `/node-health <node> test`"])
-    if glance or jobs or to_test:
+    if glance or jobs or (to_test and test is not None):
         home.divider()
     home.section("GPU cluster triage and the model playground. Commands:")
     home.lines([f"{code(c.name + ' ' + c.usage_hint)}: {c.description}" for c in commands])

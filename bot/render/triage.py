@@ -13,7 +13,7 @@ from bot.ports import SchedulerNode
 from bot.render.blocks import Block, Message, button, confirm_dialog
 from bot.render.blocks import error as error_message
 from bot.render.picks import ASK_PICK_ACTION, pick_value
-from bot.render.validation import test_button
+from bot.render.validation import TestOffer
 from bot.slack_message import SlackMessage
 from bot.triage.checks import CHECKS, CHECKS_BY_NAME, DRIFT_OF
 from bot.triage.kinds import words
@@ -168,11 +168,11 @@ def render_node(
     can_act: bool = True,
     dashboard_url: str | None = None,
     headings: bool = False,
-    test_minutes: int | None = None,
+    test: TestOffer | None = None,
 ) -> SlackMessage:
     """`headings`: what was measured, what is only suspected and what was checked and found
     fine, each under its own heading (the answer to a question in plain words).
-    `test_minutes`: where nodes can be tested, how long the suite takes at most; a node out
+    `test`: where nodes can be tested, the "Test and resume" offer; a node out
     of service then offers "Test and resume" beside Resume."""
     v = report.verdict
     # Out of scheduling already (drained or down): the answer offers Resume, and a reason is
@@ -253,8 +253,8 @@ def render_node(
     buttons = []
     if can_act and out:
         buttons.append(resume_button(report.node, still_failing=failing))
-        if test_minutes is not None:
-            buttons.append(test_button(report.node, test_minutes))
+        if test is not None:
+            buttons.append(test.button(report.node))
     elif can_act and failing:
         buttons.append(drain_button(report.node, v.drain_reason or ""))
     if dashboard_url:
@@ -277,7 +277,7 @@ def _state(s: SchedulerNode) -> str:
 
 
 def render_unchecked(
-    report: UncheckedNode, *, can_act: bool = True, test_minutes: int | None = None
+    report: UncheckedNode, *, can_act: bool = True, test: TestOffer | None = None
 ) -> SlackMessage:
     """A node the scheduler lists, on a cluster without a metrics source: its state, its jobs
     and its place as the scheduler and the config say them, and "health not checked" with
@@ -316,7 +316,7 @@ def render_unchecked(
         )
     if can_act and s is not None:
         if s.out_of_service:
-            tests = [] if test_minutes is None else [test_button(report.node, test_minutes)]
+            tests = [] if test is None else [test.button(report.node)]
             msg.actions(resume_button(report.node, still_failing=False), *tests)
         else:
             msg.actions(drain_button(report.node, f"{drain_reason.PREFIX} {BY_HAND}"))

@@ -3,6 +3,8 @@ and the node as the scheduler holds it at the end (read back, never assumed)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from bot.mrkdwn import code
 from bot.ports import SchedulerNode
 from bot.render.blocks import Block, Message, button, confirm_dialog
@@ -21,17 +23,25 @@ ICON = {
 }
 
 
-def test_button(node: str, minutes: int) -> Block:
-    """ "Test and resume": confirmed first, since it puts the node in a reservation and runs
-    jobs on it."""
-    dialog = confirm_dialog(
-        f"Test {node}?",
-        f"meowbot holds {code(node)} for itself, runs the validation suite there (at most "
-        f"about {minutes} min) and resumes it only if every step passes; otherwise it stays "
-        "drained with the failing step as its reason.",
-        confirm="Test",
-    )
-    return button("Test and resume", TEST_ACTION, node, confirm=dialog)
+@dataclass(frozen=True)
+class TestOffer:
+    """Where nodes can be tested: how long the suite takes at most, and whether a repaired
+    node is tested anyway (`validation.on_repair`), so the button reads "Repaired"."""
+
+    minutes: int
+    repaired: bool = False
+
+    def button(self, node: str) -> Block:
+        """ "Test and resume": confirmed first, since it holds the node and runs jobs on it."""
+        dialog = confirm_dialog(
+            f"Test {node}?",
+            f"meowbot holds {code(node)} for itself, runs the validation suite there (at most "
+            f"about {self.minutes} min) and resumes it only if every step passes; otherwise it "
+            "stays drained with the failing step as its reason.",
+            confirm="Test",
+        )
+        label = "Repaired: test and resume" if self.repaired else "Test and resume"
+        return button(label, TEST_ACTION, node, confirm=dialog)
 
 
 def _state(node: SchedulerNode | None) -> str:
@@ -99,11 +109,11 @@ def render_run(run: Validation, *, by: str, scheduler: str) -> SlackMessage:
     return msg.build()
 
 
-def offer_test(node: str, minutes: int) -> SlackMessage:
+def offer_test(node: str, offer: TestOffer) -> SlackMessage:
     """In an alert's thread after a drain: the way back for the node once it is repaired."""
     text = (
         f"When {code(node)} is repaired, test it before it goes back into service: the "
         "validation suite runs there through the scheduler, and it resumes only if every "
         "step passes."
     )
-    return Message(text).section(text).actions(test_button(node, minutes)).build()
+    return Message(text).section(text).actions(offer.button(node)).build()

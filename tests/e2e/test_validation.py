@@ -148,6 +148,8 @@ async def test_a_drained_node_passes_and_is_back_in_service_as_slurm_says(
     answer = await _private(slack, "/node-health", NODE)
     actions = json.dumps(answer["blocks"])
     assert TEST_ACTION in actions and RESUME_ACTION in actions
+    # With validation.on_repair, a person's press is the "repaired" word.
+    assert '"Repaired: test and resume"' in actions
     await slack.command("/node-health", f"{NODE} test", channel=CHANNEL)
 
     def ended() -> bool:
