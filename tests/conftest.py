@@ -52,20 +52,28 @@ def need_service(var: str) -> str:
         if IN_CI:
             pytest.fail(msg)
         pytest.skip(msg)
-    if var == "PROMETHEUS_URL":
-        # Under `make test` Prometheus comes up while the first tests run, and it hands over
-        # before its live history is long enough for the medians the tests read
-        # (scripts/testsvc/prometheus.py): the first reader waits for both.
-        live_at = _prometheus_ready(os.environ.get("MEOWBOT_TEST_PROM_STATUS"))
+    status = ENGINE_STATUS.get(var)
+    if status is not None:
+        # Under `make test` Prometheus (and VictoriaMetrics after it) comes up while the first
+        # tests run, and hands over before its live history is long enough for the medians
+        # the tests read (scripts/testsvc/prometheus.py): the first reader waits for both.
+        live_at = _engine_ready(var, os.environ.get(status))
         time.sleep(max(0.0, live_at - time.time()))
     return value
+
+
+ENGINE_STATUS = {
+    "PROMETHEUS_URL": "MEOWBOT_TEST_PROM_STATUS",
+    "VICTORIA_URL": "MEOWBOT_TEST_VM_STATUS",
+}
 
 
 PROM_WAIT_S = 600.0  # history, backfill, first scrapes and rules on a loaded 2-core machine
 
 
-def _prometheus_ready(status_file: str | None) -> float:
-    """The wall time from which the test Prometheus may be read, once its status says ready."""
+def _engine_ready(var: str, status_file: str | None) -> float:
+    """The wall time from which the test engine behind `var` may be read, once its status
+    says ready."""
     if not status_file:
         return 0.0
     deadline = time.monotonic() + PROM_WAIT_S
@@ -74,9 +82,9 @@ def _prometheus_ready(status_file: str | None) -> float:
         if text.startswith("ready"):
             return float(text.split()[1])
         if text.startswith("failed"):
-            pytest.fail(f"the test Prometheus did not start: {text}")
+            pytest.fail(f"the test engine of {var} did not start: {text}")
         time.sleep(0.2)
-    pytest.fail(f"the test Prometheus was not ready within {PROM_WAIT_S:.0f} s")
+    pytest.fail(f"the test engine of {var} was not ready within {PROM_WAIT_S:.0f} s")
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
 
@@ -329,8 +329,9 @@ class PrometheusMetrics:
         nodes: Sequence[str] | None,
         window_s: float,
         recorded: frozenset[str],
-    ) -> tuple[str, str | None]:
-        """The query for `request`, and the recorded series it reads (None: read raw).
+    ) -> Plan:
+        """The query for `request`, the recorded series it reads (None: read raw), and
+        whether `read` keeps the selection's rows itself.
 
         A recording rule is used only when it records exactly the fleet-wide query this
         adapter would send (its name hashes that query): other windows or thresholds are raw.
@@ -340,9 +341,14 @@ class PrometheusMetrics:
             name = rules.recorded_name(fleet, request.name)
             if name in recorded:
                 if nodes is not None and len(nodes) > self.select_in_process_above:
-                    return name, name  # the selection's rows are kept by `read`
-                return selector(name, nodes, self.node_label), name
-        return query_for(request, nodes, window_s, self.node_label), None
+                    return Plan(name, name, True)
+                return Plan(selector(name, nodes, self.node_label), name, False)
+        query = query_for(request, nodes, window_s, self.node_label)
+        if nodes is not None and len(query) > MAX_QUERY_CHARS:
+            # VictoriaMetrics refuses a query above 16 KB (-search.maxQueryLen): a selection
+            # that long is read fleet-wide and its rows kept here.
+            return Plan(query_for(request, None, window_s, self.node_label), None, True)
+        return Plan(query, None, False)
 
     async def read(
         self,
@@ -359,10 +365,10 @@ class PrometheusMetrics:
             nodes_regex(nodes)  # a bad node name is refused before any query is sent
         recorded = await self.recorded_rules(deadline)
         plans = [self.plan(r, nodes, window_s, recorded) for r in requests]
-        self.recorded_reads += sum(1 for _, name in plans if name is not None)
+        self.recorded_reads += sum(1 for p in plans if p.recorded is not None)
         # A filtered answer may be empty because all is well: ask once which metrics exist.
         filtered = [r.name for r in requests if r.keep or r.fewer_per_node]
-        reads = asyncio.gather(*(self.query(q, at=at, deadline=deadline) for q, _ in plans))
+        reads = asyncio.gather(*(self.query(p.query, at=at, deadline=deadline) for p in plans))
         # Drift over a selection is judged against the whole fleet: its version counts, when
         # a per-node version read is asked for (the drift checks'; not /job-slow's proxies).
         drift = any(r.per_node and r.by for r in requests)
@@ -376,12 +382,13 @@ class PrometheusMetrics:
         columns: dict[str, Column] = {}
         absent: set[str] = set()
         chosen = frozenset(nodes) if nodes is not None else None
-        wanted = chosen if nodes is not None and len(nodes) > self.select_in_process_above else None
-        for request, (_, name), result in zip(requests, plans, results, strict=True):
-            if name is not None:
+        for request, plan, result in zip(requests, plans, results, strict=True):
+            if plan.recorded is not None:
                 _as_raw(result, request)
-                if wanted is not None:
-                    result[:] = [r for r in result if _selected(r, wanted, self.node_label)]
+            else:
+                _named_as_promql(result, request)
+            if plan.select_here and chosen is not None:
+                result[:] = [r for r in result if _selected(r, chosen, self.node_label)]
             column = _column(request.name, result, self.node_label, chosen)
             if len(column) or request.name in present:
                 columns[request.key] = column
@@ -394,6 +401,16 @@ class PrometheusMetrics:
             absent=frozenset(absent),
             fleet_versions=fleet_versions,
         )
+
+
+MAX_QUERY_CHARS = 16_000
+"""Below VictoriaMetrics' default -search.maxQueryLen (16 KiB): a longer query it refuses."""
+
+
+class Plan(NamedTuple):
+    query: str
+    recorded: str | None  # the recorded series it reads; None: raw
+    select_here: bool  # read wider than the selection: `read` keeps the selection's rows
 
 
 def _selected(row: Mapping[str, Any], nodes: frozenset[str], node_label: str) -> bool:
@@ -474,6 +491,13 @@ def _as_raw(result: list[dict[str, Any]], request: MetricRequest) -> None:
     """Recorded rows as the raw query's rows: no sentinel, and the labels the raw rows have
     (the rule named them after itself; the raw query keeps the metric's name or drops it)."""
     result[:] = [r for r in result if rules.SENTINEL_LABEL not in (r.get("metric") or {})]
+    _named_as_promql(result, request)
+
+
+def _named_as_promql(result: list[dict[str, Any]], request: MetricRequest) -> None:
+    """Each row named as PromQL names a row of the raw query: MetricsQL (VictoriaMetrics)
+    keeps `__name__` through functions that drop it in PromQL, so a row of one engine would
+    be another series than the same row of the other."""
     for row in result:
         labels = row.get("metric")
         if isinstance(labels, dict):

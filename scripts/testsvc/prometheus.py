@@ -433,6 +433,10 @@ def start(tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
             "MEOWBOT_TEST_PROM_STATUS": str(status),
             "MEOWBOT_TEST_SIM_NOW": str(now_s),
             "MEOWBOT_TEST_JOB_ALIASES": str(aliases),
+            # For scripts/testsvc/victoria.py: the same history, exporter and rules.
+            "MEOWBOT_TEST_PROM_DATA": str(tmp / "data"),
+            "MEOWBOT_TEST_EXPORTER_PORT": str(exporter_port),
+            "MEOWBOT_TEST_PROM_RULES": str(tmp / "rules.yml"),
         }
     finally:
         thread.join(STATUS_WAIT_S)  # a start still under way ends before its processes stop

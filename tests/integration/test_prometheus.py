@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import subprocess
 import time
@@ -89,9 +90,14 @@ async def _read(
     return table, metrics.queries
 
 
-@pytest.fixture(scope="module")
-def prom_url() -> str:
-    return need_service("PROMETHEUS_URL")
+# VictoriaMetrics over the same fleet, where it is started (MEOWBOT_TEST_SERVICES naming
+# `victoria`; not yet part of `make test`): each test against both engines.
+ENGINES = ["PROMETHEUS_URL", *(["VICTORIA_URL"] if os.environ.get("VICTORIA_URL") else [])]
+
+
+@pytest.fixture(scope="module", params=ENGINES, ids=lambda v: "vm" if "VICTORIA" in v else "prom")
+def prom_url(request: pytest.FixtureRequest) -> str:
+    return need_service(request.param)
 
 
 @pytest.fixture(scope="module")

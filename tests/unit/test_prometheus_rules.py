@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from bot import metric_names as m
-from bot.backends.prometheus import PrometheusMetrics, fresh_rules
+from bot.backends.prometheus import MAX_QUERY_CHARS, PrometheusMetrics, fresh_rules
 from bot.backends.prometheus_precursors import candidate_expr
 from bot.backends.prometheus_rules import (
     PRECURSOR_GROUP,
@@ -45,7 +45,7 @@ def test_every_filtered_read_and_window_has_a_rule_recording_the_adapters_own_qu
     adapter = PrometheusMetrics("http://prometheus.invalid")
     for window in (3600.0, 86400.0):
         for request in REQUESTS:
-            query, name = adapter.plan(request, None, window, frozenset(records))
+            query, name, _ = adapter.plan(request, None, window, frozenset(records))
             if not worth_recording(request):
                 assert name is None
                 continue
@@ -71,7 +71,7 @@ def test_a_node_selection_reads_the_recorded_series_through_the_host_labels() ->
     request = MetricRequest(m.DCGM_FI_DEV_PCIE_REPLAY_COUNTER, Reading.INCREASE, "> 0")
     name = recorded_name(query_for(request, None, 3600, "node"), request.name)
     adapter = PrometheusMetrics("http://prometheus.invalid")
-    query, used = adapter.plan(request, ["gpu-0001", "gpu-0002"], 3600, frozenset({name}))
+    query, used, _ = adapter.plan(request, ["gpu-0001", "gpu-0002"], 3600, frozenset({name}))
     assert used == name
     assert f'{name}{{Hostname=~"(gpu\\\\-0001|gpu\\\\-0002)"}}' in query
     assert f'{name}{{instance=~"(gpu\\\\-0001|gpu\\\\-0002)(:[0-9]+)?"}}' in query
@@ -115,7 +115,7 @@ def test_no_rule_records_a_critical_gauge_so_the_sweep_sees_it_at_the_scrape() -
     critical = {r.key for c in CHECKS if c.severity is Severity.CRITICAL for r in c.needs}
     raw = []
     for request in REQUESTS:
-        query, used = adapter.plan(request, None, 3600, records)
+        query, used, _ = adapter.plan(request, None, 3600, records)
         if request.reading is Reading.VALUE and request.key in critical and not request.per_node:
             assert used is None and query == query_for(request, None, 3600, "node"), request
             raw.append(request.name)
@@ -184,3 +184,14 @@ def test_two_candidates_of_one_query_share_one_rule() -> None:
     groups = rule_groups(HEALTH, precursors=PrecursorsConfig(add=[twin]))
     (group,) = [g for g in groups if g.name == PRECURSOR_GROUP]
     assert len(group.rules) == 12  # "load" reads node_load1{$nodes} too
+
+
+def test_a_selection_too_long_for_victoriametrics_is_read_fleet_wide_and_kept_here() -> None:
+    adapter = PrometheusMetrics("http://127.0.0.1:9")
+    request = next(r for r in REQUESTS if r.reading is Reading.INCREASE)
+    few = adapter.plan(request, ["gpu-0001", "gpu-0002"], 86400, frozenset())
+    assert not few.select_here and "0001|" in few.query
+    many = [f"gpu-{i:04d}" for i in range(1, 65)]
+    assert len(query_for(request, many, 86400, "node")) > MAX_QUERY_CHARS
+    plan = adapter.plan(request, many, 86400, frozenset())
+    assert plan.select_here and plan.query == query_for(request, None, 86400, "node")

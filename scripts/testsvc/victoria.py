@@ -1,0 +1,192 @@
+"""Debian's VictoriaMetrics on loopback, over the same fleet as the test Prometheus: the
+history Prometheus was backfilled with (copied from its blocks by `vmctl prometheus`), the
+same simulated exporter scraped every second, and meowbot's recording rules evaluated by
+`vmalert` into it. So the tests that read the fleet through Prometheus can read it through
+VictoriaMetrics too, and any difference of the engines shows.
+
+It starts in a thread once the test Prometheus is up (its status file), and says so in a
+status file of its own (MEOWBOT_TEST_VM_STATUS: `starting`, `ready <live_at>` or
+`failed: <why>`), which tests/conftest.py's `need_service("VICTORIA_URL")` waits for.
+`-search.latencyOffset` stays at its default (30 s), as sites run it: the newest 30 s of
+samples are not read yet. Standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shlex
+import subprocess
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+from .common import free_port, say, stop, wait_port
+
+PACKAGES = {"victoria-metrics": "victoria-metrics"}  # vmctl and vmalert ship with it
+N_NODES = 144  # tests/integration/prom_scenario.py: N_NODES
+READY_METRIC = "DCGM_FI_DEV_GPU_TEMP"  # live only: the scrape brings it
+LATENCY_OFFSET_S = 30  # VictoriaMetrics' default -search.latencyOffset
+LIVE_HISTORY_S = 40.0 + LATENCY_OFFSET_S  # as the test Prometheus's, once visible
+WAIT_S = 600.0
+SENTINELS = '{meowbot_recorded!=""}'
+
+
+def _say(msg: str) -> None:
+    say("victoria", msg)
+
+
+def _query(url: str, promql: str) -> list[object]:
+    q = urllib.parse.urlencode({"query": promql})
+    with urllib.request.urlopen(f"{url}/api/v1/query?{q}", timeout=10) as resp:
+        body = json.loads(resp.read())
+    result = body.get("data", {}).get("result", [])
+    return result if isinstance(result, list) else []
+
+
+def _count(url: str, promql: str) -> int:
+    with contextlib.suppress(OSError, ValueError, KeyError, IndexError, TypeError):
+        result = _query(url, f"count({promql})")
+        return int(float(result[0]["value"][1])) if result else 0  # type: ignore[index]
+    return 0
+
+
+def _until(what: str, check: object, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():  # type: ignore[operator]
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"{what} within {timeout_s:.0f} s")
+
+
+def _prometheus_ready(status: Path) -> str:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        text = status.read_text().strip()
+        if text.startswith("ready"):
+            return text
+        if text.startswith("failed"):
+            raise RuntimeError(f"the test Prometheus did not start ({text})")
+        time.sleep(0.5)
+    raise RuntimeError("the test Prometheus was not ready")
+
+
+def _bring_up(
+    tmp: Path, env: dict[str, str], port: int, procs: list[subprocess.Popen[bytes]]
+) -> float:
+    _prometheus_ready(Path(env["MEOWBOT_TEST_PROM_STATUS"]))
+    started = time.monotonic()
+    url = f"http://127.0.0.1:{port}"
+    scrape = tmp / "scrape.json"  # JSON is YAML
+    target = f"127.0.0.1:{env['MEOWBOT_TEST_EXPORTER_PORT']}"
+    scrape.write_text(
+        json.dumps(
+            {
+                "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
+                "scrape_configs": [
+                    {
+                        "job_name": "meowbot-sim",
+                        "honor_labels": True,
+                        "static_configs": [{"targets": [target]}],
+                    }
+                ],
+            }
+        )
+    )
+    log = tmp / "victoria.log"
+    with log.open("wb") as err:
+        vm = subprocess.Popen(
+            [
+                "victoria-metrics",
+                f"-storageDataPath={tmp / 'data'}",
+                f"-httpListenAddr=127.0.0.1:{port}",
+                "-retentionPeriod=100y",
+                f"-promscrape.config={scrape}",
+                "-loggerLevel=WARN",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    procs.append(vm)
+    wait_port(port, 20, vm, "victoria-metrics")
+    # The backfilled history, from Prometheus' blocks (the live part is VictoriaMetrics' own).
+    end = datetime.fromtimestamp(int(env["MEOWBOT_TEST_SIM_NOW"]), UTC)
+    vmctl = [
+        "vmctl",
+        "prometheus",
+        "-s",
+        f"--prom-snapshot={env['MEOWBOT_TEST_PROM_DATA']}",
+        f"--prom-filter-time-end={end:%Y-%m-%dT%H:%M:%SZ}",
+        "--prom-concurrency=2",
+        "--vm-disable-progress-bar",
+        f"--vm-addr={url}",
+    ]
+    with (tmp / "vmctl.log").open("wb") as out:
+        # vmctl 1.79 stops when its output is not a terminal: `script` gives it one.
+        subprocess.run(
+            ["script", "-qec", shlex.join(vmctl), "/dev/null"],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            check=True,
+            timeout=WAIT_S,
+        )
+    copied = time.monotonic()
+    alert_port = free_port()
+    with (tmp / "vmalert.log").open("wb") as err:
+        procs.append(
+            subprocess.Popen(
+                [
+                    "vmalert",
+                    f"-rule={env['MEOWBOT_TEST_PROM_RULES']}",
+                    f"-datasource.url={url}",
+                    f"-remoteWrite.url={url}",
+                    f"-httpListenAddr=127.0.0.1:{alert_port}",
+                    "-evaluationInterval=5s",
+                    "-loggerLevel=WARN",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
+        )
+    _until(
+        "the whole fleet was not scraped",
+        lambda: _count(url, f"group by (instance) ({READY_METRIC})") >= N_NODES,
+        120,
+    )
+    scraped = time.monotonic()
+    _until("no recording rule ran", lambda: _count(url, SENTINELS) > 0, 120)
+    live_at = time.time() + max(0.0, LIVE_HISTORY_S - (time.monotonic() - scraped))
+    _say(
+        f"up in {time.monotonic() - started:.1f} s after Prometheus (history copied in "
+        f"{copied - started:.1f} s)"
+    )
+    return live_at
+
+
+@contextlib.contextmanager
+def start(tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
+    port = free_port()
+    status = tmp / "status"
+    status.write_text("starting")
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def run() -> None:
+        try:
+            status.write_text(f"ready {_bring_up(tmp, env, port, procs):.3f}")
+        except Exception as exc:  # said as the tests will see it
+            status.write_text(f"failed: {type(exc).__name__}: {exc}")
+
+    thread = threading.Thread(target=run, name="victoria", daemon=True)
+    thread.start()
+    try:
+        yield {"VICTORIA_URL": f"http://127.0.0.1:{port}", "MEOWBOT_TEST_VM_STATUS": str(status)}
+    finally:
+        thread.join(WAIT_S)
+        for proc in reversed(procs):
+            stop(proc)
