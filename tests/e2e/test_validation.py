@@ -382,7 +382,7 @@ async def test_on_repair_a_node_booted_since_meowbots_drain_is_tested_unasked(
     await eventually(registered, "Slurm shows the node's boot time", 30)
     before = (await v.scheduler.nodes([NODE]))[NODE]
     assert before.booted_at is not None and policy.watched(before)
-    assert not policy.repaired(before, before.booted_at)
+    assert not policy.repaired(before, before.boot_mark)
     slack.bot.start_background(sweep=False, digest=False)
 
     async def looked() -> bool:
