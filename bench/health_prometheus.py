@@ -383,12 +383,14 @@ def scalar(url: str, promql: str) -> float | None:
     return None
 
 
-def bench_rule_groups() -> list[RuleGroup]:
+def bench_rule_groups(value_interval_s: int = 30) -> list[RuleGroup]:
     """What `meowbot prometheus-rules` prints without MEOWBOT_CONFIG (the alert sweep reads
     the health window unless configured otherwise: no window of its own)."""
     health = HealthConfig()
     windows = windows_for(health, sweep_window_s=AlertsConfig().sweep_window_s)
-    return rule_groups(health, StragglerConfig(), windows=windows)
+    return rule_groups(
+        health, StragglerConfig(), windows=windows, value_interval_s=value_interval_s
+    )
 
 
 def write_rules(tmp: Path) -> tuple[Path, Path, int]:

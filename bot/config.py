@@ -138,7 +138,7 @@ class Settings(BaseSettings):
     config_file: Path | None = Field(None, alias="MEOWBOT_CONFIG")
     admins: str = Field("", alias="MEOWBOT_ADMINS")
     alert_channel: str | None = Field(None, alias="MEOWBOT_ALERT_CHANNEL")
-    sweep_interval_s: int = Field(5, alias="MEOWBOT_SWEEP_INTERVAL", ge=5, le=86400)
+    sweep_interval_s: int = Field(5, alias="MEOWBOT_SWEEP_INTERVAL", ge=1, le=86400)
     digest_channel: str | None = Field(None, alias="MEOWBOT_DIGEST_CHANNEL")
     digest_schedule: str = Field("fri 16:00 UTC", alias="MEOWBOT_DIGEST_SCHEDULE")
     highlight_emoji: str = Field("meow_party", alias="MEOWBOT_HIGHLIGHT_EMOJI")

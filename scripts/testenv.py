@@ -24,14 +24,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # Started in this order, the services of one stage side by side (each stage's start-up is
 # mostly waiting: Prometheus for live scrapes while the checkpoints train); a later stage may
-# use what an earlier one exported. kube last: its start returns at once and builds
-# kube-apiserver (when not cached) in the background while the tests run, after the others are
-# up so the build never slows their start-up timeouts.
+# use what an earlier one exported. kube and victoria last: their starts return at once and
+# go on in the background while the tests run (kube-apiserver's build when not cached;
+# VictoriaMetrics once the test Prometheus is up, from its blocks), after the others are up so
+# neither slows their start-up timeouts.
 STAGES = [["redis", "alertmanager"], ["prometheus", "slurm", "checkpoints"], ["kube", "victoria"]]
 SERVICES = [name for stage in STAGES for name in stage]
-# Started only when named in MEOWBOT_TEST_SERVICES (the VictoriaMetrics tests are not yet part
-# of `make test`).
-OPT_IN = {"victoria"}
+# Started only when named in MEOWBOT_TEST_SERVICES: none now.
+OPT_IN: frozenset[str] = frozenset()
 # A developer running a few tests may start only some (MEOWBOT_TEST_SERVICES=redis); tests
 # of the others then skip outside CI and fail in it.
 ONLY_VAR = "MEOWBOT_TEST_SERVICES"

@@ -82,7 +82,7 @@ class AlertsConfig(_Cfg):
     # 5 s: with the recording rules loaded a 4,096-node sweep takes a fraction of it and an Xid
     # reaches the channel within the target (bench/fault_latency.py, docs/benchmarks.md);
     # without the rules such a fleet's raw sweep takes seconds, so set 10 s there.
-    sweep_interval_s: int = Field(5, ge=5, le=86400)
+    sweep_interval_s: int = Field(5, ge=1, le=86400)
     sweep_window_s: int | None = Field(None, ge=60, le=86400)
     """How far back a sweep's counter checks look: a fault clears once it is this quiet.
     Unset, the health window (`health.window_s`): the alerts then fire and clear with the

@@ -3,8 +3,9 @@
 Every replica receives webhooks and stores them (ingest is safe to run anywhere at once). The
 sweep and the notifier each run on one replica at a time, the holder of a Redis lock with a
 fencing token: the notifier's lock is renewed every tick and its writes are fenced, so two
-replicas never post the same group; the sweep's lock simply lives one interval, so the fleet is
-swept once an interval whichever replicas are up.
+replicas never post the same group; the sweep's lock is held for a sweep (however long it
+takes) and the rest of its interval, so the fleet is swept once an interval whichever replicas
+are up, and a sweep longer than the interval keeps its fence.
 """
 
 from __future__ import annotations
@@ -38,6 +39,24 @@ log = logging.getLogger(__name__)
 
 NOTIFY_LOCK = "notify"
 SWEEP_LOCK = "sweep"
+SWEEP_LEASE_MS = 30_000
+"""Beyond its interval, how long the sweep's lock may be held while a sweep runs."""
+SWEEP_REST = 0.25
+"""After a sweep that took longer than the interval, this share of it before the next."""
+SWEEP_DUTY = 2.0
+"""Sweeps start at least this many times their own duration apart: a big fleet's (or a loaded
+source's) sweeps come less often rather than one after another, keeping the source busy
+with meowbot half of the time at most."""
+
+
+def next_sweep(due: float, every: float, now: float, took: float = 0.0) -> float:
+    """When the sweep after the one due at `due` (which took `took` seconds) starts, on the
+    monotonic clock: an interval after that one was due, not after it ended (a fault waits
+    half an interval for the next sweep, not half of it plus a sweep's time), stretched to
+    SWEEP_DUTY times the sweep's duration; after one that overran, a short rest."""
+    return max(due + max(every, SWEEP_DUTY * took), now + SWEEP_REST * every)
+
+
 LOCK_TTL_MS = 5_000
 TICK_S = 0.2
 TOPOLOGY_TIMEOUT_S = 2.0
@@ -173,9 +192,21 @@ class Alerting:
         by another replica or for want of metrics)."""
         if not self.can_sweep:
             return None
-        fence = await self.store.acquire(SWEEP_LOCK, int(self.cfg.sweep_interval_s * 1000))
+        interval_ms = int(self.cfg.sweep_interval_s * 1000)
+        # Held for the sweep however long it takes (a read may take its whole deadline), then
+        # for the rest of the interval from its start, so that no replica sweeps again before.
+        fence = await self.store.acquire(SWEEP_LOCK, interval_ms + SWEEP_LEASE_MS)
         if fence is None:
             return None
+        began = ticks.now()
+        try:
+            return await self._sweep(fence)
+        finally:
+            rest_ms = interval_ms - int((ticks.now() - began) * 1000)
+            with contextlib.suppress(Exception):  # a lost lease needs no trim
+                await self.store.renew(fence, max(1, rest_ms))
+
+    async def _sweep(self, fence: Fence) -> Ingested:
         now = self.clock()
         found = await fleet_faults(self.triage, self.cfg.sweep_window_s)
         # Recorded once the fleet was read: a sweep that failed watched nothing.
@@ -245,15 +276,20 @@ class Alerting:
         if not self.can_sweep:
             log.warning("no metrics source: the passive sweep is off (set PROMETHEUS_URL)")
             return
+        every = float(self.cfg.sweep_interval_s)
+        due = ticks.now()
         while not stop.is_set():
+            began = ticks.now()
             try:
                 await self.sweep_once()
             except (BackendError, FenceLost) as exc:
                 log.warning("sweep failed", extra={"error": str(exc)})
             except Exception:  # the loop must outlive any one bad sweep (Redis down included)
                 log.exception("sweep crashed")
+            now = ticks.now()
+            due = next_sweep(due, every, now, now - began)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.cfg.sweep_interval_s)
+                await asyncio.wait_for(stop.wait(), due - ticks.now())
 
     # the notifier -------------------------------------------------------------------------------
 

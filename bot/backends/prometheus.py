@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -29,6 +29,7 @@ from bot.triage.table import (
     VERSION_LABELS,
     Column,
     MetricRequest,
+    Reading,
     Table,
     node_in,
     node_name,
@@ -108,6 +109,7 @@ class PrometheusMetrics:
         self.recorded = recorded
         self.queries = 0  # PromQL queries sent, for the tests and the benchmark
         self.recorded_reads = 0  # of those, reads of recorded series
+        self.fresh_reads = 0  # of those, raw re-reads of what moved since a rule ran
         # A recorded series holds the few rows that may be faults (or one a node): for a big
         # selection (a 4,096-node job) reading all of it and keeping the selection's rows
         # here is cheaper than matching a 4,096-name regex against every host label value.
@@ -315,12 +317,13 @@ class PrometheusMetrics:
         known = set(body.get("data") or []) if isinstance(body, dict) else set()
         return {n for n in names if n in known}
 
-    async def recorded_rules(self, deadline: Deadline) -> frozenset[str]:
-        """The recorded series Prometheus keeps up now, from their sentinel rows: one small
-        query. A rule that failed or fell behind (sentinel too old) is not used."""
+    async def recorded_rules(self, deadline: Deadline) -> dict[str, float]:
+        """The recorded series Prometheus keeps up now and how old each is (seconds since
+        its rule ran), from their sentinel rows: one small query. A rule that failed or fell
+        behind (sentinel too old) is not used."""
         if not self.recorded:
-            return frozenset()
-        rows = await self.query(f'{{{rules.SENTINEL_LABEL}!=""}}', at=None, deadline=deadline)
+            return {}
+        rows = await self.query(SENTINELS, at=None, deadline=deadline)
         return fresh_rules(rows)
 
     def plan(
@@ -328,7 +331,7 @@ class PrometheusMetrics:
         request: MetricRequest,
         nodes: Sequence[str] | None,
         window_s: float,
-        recorded: frozenset[str],
+        recorded: Collection[str],
     ) -> Plan:
         """The query for `request`, the recorded series it reads (None: read raw), and
         whether `read` keeps the selection's rows itself.
@@ -350,6 +353,61 @@ class PrometheusMetrics:
             return Plan(query_for(request, None, window_s, self.node_label), None, True)
         return Plan(query, None, False)
 
+    async def _moved(
+        self, name: str, nodes: Sequence[str] | None, age_s: float, deadline: Deadline
+    ) -> set[str]:
+        """The nodes whose series of counter `name` moved since its rule ran, `age_s` ago:
+        one read of two instants a series, whatever the counter's window."""
+        since_s = max(1, math.ceil(age_s + FRESH_MARGIN_S))
+        wide = nodes is not None and len(nodes) > self.select_in_process_above
+        query = moved_query(name, None if wide else nodes, since_s, self.node_label)
+        if len(query) > MAX_QUERY_CHARS:  # as `plan`: VictoriaMetrics refuses it
+            query = moved_query(name, None, since_s, self.node_label)
+        chosen = frozenset(nodes) if nodes is not None else None
+        rows = await self.query(query, at=None, deadline=deadline)
+        return {n for n in (self._node(r, chosen) for r in rows) if n is not None}
+
+    async def _freshen(
+        self,
+        request: MetricRequest,
+        result: list[dict[str, Any]],
+        nodes: Sequence[str] | None,
+        window_s: float,
+        moved: set[str],
+        deadline: Deadline,
+    ) -> None:
+        """A counter's recorded rows made as fresh as a raw read: the `moved` nodes' series are
+        read raw over the window and their rows replace the recorded ones. A rule runs every
+        minute or more, a sweep every few seconds: without this a new fault waited for it."""
+        if not moved:
+            return
+        self.fresh_reads += 1
+        chosen = frozenset(nodes) if nodes is not None else None
+        if len(moved) > FRESH_NODES_AT_MOST:
+            # Much moved (a noisy counter on a big fleet): the whole read raw, as without rules.
+            rows = await self.query(
+                self.plan(request, nodes, window_s, ()).query, at=None, deadline=deadline
+            )
+            _named_as_promql(rows, request)
+            result[:] = [r for r in rows if chosen is None or _selected(r, chosen, self.node_label)]
+            return
+        again = sorted(moved)
+        rows = await self.query(
+            self.plan(request, again, window_s, ()).query, at=None, deadline=deadline
+        )
+        _named_as_promql(rows, request)
+        kept = frozenset(again)
+        result[:] = [
+            *(r for r in result if self._node(r, chosen) not in moved),
+            *(r for r in rows if _selected(r, kept, self.node_label)),
+        ]
+
+    def _node(self, row: Mapping[str, Any], chosen: frozenset[str] | None) -> str | None:
+        labels = row.get("metric") or {}
+        if chosen is None:
+            return node_name(labels, node_label=self.node_label)
+        return node_in(labels, chosen, node_label=self.node_label)
+
     async def read(
         self,
         requests: Sequence[MetricRequest],
@@ -369,6 +427,18 @@ class PrometheusMetrics:
         # A filtered answer may be empty because all is well: ask once which metrics exist.
         filtered = [r.name for r in requests if r.keep or r.fewer_per_node]
         reads = asyncio.gather(*(self.query(p.query, at=at, deadline=deadline) for p in plans))
+        # A counter read through its rule: which series moved since the rule ran, asked beside.
+        fresh = [
+            i
+            for i, (r, p) in enumerate(zip(requests, plans, strict=True))
+            if p.recorded is not None and at is None and counts_events(r)
+        ]
+        movements = asyncio.gather(
+            *(
+                self._moved(requests[i].name, nodes, recorded[plans[i].recorded or ""], deadline)
+                for i in fresh
+            )
+        )
         # Drift over a selection is judged against the whole fleet: its version counts, when
         # a per-node version read is asked for (the drift checks'; not /job-slow's proxies).
         drift = any(r.per_node and r.by for r in requests)
@@ -378,7 +448,9 @@ class PrometheusMetrics:
             else _no_versions()
         )
         exists = self._present(filtered, deadline) if filtered else _nothing()
-        results, fleet_versions, present = await asyncio.gather(reads, versions, exists)
+        results, moved, fleet_versions, present = await asyncio.gather(
+            reads, movements, versions, exists
+        )
         columns: dict[str, Column] = {}
         absent: set[str] = set()
         chosen = frozenset(nodes) if nodes is not None else None
@@ -389,6 +461,13 @@ class PrometheusMetrics:
                 _named_as_promql(result, request)
             if plan.select_here and chosen is not None:
                 result[:] = [r for r in result if _selected(r, chosen, self.node_label)]
+        await asyncio.gather(
+            *(
+                self._freshen(requests[i], results[i], nodes, window_s, nodes_moved, deadline)
+                for i, nodes_moved in zip(fresh, moved, strict=True)
+            )
+        )
+        for request, result in zip(requests, results, strict=True):
             column = _column(request.name, result, self.node_label, chosen)
             if len(column) or request.name in present:
                 columns[request.key] = column
@@ -405,6 +484,30 @@ class PrometheusMetrics:
 
 MAX_QUERY_CHARS = 16_000
 """Below VictoriaMetrics' default -search.maxQueryLen (16 KiB): a longer query it refuses."""
+
+FRESH_MARGIN_S = 30
+"""Read what moved this much before a rule's run too: a scrape's samples carry its start's
+time and may be stored after a rule evaluated at a later instant."""
+FRESH_NODES_AT_MOST = 256
+"""Past this many nodes moved, a counter is read raw whole rather than node by node."""
+
+
+def counts_events(request: MetricRequest) -> bool:
+    """A counter whose every increment is a fault (Xids, NVLink, PCIe, InfiniBand and NIC
+    errors, reboots): the one kind a rule's lag holds back. A counter judged past a threshold
+    (seconds at the power cap) builds up over the window, and on a busy fleet moves on most
+    GPUs all the time: re-read raw each sweep it would cost as much as having no rule."""
+    return request.reading is not Reading.VALUE and request.keep in ("", "> 0")
+
+
+def moved_query(metric: str, nodes: Sequence[str] | None, since_s: int, node_label: str) -> str:
+    """The series of `metric` (on `nodes`) whose value changed in the last `since_s` seconds
+    or that appeared in them: two instants a series, whatever the counter's window."""
+    parts = selector(metric, nodes, node_label).split(" or ")
+    before = [f"{p} offset {since_s}s" for p in parts]
+    return " or ".join(
+        f"({p} != {b}) or ({p} unless {b})" for p, b in zip(parts, before, strict=True)
+    )
 
 
 class Plan(NamedTuple):
@@ -463,20 +566,31 @@ def _covers(sentinel: list[dict[str, Any]], start: datetime, end: datetime, step
     )
 
 
-def fresh_rules(rows: Sequence[Mapping[str, Any]]) -> frozenset[str]:
+SENTINELS = f'{{{rules.SENTINEL_LABEL}!=""}} or vector(time())'
+"""The sentinel rows, and the engine's clock as a row without labels (see `fresh_rules`)."""
+
+
+def fresh_rules(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """The recorded series whose sentinel row (value: when its rule last ran; label: the
-    group's interval) is recent enough, from an instant query's rows."""
-    fresh = set()
+    group's interval) is recent enough, from an instant query's rows, and each one's age.
+
+    The age is counted on the engine's clock, `time()` (asked beside: a row without labels),
+    not on the answer's stamp: VictoriaMetrics answers an instant of its newest 30 s
+    (-search.latencyOffset) as of 30 s before, yet stamps the instant asked, so against the
+    stamp each rule looked 30 s further behind a raw read than it is."""
+    clock = next((r["value"][-1] for r in rows if not r.get("metric") and r.get("value")), None)
+    fresh: dict[str, float] = {}
     for row in rows:
         labels = row.get("metric") or {}
         try:
             now, made = (float(v) for v in row["value"])
+            now = now if clock is None else float(clock)
             interval = float(labels[rules.SENTINEL_LABEL])
         except (KeyError, TypeError, ValueError):
             continue
         if now - made <= rules.max_age_s(interval) and labels.get("__name__"):
-            fresh.add(labels["__name__"])
-    return frozenset(fresh)
+            fresh[labels["__name__"]] = max(0.0, now - made)
+    return fresh
 
 
 async def _no_versions() -> dict[str, dict[str, int]]:
@@ -508,7 +622,7 @@ def _named_as_promql(result: list[dict[str, Any]], request: MetricRequest) -> No
 
 
 async def _version_counts(
-    metrics: PrometheusMetrics, deadline: Deadline, recorded: frozenset[str]
+    metrics: PrometheusMetrics, deadline: Deadline, recorded: Collection[str]
 ) -> dict[str, dict[str, int]]:
     """Nodes per version for each version label, fleet-wide, in one aggregation each."""
 

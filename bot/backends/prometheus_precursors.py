@@ -273,10 +273,13 @@ class PrometheusPrecursorHistory:
     ) -> list[Event]:
         # A new boot time shows within the step it happened in; its value is the instant.
         # The change is looked for over two steps, so that sparse scrapes and left-open
-        # ranges cannot miss it; the same boot time seen at two steps is one event.
+        # ranges cannot miss it; the same boot time seen at two steps is one event. Highest
+        # above lowest, not changes(): VictoriaMetrics counts a series' first sample as a
+        # change, which made every node whose samples begin in the range reboot at its boot.
         step = 300
         sel = self._select(m.NODE_BOOT_TIME_SECONDS, m.LABEL_INSTANCE, nodes)
-        promql = f"{sel} and changes({sel}[{2 * step}s]) > 0"
+        window = f"[{2 * step}s]"
+        promql = f"{sel} and max_over_time({sel}{window}) > min_over_time({sel}{window})"
         rows = await self.metrics.query_range(
             promql, start=start, end=end, step_s=step, deadline=deadline
         )
@@ -330,16 +333,17 @@ class PrometheusPrecursorHistory:
         self, candidates: Sequence[Candidate], at: datetime, deadline: Deadline
     ) -> frozenset[str]:
         """The candidates' recorded series whose rule is loaded and ran lately at `at` (their
-        sentinels): one small query, so that without the rules no candidate asks twice."""
+        sentinels, and the engine's clock: `fresh_rules`): one small query, so that without
+        the rules no candidate asks twice."""
         if not self.metrics.recorded or not candidates:
             return frozenset()
         names = "|".join(sorted({rules.candidate_record(c) for c in candidates}))
         rows = await self.metrics.query(
-            f'{{__name__=~{promql_string(names)}, {rules.SENTINEL_LABEL}!=""}}',
+            f'{{__name__=~{promql_string(names)}, {rules.SENTINEL_LABEL}!=""}} or vector(time())',
             at=at,
             deadline=deadline,
         )
-        return fresh_rules(rows)
+        return frozenset(fresh_rules(rows))
 
     async def _read(
         self,

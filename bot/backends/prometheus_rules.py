@@ -17,9 +17,10 @@ series only where its name (hence its query) matches what it would have asked; a
 else (another window, changed thresholds, rules not loaded, failing or late) is read raw,
 with the same findings, only slower.
 
-The gauges a critical check reads (an Xid, a double-bit ECC error: a fault that shows at the
-scrape) are not recorded but read raw, one sample a series, where a rule would hold the fault
-back until its next run (`READ_AT_THE_SCRAPE`).
+The gauges a health check reads (an Xid, a double-bit ECC error, a temperature: a fault that
+shows at the scrape) are not recorded but read raw, one sample a series, where a rule would
+hold the fault back until its next run (`READ_AT_THE_SCRAPE`). A recorded counter's series that
+moved since its rule ran are re-read raw by the adapter, so a new fault does not wait either.
 
 /hw-faults why's candidates (`precursor_rules`) are recorded per node every minute: a week
 of a candidate's lead-window extremes is then a range selector over recorded points, where raw
@@ -42,7 +43,6 @@ import yaml
 
 from bot import metric_names as m
 from bot.backends.promql import query_for
-from bot.models import Severity
 from bot.precursors.config import PrecursorsConfig
 from bot.precursors.models import Candidate
 from bot.precursors.rule import aggregated, unselected
@@ -166,31 +166,32 @@ def recorded_name(expr: str, metric: str) -> str:
     return f"{PREFIX}{metric}:{digest}"
 
 
-def _critical_gauges() -> frozenset[str]:
-    """The columns (`MetricRequest.key`) of the gauges a critical check reads filtered."""
+def _checks_gauges() -> frozenset[str]:
+    """The columns (`MetricRequest.key`) of the gauges a health check reads filtered."""
     return frozenset(
         r.key
         for check in CHECKS
-        if check.severity is Severity.CRITICAL
         for r in check.needs
         if r.reading is Reading.VALUE and not (r.per_node or r.lowest_per_node)
     )
 
 
-READ_AT_THE_SCRAPE = _critical_gauges()
-"""Never recorded: the gauges a critical fault shows in at once (the last Xid, double-bit ECC
-errors, a failed row remap, a GPU gone from its node, an InfiniBand port down, DCGM's health
-verdict, hardware slowdowns). Recorded, an Xid would reach the sweep only at the rule's next
-run after the scrape (docs/benchmarks.md). Raw, such a read costs Prometheus one sample a
-series, a fraction of a second of CPU over 32k GPUs: the warnings' gauges
-(temperature, PCIe link, pending remaps) stay recorded, to keep a sweep short."""
+READ_AT_THE_SCRAPE = _checks_gauges()
+"""Never recorded: the gauges a fault shows in at the scrape (the last Xid, double-bit ECC
+errors, pending and failed row remaps, clock events, temperature, the PCIe link, a GPU gone
+from its node, an InfiniBand port's state, DCGM's health verdict). Recorded, such a fault
+reached the sweep only at the rule's next run after the scrape (docs/benchmarks.md). Raw,
+such a read costs Prometheus one sample a series. The counters stay recorded over their
+windows, and the adapter re-reads raw only the series that moved since the rule ran
+(bot/backends/prometheus.py: `_freshen`)."""
 
 
 def worth_recording(request: MetricRequest) -> bool:
-    """Counters over a window, per-node counts, and the filtered rows of the warnings' gauges.
+    """Counters over a window, per-node counts, and the filtered rows of gauges no health
+    check reads (/job-slow's proxies).
 
-    A bare selector (every row of a gauge) is as cheap to read raw as recorded; a critical
-    check's gauge is read raw so that the sweep sees its fault at the scrape (`READ_AT_THE_SCRAPE`).
+    A bare selector (every row of a gauge) is as cheap to read raw as recorded; a check's
+    gauge is read raw so that the sweep sees its fault at the scrape (`READ_AT_THE_SCRAPE`).
     """
     if request.reading is not Reading.VALUE or request.per_node or request.lowest_per_node:
         return True
@@ -276,9 +277,9 @@ def rule_groups(
 ) -> list[RuleGroup]:
     """The recording rules for the enabled checks of `health`.
 
-    One group for the warnings' gauges' filtered rows, the per-node reads and the fleet's
-    version counts (cheap: evaluated every `value_interval_s`; a critical check's gauges are
-    read raw, `READ_AT_THE_SCRAPE`), and one group per counter and window
+    One group for the per-node reads, /job-slow's filtered gauges and the fleet's version
+    counts (cheap: evaluated every `value_interval_s`; the checks' gauges are read raw,
+    `READ_AT_THE_SCRAPE`), and one group per counter and window
     (each counter compared at two instants over the whole fleet: the costly part). A window
     of a day or more is evaluated every `day_interval_s`: four minutes' news in a day's
     count, for a quarter of the cost of every minute; shorter windows every two minutes.

@@ -60,7 +60,8 @@ def selector(metric: str, nodes: Sequence[str] | None, node_label: str) -> str:
 
 
 SHORTEST_OFFSET_S = 3600
-"""The shortest window a counter's growth is measured over by difference; below it, increase()."""
+"""The shortest window a counter's growth is measured over by difference; below it, from the
+series' lowest sample in the window."""
 
 
 def _offsets(window_s: int) -> list[int]:
@@ -75,12 +76,18 @@ def _grown(part: str, reading: Reading, window_s: int) -> str:
     """How much `part` grew (INCREASE), or its value where it moved and 0 where not (CHANGES),
     over the window.
 
-    The difference of two instants reads two samples a series, where increase() reads every
-    sample of the window (24 h of 32k series per metric is most of the cost). A series younger
-    than the window has no sample at its start: it is measured from the oldest of the window's
-    halves it has (12 h, 6 h, ... an hour), and below an hour with increase() over that hour,
-    which is cheap. `or` keeps the first answer a series gets. A counter reset inside the
-    window (a reboot, which its own check flags) is not added up.
+    The difference of two instants reads two samples a series, where a range function reads
+    every sample of the window (24 h of 32k series per metric is most of the cost). A series
+    younger than the window has no sample at its start: it is measured from the oldest of the
+    window's halves it has (12 h, 6 h, ... an hour), and below an hour from its lowest (or,
+    for CHANGES, its highest against its lowest) over that hour, which is cheap. `or` keeps
+    the first answer a series gets. A counter reset inside the window (a reboot, which its own
+    check flags) is not added up.
+
+    Not increase() or changes(): for a series born inside their range, VictoriaMetrics counts
+    its first sample as growth from 0 and as one change, where Prometheus counts neither (a
+    per-code Xid count born at 1 read 1 there, 0 here). A series' lowest and highest sample
+    are the same on both engines.
     """
     if reading is Reading.EVENTS:
         # Two instants a series, and a series the window's start did not have counts whole:
@@ -96,11 +103,12 @@ def _grown(part: str, reading: Reading, window_s: int) -> str:
             # Its value times 0 or 1: a series the window's start had answers here, and the
             # product drops the metric's name, as every other reading's rows do.
             terms.append(f"{part} * ({part} != bool {part} offset {offset}s)")
-    last = min(window_s, SHORTEST_OFFSET_S)
+    last = f"[{min(window_s, SHORTEST_OFFSET_S)}s]"
     if reading is Reading.INCREASE:
-        terms.append(f"increase({part}[{last}s])")
+        terms.append(f"clamp_min({part} - min_over_time({part}{last}), 0)")
     else:
-        terms.append(f"{part} * (changes({part}[{last}s]) > bool 0)")
+        moved = f"max_over_time({part}{last}) > bool min_over_time({part}{last})"
+        terms.append(f"{part} * ({moved})")
     return " or ".join(terms)
 
 

@@ -78,7 +78,8 @@ def clean_leaf(fleet: SimFleet) -> tuple[str, tuple[str, ...]]:
 
 
 async def next_interval(bot: Bot) -> None:
-    """The sweep interval passes: the sweep lock (which lives one interval) is gone."""
+    """The sweep interval passes: the sweep lock (held for a sweep and the rest of its
+    interval) is gone."""
     store = alerting(bot).store
     assert isinstance(store, RedisAlertStore)
     await store.redis.delete(key("", "alerts", "lock", SWEEP_LOCK))

@@ -214,7 +214,15 @@ async def test_a_drifted_node_gets_one_verdict_whichever_command_asks(
     metrics = PrometheusMetrics(prom_url, timeout_s=10.0, recorded=recorded)
     triage = Triage(metrics, PrometheusInventory(metrics), None, HealthConfig())
     try:
-        answers = await ask_every_way(triage, NODES, NODES)
+        for _ in range(5):
+            answers = await ask_every_way(triage, NODES, NODES)
+            # The one target's scrape may time out (1 s) on a loaded machine: its series are
+            # stale until the next, and a rule that ran then recorded none of them, so the
+            # surfaces asked in that second see no fleet. Asked again, a real disagreement
+            # stays.
+            if not answers.disagreements():
+                break
+            await asyncio.sleep(2.0)
         subset = await service.node_health(triage, "dgx-a[06-08]")
         one = await service.hw_faults(triage, f"{DRIFTED} drift")
     finally:

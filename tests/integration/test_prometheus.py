@@ -18,21 +18,28 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
 
 from bot import metric_names as m
 from bot.backends.http import Deadline
-from bot.backends.prometheus import REACH_PROBES, PrometheusInventory, PrometheusMetrics
+from bot.backends.prometheus import (
+    REACH_PROBES,
+    PrometheusInventory,
+    PrometheusMetrics,
+    counts_events,
+)
 from bot.backends.prometheus_precursors import PrometheusPrecursorHistory
 from bot.backends.prometheus_rules import (
     READ_AT_THE_SCRAPE,
+    recorded_name,
     rule_groups,
     rules_yaml,
     worth_recording,
 )
-from bot.backends.promql import InvalidNodeName, promql_string
+from bot.backends.promql import InvalidNodeName, promql_string, query_for
 from bot.backends.resume_store import MemoryResumes
 from bot.backends.sim.faults import KIND_SPECS, InjectedFault
 from bot.backends.sim.fleet import NODE_KINDS, SimFleet
@@ -50,7 +57,7 @@ from bot.triage.checks import (
 )
 from bot.triage.service import NodeReport, Triage
 from bot.triage.stragglers import StragglerConfig
-from bot.triage.table import VERSION_LABELS, MetricRequest, Reading, Table
+from bot.triage.table import VERSION_LABELS, MetricRequest, Reading, Table, node_name
 from bot.triage.verdict import fault_level, verdicts
 from bot.words import when
 from tests.conftest import need_service
@@ -90,14 +97,19 @@ async def _read(
     return table, metrics.queries
 
 
-# VictoriaMetrics over the same fleet, where it is started (MEOWBOT_TEST_SERVICES naming
-# `victoria`; not yet part of `make test`): each test against both engines.
+# VictoriaMetrics over the same fleet (scripts/testsvc/victoria.py, under `make test`): the
+# tests marked BOTH run against each engine, where their functions, clocks and rule runners
+# could give another answer (findings, stragglers' evidence, Xids, reboots, drift, recorded
+# against raw reads, the sweep's reads); the others against Prometheus alone.
 ENGINES = ["PROMETHEUS_URL", *(["VICTORIA_URL"] if os.environ.get("VICTORIA_URL") else [])]
+BOTH = pytest.mark.parametrize(
+    "prom_url", ENGINES, indirect=True, ids=lambda v: "vm" if "VICTORIA" in v else "prom"
+)
 
 
-@pytest.fixture(scope="module", params=ENGINES, ids=lambda v: "vm" if "VICTORIA" in v else "prom")
+@pytest.fixture(scope="module")
 def prom_url(request: pytest.FixtureRequest) -> str:
-    return need_service(request.param)
+    return need_service(getattr(request, "param", "PROMETHEUS_URL"))
 
 
 @pytest.fixture(scope="module")
@@ -133,6 +145,7 @@ HEALTH_KINDS = [
 ]
 
 
+@BOTH
 @pytest.mark.parametrize(
     "index",
     HEALTH_KINDS,
@@ -161,6 +174,7 @@ def test_the_scenario_covers_every_node_fault_kind_on_both_host_labels(whole: Fl
     assert spellings == set(m.HOST_LABELS)
 
 
+@BOTH
 def test_every_check_ran_and_healthy_nodes_are_not_drained(whole: FleetRead) -> None:
     assert whole.run.not_run == {}, "every metric the checks need is in Prometheus"
     # The fleet runs a current dcgm-exporter: only the clock-event bitmask's old name is absent.
@@ -176,6 +190,7 @@ def test_every_check_ran_and_healthy_nodes_are_not_drained(whole: FleetRead) -> 
     assert sorted(temps.node(i) for i in range(len(temps))) == sorted(whole.fleet.nodes)
 
 
+@BOTH
 def test_straggler_causes_are_not_drained_but_their_evidence_is_there(
     whole: FleetRead, prom_url: str
 ) -> None:
@@ -241,9 +256,13 @@ async def test_query_count_does_not_grow_with_the_node_count(
     table_all, queries_all = await _read(prom_url, list(whole.fleet.nodes))
     # One query a metric, one asking which recording rules are kept up, one asking which
     # filtered metrics exist at all, and for a selection one fleet-wide aggregation per
-    # version label (drift is judged against the whole fleet): fixed whatever the node count.
-    assert whole.queries == len(REQUESTS) + 2
-    assert queries_two == queries_all == len(REQUESTS) + 2 + len(VERSION_LABELS)
+    # version label (drift is judged against the whole fleet); for a counter read through
+    # its rule, one asking which series moved since and at most one re-reading those:
+    # bounded whatever the node count.
+    fixed = len(REQUESTS) + 2
+    assert fixed + len(COUNTERS) <= whole.queries <= fixed + 2 * len(COUNTERS)
+    for queries in (queries_two, queries_all):
+        assert 0 <= queries - fixed - len(VERSION_LABELS) - len(COUNTERS) <= len(COUNTERS)
     # The node selection is real: two nodes' rows only, their faults found, both spellings.
     temps = table_two.columns[PER_NODE]
     assert sorted(temps.node(i) for i in range(len(temps))) == sorted(two)  # one row a node
@@ -274,6 +293,7 @@ def _on(run: HealthRun, node: str, kind: FaultKind) -> list[Fault]:
     return [f for f in run.faults if f.node == node and f.kind is kind]
 
 
+@BOTH
 def test_xid_totals_judge_the_nodes_that_have_them(whole: FleetRead) -> None:
     # Reset 35 minutes ago, on the newer exporter: its series was born in the window, at 1,
     # which increase() would read as no growth. Counted whole, it drains.
@@ -303,6 +323,7 @@ def test_xid_totals_judge_the_nodes_that_have_them(whole: FleetRead) -> None:
     assert by_node["gpu-0121"].level is VerdictLevel.DRAIN
 
 
+@BOTH
 def test_violation_counters_show_a_throttle_the_bitmask_missed(whole: FleetRead) -> None:
     # Thermal slowdown for 40 minutes, over 10 minutes before the read: the counter's share.
     (seen,) = _on(whole.run, "gpu-0123", FaultKind.THROTTLE_SW_THERMAL)
@@ -325,6 +346,7 @@ def test_violation_counters_show_a_throttle_the_bitmask_missed(whole: FleetRead)
         assert {col.node(i) for i in range(len(col))} == set(scenario.NEWER_EXPORTER_NODES)
 
 
+@BOTH
 def test_dcgm_health_watches_where_the_exporter_has_them(whole: FleetRead) -> None:
     (failing,) = _on(whole.run, "gpu-0125", FaultKind.DCGM_HEALTH)
     assert (failing.gpu, failing.action) == (5, Action.DRAIN)
@@ -341,6 +363,7 @@ def test_dcgm_health_watches_where_the_exporter_has_them(whole: FleetRead) -> No
     assert not any(f.node in warned - planned for f in health)
 
 
+@BOTH
 async def test_a_resumed_node_is_not_drained_again_for_its_old_xid(prom_url: str) -> None:
     """Both Xids were 40 minutes before the fleet's now, their GPUs reset 35 minutes before;
     meowbot resumed the nodes 20 minutes before. Read again at the resume, through the real
@@ -374,6 +397,7 @@ async def test_a_resumed_node_is_not_drained_again_for_its_old_xid(prom_url: str
         await metrics.close()
 
 
+@BOTH
 async def test_a_reboot_says_when_the_node_came_back(whole: FleetRead, prom_url: str) -> None:
     """The reboot's evidence is the boot time it moved to, read through the real Prometheus
     as the simulator set it, without the metric's name (as the recorded read's rows), and
@@ -395,6 +419,26 @@ async def test_a_reboot_says_when_the_node_came_back(whole: FleetRead, prom_url:
     assert isinstance(report, NodeReport)
     text = json.dumps(render_node(report).blocks, ensure_ascii=False)
     assert f"booted {when(truth.since)}" in text and m.NODE_BOOT_TIME_SECONDS not in text
+
+
+@BOTH
+async def test_the_reboot_history_holds_the_reboot_not_where_samples_begin(
+    whole: FleetRead, prom_url: str
+) -> None:
+    """/hw-faults why's reboots over a range holding every node's boot time (a month back)
+    but hours of samples: the one reboot, not each series' first sample (VictoriaMetrics'
+    changes() counts that as a change: every node rebooted at its boot)."""
+    truth = next(f for f in whole.fleet.injected if f.kind is FaultKind.UNEXPECTED_REBOOT)
+    end = datetime.now(UTC)
+    start = end - timedelta(days=31)
+    assert start.timestamp() < min(whole.fleet.boot_times())
+    metrics = PrometheusMetrics(prom_url, timeout_s=10.0)
+    try:
+        history = PrometheusPrecursorHistory(metrics)
+        events = await history.events("unexpected_reboot", nodes=None, start=start, end=end)
+    finally:
+        await metrics.close()
+    assert [(e.node, e.at) for e in events] == [(truth.node, truth.since)]
 
 
 async def test_a_week_asked_of_hours_of_data_says_where_the_data_begins(prom_url: str) -> None:
@@ -431,6 +475,8 @@ async def test_a_week_asked_of_hours_of_data_says_where_the_data_begins(prom_url
 # default config; the same reads raw and through the recorded series must find the same.
 
 RECORDABLE = [r for r in REQUESTS if worth_recording(r)]
+# The counters whose moved series a recorded read re-reads raw (every increment a fault).
+COUNTERS = [r for r in RECORDABLE if counts_events(r)]
 
 
 def _findings(table: Table) -> set[tuple[str, str, int | None, str, frozenset[tuple[str, str]]]]:
@@ -480,6 +526,7 @@ async def _recorded_read(
     return table, metrics
 
 
+@BOTH
 @pytest.mark.parametrize("window_s", [scenario.WINDOW_S, 86400.0])
 @pytest.mark.parametrize(
     "nodes",
@@ -505,9 +552,14 @@ async def test_recorded_series_give_the_raw_reads_findings(
         ):
             break
         await asyncio.sleep(2)  # the test Prometheus scrapes every second
-    # Every read a rule records came from its recorded series; raw reads ask one query less.
+    # Every read a rule records came from its recorded series. Beside the raw reads' queries:
+    # one asking which rules are kept up, one a counter asking which of its series moved
+    # since its rule ran, and one re-reading raw those that did.
     assert metrics.recorded_reads == len(RECORDABLE) + (len(VERSION_LABELS) if nodes else 0)
-    assert metrics.queries == raw_queries + 1
+    assert metrics.fresh_reads <= len(COUNTERS)
+    if nodes is None:  # the fleet has counters counting now (NVLink, PCIe, InfiniBand errors)
+        assert metrics.fresh_reads > 0
+    assert metrics.queries == raw_queries + 1 + len(COUNTERS) + metrics.fresh_reads
     assert recorded.absent == raw.absent
     assert _steady_rows(recorded, whole.fleet) == _steady_rows(raw, whole.fleet)
     assert _findings(recorded) == _findings(raw)
@@ -532,14 +584,53 @@ async def test_recorded_series_give_the_raw_reads_findings(
 async def test_a_window_no_rule_records_is_read_raw(prom_url: str) -> None:
     table, metrics = await _recorded_read(prom_url, None, 7200.0)
     raw, _ = await _read(prom_url, None, recorded=False, window_s=7200.0)
-    # The warnings' gauges and the per-node counts do not depend on the window: recorded; the
-    # counters are raw.
+    # The per-node counts do not depend on the window: recorded; the counters are raw.
     gauges = [r for r in RECORDABLE if r.reading is Reading.VALUE]
     assert 0 < metrics.recorded_reads == len(gauges) < len(RECORDABLE)
     assert _findings(table) == _findings(raw)
 
 
-async def test_the_critical_gauges_are_read_raw_with_the_rules_kept_up(
+class RuleBeforeTheFaults(PrometheusMetrics):
+    """A Prometheus whose counter rules last ran before the faults of `nodes` began: their
+    rows are missing from every recorded counter's answer."""
+
+    def __init__(self, url: str, nodes: frozenset[str]) -> None:
+        super().__init__(url, timeout_s=10.0)
+        self.hidden = nodes
+        self.counters = {
+            recorded_name(query_for(r, None, scenario.WINDOW_S, "node"), r.name) for r in COUNTERS
+        }
+
+    async def query(
+        self, promql: str, *, at: datetime | None, deadline: Deadline
+    ) -> list[dict[str, Any]]:
+        rows = await super().query(promql, at=at, deadline=deadline)
+        if promql in self.counters:
+            rows = [r for r in rows if node_name(r["metric"]) not in self.hidden]
+        return rows
+
+
+@BOTH
+async def test_a_counter_fault_newer_than_its_rule_is_found_at_once(prom_url: str) -> None:
+    """A counter's rule runs every minute or two, a sweep every few seconds: the series that
+    moved since the rule ran are read raw, so a new NVLink, PCIe, InfiniBand or NIC error
+    count is found by the next sweep, not by the one after the rule's next run."""
+    counting = {scenario.K.NVLINK_CRC, scenario.K.PCIE_REPLAY, scenario.K.IB_SYMBOL_ERRORS}
+    counting.add(scenario.K.NIC_ERRORS)
+    planned = [p for p in scenario.PLAN if p.kind in counting]
+    hidden = frozenset(p.node for p in planned)
+    metrics = RuleBeforeTheFaults(prom_url, hidden)
+    try:
+        table = await metrics.read(REQUESTS, nodes=None, window_s=scenario.WINDOW_S)
+    finally:
+        await metrics.close()
+    found = {(f.kind, f.node) for f in run_checks(table, CONFIG).faults}
+    assert {(p.kind, p.node) for p in planned} <= found
+    assert metrics.recorded_reads > 0 and metrics.fresh_reads >= len(counting)
+
+
+@BOTH
+async def test_the_checks_gauges_are_read_raw_with_the_rules_kept_up(
     whole: FleetRead, prom_url: str
 ) -> None:
     """An Xid shows in its gauge at the scrape: the sweep and /node-health read it raw, not
@@ -549,10 +640,10 @@ async def test_the_critical_gauges_are_read_raw_with_the_rules_kept_up(
     metrics = PrometheusMetrics(prom_url, timeout_s=10.0)
     try:
         kept_up = await metrics.recorded_rules(Deadline(10.0))
-        # The test Prometheus runs the rules (the warnings' gauges among them) and they are
-        # fresh, yet no critical gauge has one.
-        temp = next(r for r in REQUESTS if r.name == m.DCGM_FI_DEV_GPU_TEMP and r.keep)
-        assert metrics.plan(temp, None, scenario.WINDOW_S, kept_up)[1] is not None
+        # The test Prometheus runs the rules (the per-node reads among them) and they are
+        # fresh, yet no check's gauge has one.
+        per_node = next(r for r in REQUESTS if r.per_node)
+        assert metrics.plan(per_node, None, scenario.WINDOW_S, kept_up)[1] is not None
         for request in gauges:
             assert metrics.plan(request, None, scenario.WINDOW_S, kept_up)[1] is None
         # With the Xid check's counters, which tell an old Xid the gauge still shows.
@@ -575,6 +666,33 @@ async def test_the_critical_gauges_are_read_raw_with_the_rules_kept_up(
 
     # The Xids the whole read (recorded where kept up) found in the gauge, and no other.
     assert xids(run_checks(table, CONFIG).faults) == xids(whole.run.faults) != set()
+
+
+HIDDEN_S = 30.0
+"""The newest samples VictoriaMetrics does not read yet (-search.latencyOffset, its default)."""
+
+
+@BOTH
+async def test_a_rules_age_is_counted_on_the_engines_clock(prom_url: str) -> None:
+    """A rule run every 5 s is read at most that, the engine's hidden newest samples and a
+    late run old. Counted against the answer's stamp, each rule on VictoriaMetrics was a
+    minute old (its rules ran 30 s back, and are read 30 s back), and those run every 30 s
+    were read raw."""
+    per_node = next(r for r in REQUESTS if r.per_node)
+    metrics = PrometheusMetrics(prom_url, timeout_s=10.0)
+    ages = []
+    try:
+        for _ in range(5):  # a run of the rules may come late on a loaded machine
+            kept_up = await metrics.recorded_rules(Deadline(10.0))
+            name = metrics.plan(per_node, None, scenario.WINDOW_S, kept_up)[1]
+            assert name is not None
+            ages.append(kept_up[name])
+            if ages[-1] <= 5 + HIDDEN_S + 10:
+                break
+            await asyncio.sleep(1)
+    finally:
+        await metrics.close()
+    assert min(ages) <= 5 + HIDDEN_S + 10, ages
 
 
 async def test_the_rules_file_is_valid_for_promtool(tmp_path: Path) -> None:
@@ -699,6 +817,7 @@ async def test_prometheus_answering_an_error_is_a_sentence_naming_it(
     assert f"HTTP {status}" in err.sentence
 
 
+@BOTH
 async def test_drifted_nodes_get_one_verdict_whichever_command_asks(
     whole: FleetRead, prom_url: str
 ) -> None:

@@ -25,6 +25,7 @@ from bot.alerts.policy import (
     offered_actions,
 )
 from bot.alerts.route import route
+from bot.alerts.runtime import next_sweep
 from bot.alerts.sweep import alerts_from_faults, resolved_by_sweep
 from bot.config import ConfigError, load_settings
 from bot.drain_reason import by_user as drain_reason
@@ -318,7 +319,7 @@ def test_config_from_settings(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert (cfg.default_channel, cfg.sweep_interval_s, cfg.storm_groups) == ("C_ENV", 30, 5)
     assert cfg.auto_drain_causes == frozenset({"xid"}) and cfg.drain_share_per_hour == 0.02
     with pytest.raises(ConfigError, match="MEOWBOT_SWEEP_INTERVAL"):
-        load_settings(MEOWBOT_SWEEP_INTERVAL="2")
+        load_settings(MEOWBOT_SWEEP_INTERVAL="0")
 
 
 # --- notify: the rate planner ---------------------------------------------------------------
@@ -722,3 +723,17 @@ def test_only_what_alerts_post_names_goes_to_a_channel() -> None:
     assert posted(group_of(xid13), AlertsConfig.parse({"post": ["xid_13"]}))
     with pytest.raises(ConfigError, match=r"alerts\.post"):
         AlertsConfig.parse({"post": []})
+
+
+def test_sweeps_start_on_a_fixed_beat_and_rest_after_one_that_overran() -> None:
+    # A 1.2 s sweep every 5 s starts again at 5, not at 6.2: a fault found half an interval on.
+    assert next_sweep(100.0, 5.0, 101.2, 1.2) == 105.0
+    # A 3 s sweep is followed 6 s after it began: the source busy half of the time at most.
+    assert next_sweep(100.0, 5.0, 103.0, 3.0) == 106.0
+    # One that took 7 s (past its interval) is followed after a quarter interval, not at once.
+    assert next_sweep(100.0, 5.0, 107.0) == 108.25
+    # The beat holds over many sweeps of varying length.
+    due = 0.0
+    for took in (0.4, 2.0, 3.7, 0.1):
+        due = next_sweep(due, 5.0, due + took)
+    assert due == 20.0

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from bot import metric_names as m
-from bot.backends.prometheus import MAX_QUERY_CHARS, PrometheusMetrics, fresh_rules
+from bot.backends.prometheus import MAX_QUERY_CHARS, PrometheusMetrics, fresh_rules, moved_query
 from bot.backends.prometheus_precursors import candidate_expr
 from bot.backends.prometheus_rules import (
     PRECURSOR_GROUP,
@@ -20,7 +20,6 @@ from bot.backends.prometheus_rules import (
 )
 from bot.backends.promql import query_for
 from bot.cli import main
-from bot.models import Severity
 from bot.precursors.config import CandidateConfig, PrecursorsConfig
 from bot.triage.checks import CHECKS, HealthConfig, requests_for
 from bot.triage.stragglers import StragglerConfig
@@ -92,36 +91,51 @@ def test_only_fresh_sentinels_count() -> None:
         row("meowbot:d:4", "240", 310),  # past the 5-minute lookback whatever the interval
         {"metric": {"__name__": "meowbot:e:5"}, "value": [1000.0, "999"]},  # no interval
     ]
-    assert fresh_rules(rows) == {"meowbot:a:1", "meowbot:c:3"}
+    assert fresh_rules(rows) == {"meowbot:a:1": 50.0, "meowbot:c:3": 290.0}
 
 
-def test_a_critical_checks_gauges_are_read_raw_and_the_warnings_gauges_recorded() -> None:
+def test_the_checks_gauges_are_read_raw_and_the_counters_recorded() -> None:
     assert not worth_recording(MetricRequest(m.DCGM_FI_DEV_SM_CLOCK))
-    # A critical fault shows in its gauge at the scrape: a rule every 30 s would hold it back.
+    # A fault shows in its gauge at the scrape: a rule every 30 s would hold it back.
     assert not worth_recording(MetricRequest(m.DCGM_FI_DEV_XID_ERRORS, keep="> 0"))
     assert not worth_recording(MetricRequest(m.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, keep="> 0"))
     assert not worth_recording(MetricRequest(m.DCGM_FI_DEV_GPU_TEMP, fewer_per_node="8"))
-    assert worth_recording(MetricRequest(m.DCGM_FI_DEV_GPU_TEMP, keep="> 87"))  # a warning
-    assert worth_recording(MetricRequest(m.DCGM_FI_DEV_SM_CLOCK, keep="> 0"))
+    assert not worth_recording(MetricRequest(m.DCGM_FI_DEV_GPU_TEMP, keep="> 87"))  # a warning
+    assert worth_recording(MetricRequest(m.DCGM_FI_DEV_SM_CLOCK, keep="> 0"))  # /job-slow's
     assert worth_recording(MetricRequest(m.NODE_LOAD1, per_node=True))
     assert worth_recording(MetricRequest(m.DCGM_FI_DEV_GPU_TEMP, lowest_per_node=True))
     assert worth_recording(MetricRequest(m.DCGM_FI_DEV_PCIE_REPLAY_COUNTER, Reading.INCREASE))
 
 
-def test_no_rule_records_a_critical_gauge_so_the_sweep_sees_it_at_the_scrape() -> None:
+def test_a_moved_query_finds_changed_and_new_series_on_every_host_label() -> None:
+    q = moved_query(m.DCGM_FI_DEV_PCIE_REPLAY_COUNTER, ["gpu-0001"], 90, "node")
+    part = 'DCGM_FI_DEV_PCIE_REPLAY_COUNTER{Hostname=~"(gpu\\\\-0001)"}'
+    assert f"({part} != {part} offset 90s) or ({part} unless {part} offset 90s)" in q
+    assert q.count(" unless ") == q.count(" != ") == len(m.HOST_LABELS) + 2  # node, instance
+    fleet = moved_query(m.DCGM_FI_DEV_PCIE_REPLAY_COUNTER, None, 90, "node")
+    assert fleet == (
+        "(DCGM_FI_DEV_PCIE_REPLAY_COUNTER != DCGM_FI_DEV_PCIE_REPLAY_COUNTER offset 90s) or "
+        "(DCGM_FI_DEV_PCIE_REPLAY_COUNTER unless DCGM_FI_DEV_PCIE_REPLAY_COUNTER offset 90s)"
+    )
+
+
+def test_no_rule_records_a_checks_gauge_so_the_sweep_sees_it_at_the_scrape() -> None:
     groups = rule_groups(HEALTH, StragglerConfig(), windows=windows_for(HEALTH))
     records = frozenset(rule.record for group in groups for rule in group.rules)
     adapter = PrometheusMetrics("http://prometheus.invalid")
-    critical = {r.key for c in CHECKS if c.severity is Severity.CRITICAL for r in c.needs}
     raw = []
     for request in REQUESTS:
         query, used, _ = adapter.plan(request, None, 3600, records)
-        if request.reading is Reading.VALUE and request.key in critical and not request.per_node:
+        if request.reading is Reading.VALUE and not (request.per_node or request.lowest_per_node):
             assert used is None and query == query_for(request, None, 3600, "node"), request
             raw.append(request.name)
-        elif worth_recording(request):
-            assert used is not None, request
-    assert {m.DCGM_FI_DEV_XID_ERRORS, m.DCGM_FI_DEV_ECC_DBE_VOL_TOTAL} <= set(raw)
+        else:
+            assert worth_recording(request) and used is not None, request
+    assert {
+        m.DCGM_FI_DEV_XID_ERRORS,
+        m.DCGM_FI_DEV_GPU_TEMP,
+        m.DCGM_FI_DEV_ROW_REMAP_PENDING,
+    } <= set(raw)
 
 
 def test_the_cli_prints_the_rules(

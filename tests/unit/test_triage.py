@@ -212,7 +212,9 @@ def test_promql_is_escaped_and_query_count_is_constant() -> None:
         MetricRequest("node_infiniband_link_downed_total", Reading.INCREASE), None, 3600, "node"
     )
     m_ = "node_infiniband_link_downed_total"
-    assert inc == f"clamp_min({m_} - {m_} offset 3600s, 0) or increase({m_}[3600s])"
+    assert inc == (
+        f"clamp_min({m_} - {m_} offset 3600s, 0) or clamp_min({m_} - min_over_time({m_}[3600s]), 0)"
+    )
     requests = requests_for(CHECKS)
     assert len(requests) == len({r.key for r in requests})  # each column read once
 
@@ -222,13 +224,14 @@ def test_counters_over_a_day_read_a_few_instants_not_every_sample() -> None:
     q = query_for(MetricRequest(m_, Reading.INCREASE), None, 86400, "node")
     offsets = ["86400s", "43200s", "21600s", "10800s", "5400s"]
     assert q == " or ".join(
-        [f"clamp_min({m_} - {m_} offset {o}, 0)" for o in offsets] + [f"increase({m_}[3600s])"]
+        [f"clamp_min({m_} - {m_} offset {o}, 0)" for o in offsets]
+        + [f"clamp_min({m_} - min_over_time({m_}[3600s]), 0)"]
     )
     boot = query_for(MetricRequest("node_boot_time_seconds", Reading.CHANGES), None, 7200, "node")
     b = "node_boot_time_seconds"
     assert boot == (
         f"{b} * ({b} != bool {b} offset 7200s) or {b} * ({b} != bool {b} offset 3600s) "
-        f"or {b} * (changes({b}[3600s]) > bool 0)"
+        f"or {b} * (max_over_time({b}[3600s]) > bool min_over_time({b}[3600s]))"
     )
 
 
