@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bot.alerts.runtime import Alerting
+from bot.alerts.runtime import NOTIFY_LOCK, Alerting
 from bot.backends.alert_store import RedisAlertStore
 from bot.backends.state import key
 from bot.models import FaultKind
@@ -240,7 +240,20 @@ async def test_after_a_restart_an_alert_dates_its_fault_from_its_history(
         groups = await store.groups(await store.open_ids())
         return any(g.key.cause == "xid_79" and g.ts for g in groups.values())
 
-    await eventually(reposted, "the alert is posted again")
+    calls_before = len(emulator.calls)
+    try:
+        await eventually(reposted, "the alert is posted again")
+    except AssertionError as exc:  # what the notifier had, so that a failure can be read
+        groups = await store.groups(await store.open_ids())
+        state = {
+            "groups": [(g.key.cause, g.ts, g.channel) for g in groups.values()],
+            "dirty": await store.dirty(),
+            "notify lock": await store.redis.get(key("", "alerts", "lock", NOTIFY_LOCK)),
+            "slack calls since": [
+                (c.method, c.status, c.error) for c in emulator.calls[calls_before:]
+            ],
+        }
+        raise AssertionError(f"{exc}; {state}") from exc
     await settle(r)
     groups = await store.groups(await store.open_ids())
     [again] = [g for g in groups.values() if g.key.cause == "xid_79"]
