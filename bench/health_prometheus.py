@@ -1,7 +1,8 @@
-"""/hw-faults over 4,096 nodes from a real Prometheus: not a timed test, run by hand.
+"""/hw-faults over 4,096 nodes from a real Prometheus or VictoriaMetrics: run by hand.
 
     .venv/bin/python bench/health_prometheus.py [--nodes 4096] [--runs 20] [--hours 25]
         [--step 1800] [--scrape-interval 30] [--profile] [--job] [--settle SECONDS]
+        [--engine prometheus|victoria] [--sweeps N] [--engine-flag FLAG ...]
 
 Target: < 2 s p95, with a number of PromQL queries that does not grow with the node count.
 The set-up follows scripts/testsvc/prometheus.py (the test environment's Prometheus), at scale:
@@ -48,6 +49,35 @@ the job's 4,096 nodes) runs ``--runs`` times, then on 16 of the nodes for the qu
 Target: < 2 s, a fixed number of queries. ``--job --proxies`` reads the same job under an id
 that no step-time series carries, so its pace comes from the proxies over its 4,096 nodes.
 
+``--sweeps N``: after the /hw-faults runs, the fleet is read N times as the alert sweep reads it
+(bot/alerts/runtime.py's ``_sweep``: ``fleet_faults`` over the sweep's window, one triage kept
+across sweeps, back to back), after one sweep not counted that also lists the nodes (the
+inventory's listing, reloaded once a minute, is counted apart). Printed: P50 and max wall time,
+PromQL queries a sweep, and the engine's CPU a sweep: its CPU seconds (from /proc) across the N
+sweeps, less its rate at rest (ingest, rules) measured just before over as long as the sweeps
+should take and at least a cycle of the periodic work (the scrape interval, the slowest rule
+group: 240 s), times the sweeps' span, over N. From those, at the bot's default sweep every 5 s:
+queries and engine CPU seconds a minute, for the fleet and per 1,000 nodes.
+
+``--engine victoria`` reads Debian's VictoriaMetrics (1.79) instead, started as
+scripts/testsvc/victoria.py starts it for the tests (the command lines are shared). The history
+is the same OpenMetrics, written per slice as above and pushed, instead of promtool's blocks,
+to ``/api/v1/import/prometheus`` of a VictoriaMetrics of its own over the data folder (its
+whole-second timestamps sent in milliseconds, the text format's unit; 1.79 would also take a
+number below 2^31 as seconds), stopped once its rows are flushed and counted. The measured
+VictoriaMetrics then starts over that folder and scrapes the exporter at ``--scrape-interval``
+(``honor_labels``), every flag at its default but two the one-target exporter needs: a
+``-promscrape.maxScrapeSize`` past its 200 MB a scrape at 4,096 nodes (16 MB by default; a
+site's targets are one a node) and ``-promscrape.streamParse``. ``vmalert`` evaluates the same
+rules file (every group) into it, at its defaults: it asks each rule at its run's time rounded
+down to the group's interval (``-datasource.queryTimeAlignment``), so a 240 s group's rows
+are up to 240 s older than its run. ``-search.latencyOffset`` stays at 30 s, as sites run it:
+the newest 30 s of samples are hidden from every query, so the fleet shows 30 s after its
+first full scrape and each rule's rows 30 s after its run; the waits allow for both
+(docs/prometheus.md, "VictoriaMetrics"). RSS and CPU are given for VictoriaMetrics and for
+vmalert apart. ``--engine-flag`` adds a flag to the engine's command line (a VictoriaMetrics
+limit such as ``-search.maxQueryDuration``, 30 s by default). ``--job`` reads Prometheus only.
+
 Only the last hour of the history is at a finer step than 30 min on a real day-old Prometheus;
 increase() reads that hour of samples for series younger than an hour, and the difference
 terms read one sample each whatever the step. For the in-process figure see bench/health.py.
@@ -70,7 +100,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -81,7 +111,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bot.alerts.config import AlertsConfig
 from bot.app import prometheus_triage, sim_triage
 from bot.backends.http import Deadline
-from bot.backends.prometheus import PrometheusMetrics
+from bot.backends.prometheus import PrometheusInventory, PrometheusMetrics
 from bot.backends.prometheus_rules import (
     SENTINEL_LABEL,
     RuleGroup,
@@ -95,11 +125,17 @@ from bot.models import FaultKind, Job
 from bot.triage import service
 from bot.triage.checks import HealthConfig, enabled_checks, requests_for
 from bot.triage.jobs import SlowJobReport, slow_job
-from bot.triage.service import FaultsReport
+from bot.triage.service import FaultsReport, fleet_faults
 from bot.triage.stragglers import StragglerConfig, proxy_requests
 from bot.triage.table import Reading
 from scripts.testsvc.common import free_port, stop, wait_port
 from scripts.testsvc.prometheus import prometheus_command
+from scripts.testsvc.victoria import (
+    LATENCY_OFFSET_S,
+    scrape_config,
+    victoria_command,
+    vmalert_command,
+)
 from tests.integration.prom_scenario import floor_minute
 from tests.integration.sim_exporter import CONTENT_TYPE
 
@@ -223,11 +259,12 @@ class SliceDone:
     samples: int
     text_bytes: int
     gen_s: float
-    promtool_s: float
+    load_s: float  # promtool's blocks, or VictoriaMetrics' import
 
 
 _FLEET: SimFleet | None = None  # set before the workers fork; they inherit it
 _HISTORY: list[str] = []
+_IMPORT_URL: list[str] = []  # VictoriaMetrics to push the history to; empty: promtool's blocks
 
 
 def slices(now_s: int, hours: float, step_s: int, tmp: Path) -> list[Slice]:
@@ -259,6 +296,10 @@ def backfill_slice(s: Slice) -> SliceDone:
             out.write(chunk)
             size += len(chunk)
     generated = time.perf_counter()
+    if _IMPORT_URL:
+        samples = import_history(s.path, _IMPORT_URL[0])
+        s.path.unlink()
+        return SliceDone(samples, size, generated - started, time.perf_counter() - generated)
     s.out.mkdir()
     log = s.path.with_suffix(".log")
     with log.open("wb") as err:
@@ -278,6 +319,44 @@ def backfill_slice(s: Slice) -> SliceDone:
     return SliceDone(samples, size, generated - started, time.perf_counter() - generated)
 
 
+def milliseconds(text: bytes) -> tuple[bytes, int]:
+    """Whole lines of OpenMetrics history with each sample's timestamp in milliseconds (the
+    Prometheus text format's unit; OpenMetrics' is seconds, and the history's are whole
+    seconds), and how many samples they hold. Comments (HELP, TYPE, EOF) are left as they are."""
+    lines = text.split(b"\n")
+    out = b"\n".join(ln + b"000" if ln and ln[0] != 35 else ln for ln in lines)  # 35: "#"
+    comments = text.count(b"\n#") + text.startswith(b"#")
+    return out, text.count(b"\n") - comments
+
+
+def import_history(path: Path, url: str, chunk_bytes: int = 1 << 22) -> int:
+    """The OpenMetrics file at `path` pushed to VictoriaMetrics' `/api/v1/import/prometheus`
+    as one streamed request, its timestamps in milliseconds; the number of samples sent."""
+    samples = 0
+
+    def body() -> Iterator[bytes]:
+        nonlocal samples
+        rest = b""
+        with path.open("rb") as f:
+            while chunk := f.read(chunk_bytes):
+                chunk = rest + chunk
+                cut = chunk.rfind(b"\n") + 1
+                chunk, rest = chunk[:cut], chunk[cut:]
+                out, n = milliseconds(chunk)
+                samples += n
+                yield out
+        if rest:
+            out, n = milliseconds(rest + b"\n")
+            samples += n
+            yield out
+
+    req = urllib.request.Request(f"{url}/api/v1/import/prometheus", data=body(), method="POST")
+    with urllib.request.urlopen(req, timeout=BACKFILL_TIMEOUT_S) as resp:
+        if resp.status != 204:
+            raise RuntimeError(f"/api/v1/import/prometheus answered {resp.status}")
+    return samples
+
+
 def counters() -> list[str]:
     """The metrics read with increase()/changes(): the health checks' and /job-slow's proxies'."""
     checks = enabled_checks(HealthConfig())
@@ -293,10 +372,14 @@ def backfill(
     data: Path,
     metrics: list[str],
     dense_offsets: Sequence[int] = (),
+    import_url: str | None = None,
 ) -> None:
+    """The history written as OpenMetrics a slice at a time, in parallel, and loaded: as
+    promtool's blocks moved into `data`, or with `import_url`, pushed to that VictoriaMetrics."""
     global _FLEET
     _FLEET = fleet
     _HISTORY[:] = metrics
+    _IMPORT_URL[:] = [import_url] if import_url else []
     tmp = tmp / f"pass-{step_s}"
     tmp.mkdir(exist_ok=True)
     parts = slices(fleet.now_s, hours, step_s, tmp)
@@ -330,15 +413,17 @@ def backfill(
     with ctx.Pool(min(len(parts), os.cpu_count() or 1)) as pool:
         done = pool.map(backfill_slice, parts, chunksize=1)
     _FLEET = None
+    loader = "imported" if import_url else "promtool"
     for s, d in zip(parts, done, strict=True):
         say(
             f"  slice {datetime.fromtimestamp(s.first_s, UTC):%H:%M}.."
             f"{datetime.fromtimestamp(s.last_s, UTC):%H:%M}: {d.text_bytes / 1e9:.2f} GB of "
-            f"OpenMetrics in {d.gen_s:.1f} s, promtool {d.promtool_s:.1f} s, "
+            f"OpenMetrics in {d.gen_s:.1f} s, {loader} {d.load_s:.1f} s, "
             f"{d.samples:,} samples"
         )
-        for block in s.out.iterdir():
-            shutil.move(str(block), data / block.name)
+        if not import_url:
+            for block in s.out.iterdir():
+                shutil.move(str(block), data / block.name)
     say(
         f"history and backfill: {time.perf_counter() - started:.1f} s, "
         f"{sum(d.samples for d in done):,} samples"
@@ -387,7 +472,7 @@ def bench_rule_groups(value_interval_s: int = 30) -> list[RuleGroup]:
     """What `meowbot prometheus-rules` prints without MEOWBOT_CONFIG (the alert sweep reads
     the health window unless configured otherwise: no window of its own)."""
     health = HealthConfig()
-    windows = windows_for(health, sweep_window_s=AlertsConfig().sweep_window_s)
+    windows = windows_for(health, sweep_window_s=AlertsConfig.model_validate({}).sweep_window_s)
     return rule_groups(
         health, StragglerConfig(), windows=windows, value_interval_s=value_interval_s
     )
@@ -405,7 +490,11 @@ def write_rules(tmp: Path) -> tuple[Path, Path, int]:
 
 
 def wait_for_rules(
-    url: str, expected: int, since: float, procs: Sequence[subprocess.Popen[bytes]]
+    url: str,
+    expected: int,
+    since: float,
+    procs: Sequence[subprocess.Popen[bytes]],
+    timeout_s: float = RULES_TIMEOUT_S,
 ) -> None:
     """Until every rule has run since `since` (the fleet's first full scrape): the rules load
     with Prometheus, and a first run before the scrape records nothing of the live-only
@@ -414,7 +503,7 @@ def wait_for_rules(
         url,
         f"count({SENTINELS} > {since:.3f})",
         expected,
-        RULES_TIMEOUT_S,
+        timeout_s,
         2.0,
         procs,
         lambda seen: f"the recording rules to run since the full scrape: {seen} of {expected}",
@@ -473,26 +562,36 @@ def backfill_pace(url: str, pace: Path, now_s: int, tmp: Path, data: Path) -> No
 
 
 def rule_costs(url: str) -> None:
-    """What the rules cost Prometheus: each group's last evaluation."""
+    """What the rules cost the engine: each group's last evaluation (Prometheus says it of the
+    group; vmalert of each rule, summed here)."""
     with contextlib.suppress(OSError, ValueError, KeyError):
         with urllib.request.urlopen(f"{url}/api/v1/rules", timeout=10) as resp:
             groups = json.loads(resp.read())["data"]["groups"]
         print("recording rule groups (interval: last evaluation took):")
         for g in groups:
-            print(f"  {g['name']}: every {g['interval']:.0f} s: {g['evaluationTime']:.2f} s")
+            took = g.get("evaluationTime")
+            if took is None:
+                took = sum(float(r["evaluationTime"]) for r in g["rules"])
+            print(f"  {g['name']}: every {float(g['interval']):.0f} s: {float(took):.2f} s")
 
 
-def wait_for_fleet(url: str, expected: int, procs: Sequence[subprocess.Popen[bytes]]) -> None:
+def wait_for_fleet(
+    url: str,
+    expected: int,
+    procs: Sequence[subprocess.Popen[bytes]],
+    timeout_s: float = READY_TIMEOUT_S,
+    name: str = "prometheus",
+) -> None:
     wait_for_count(
         url,
         f"count({READY_METRIC})",
         expected,
-        READY_TIMEOUT_S,
+        timeout_s,
         1.0,
         procs,
         lambda seen: (
             f"the first full scrape: count({READY_METRIC}) = {seen} of {expected}, "
-            f"prometheus {'ready' if ready(url) else 'not ready yet'}"
+            f"{name} {'ready' if ready(url) else 'not ready yet'}"
         ),
     )
 
@@ -514,7 +613,9 @@ def wait_for_count(
     while time.monotonic() < deadline:
         for proc in procs:
             if proc.poll() is not None:
-                raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode}")
+                cmd = proc.args
+                name = cmd if isinstance(cmd, str | bytes | os.PathLike) else cmd[0]
+                raise RuntimeError(f"{os.fsdecode(name)} exited with {proc.returncode}")
         seen = scalar(url, promql)
         if seen is not None and int(seen) >= expected:
             return
@@ -541,12 +642,136 @@ def prometheus_cpu_s(pid: int) -> float:
     return float("nan")
 
 
-def rss_mb(pid: int) -> float:
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """The process's resident memory now (``VmHWM``: its peak so far), in MB."""
     with contextlib.suppress(OSError):
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
+
+
+# --- the engines -------------------------------------------------------------------------------
+PROMETHEUS, VICTORIA = "prometheus", "victoria"
+VICTORIA_FLAGS = (
+    # The whole fleet is one target here (a site has one a node): 850k series at 4,096 nodes,
+    # 200 MB a scrape, past the 16 MB VictoriaMetrics takes by default. Parsed as it streams
+    # in, as VictoriaMetrics advises for targets of millions of series, rather than held whole
+    # (twice: the previous scrape is kept to compare) where a site's small targets cost nothing.
+    "-promscrape.streamParse",
+    "-promscrape.maxScrapeSize=16GiB",
+)
+IMPORT_STOP_S = 300.0  # the importing VictoriaMetrics writes its in-memory parts on the way out
+
+
+@dataclass(frozen=True)
+class Engine:
+    """The server the bot reads: Prometheus, or VictoriaMetrics with vmalert for the rules."""
+
+    name: str
+    url: str
+    proc: subprocess.Popen[bytes]
+    rules_url: str  # what answers /api/v1/rules: Prometheus itself, or vmalert
+    vmalert: subprocess.Popen[bytes] | None = None
+    latency_offset_s: float = 0.0  # how long the newest samples stay hidden from queries
+
+
+def launch(
+    cmd: list[str], log: Path, port: int, name: str, procs: list[subprocess.Popen[bytes]]
+) -> subprocess.Popen[bytes]:
+    """A server started with its stderr in `log` and kept in `procs`, once it listens."""
+    with log.open("wb") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+    procs.append(proc)
+    wait_port(port, 60, proc, name)
+    return proc
+
+
+def start_engine(
+    kind: str,
+    tmp: Path,
+    data: Path,
+    exporter_port: int,
+    interval_s: int,
+    rules: Path | None,
+    flags: Sequence[str],
+    procs: list[subprocess.Popen[bytes]],
+) -> Engine:
+    """Prometheus over `data`, scraping the exporter and evaluating `rules`; or VictoriaMetrics
+    over `data` (the history imported), scraping the exporter as Prometheus does, with vmalert
+    evaluating `rules` (the very file Prometheus loads) into it."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    if kind == PROMETHEUS:
+        cfg = tmp / "prometheus.yml"
+        cfg.write_text(config(exporter_port, interval_s, rules))
+        cmd = [*prometheus_command(cfg, data, port), *flags]
+        prom = launch(cmd, tmp / "prometheus.log", port, "prometheus", procs)
+        return Engine("Prometheus", url, prom, url)
+    scrape = tmp / "scrape.json"
+    target = f"127.0.0.1:{exporter_port}"
+    scrape.write_text(scrape_config(target, interval_s, max(5, interval_s - 5)))
+    cmd = victoria_command(data, port, scrape, *VICTORIA_FLAGS, *flags)
+    vm = launch(cmd, tmp / "victoria.log", port, "victoria-metrics", procs)
+    if rules is None:
+        return Engine("VictoriaMetrics", url, vm, url, None, LATENCY_OFFSET_S)
+    alert_port = free_port()
+    cmd = vmalert_command(rules, url, alert_port)
+    vmalert = launch(cmd, tmp / "vmalert.log", alert_port, "vmalert", procs)
+    alert_url = f"http://127.0.0.1:{alert_port}"
+    return Engine("VictoriaMetrics", url, vm, alert_url, vmalert, LATENCY_OFFSET_S)
+
+
+def own_metric(url: str, sample: str) -> float:
+    """One sample of a server's own /metrics, by its name and labels as written there."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as resp:
+        for line in resp.read().decode().splitlines():
+            if line.startswith(f"{sample} "):
+                return float(line.rsplit(" ", 1)[1])
+    return float("nan")
+
+
+def victoria_backfill(
+    fleet: SimFleet,
+    hours: float,
+    step_s: int,
+    tmp: Path,
+    data: Path,
+    offsets: Sequence[int],
+    flags: Sequence[str],
+) -> None:
+    """The history pushed into a VictoriaMetrics over `data` that scrapes nothing, stopped once
+    its rows are flushed: the measured one then starts over the same folder, as Prometheus
+    starts over promtool's blocks, so neither's CPU and memory count the backfill."""
+    port = free_port()
+    log = tmp / "victoria-import.log"
+    url = f"http://127.0.0.1:{port}"
+    importer: list[subprocess.Popen[bytes]] = []
+    try:
+        vm = launch(
+            victoria_command(data, port, None, *flags), log, port, "victoria-metrics", importer
+        )
+        backfill(fleet, hours, step_s, tmp, data, counters(), offsets, import_url=url)
+        started = time.perf_counter()
+        flush = urllib.request.Request(f"{url}/internal/force_flush", method="POST")
+        urllib.request.urlopen(flush, timeout=60).close()
+        rows = own_metric(url, 'vm_rows_inserted_total{type="prometheus"}')
+        invalid = own_metric(url, 'vm_rows_invalid_total{type="prometheus"}')
+        if invalid:
+            raise RuntimeError(f"VictoriaMetrics refused {invalid:.0f} lines of the history")
+        say(
+            f"victoria-metrics: {rows:,.0f} rows imported, none refused; flushed in "
+            f"{time.perf_counter() - started:.1f} s, RSS {rss_mb(vm.pid):.0f} MB (peak "
+            f"{rss_mb(vm.pid, 'VmHWM'):.0f} MB), CPU {prometheus_cpu_s(vm.pid):.0f} s"
+        )
+    except BaseException:
+        print(tail(log), file=sys.stderr)
+        raise
+    finally:
+        started = time.perf_counter()
+        for proc in importer:
+            stop(proc, IMPORT_STOP_S)
+    say(f"victoria-metrics: the importing one stopped in {time.perf_counter() - started:.1f} s")
 
 
 # --- the benchmark -----------------------------------------------------------------------------
@@ -582,6 +807,7 @@ async def bench(
     expected: dict[str, int],
     profile: bool = False,
     recorded: bool = True,
+    engine: str = "Prometheus",
 ) -> float:
     metrics = PrometheusMetrics(url, timeout_s=60, recorded=recorded)
     try:
@@ -624,7 +850,7 @@ async def bench(
     p50, p95_s = statistics.median(times), p95(times)
     print(f"runs (s): {' '.join(f'{t:.2f}' for t in times)}")
     print(
-        f"/hw-faults over {expected_nodes} nodes x 8 GPUs from Prometheus, {runs} runs: "
+        f"/hw-faults over {expected_nodes} nodes x 8 GPUs from {engine}, {runs} runs: "
         f"p50 {p50:.2f} s, p95 {p95_s:.2f} s, max {max(times):.2f} s, min {min(times):.2f} s"
     )
     kinds = sorted(set(per_call))
@@ -648,7 +874,7 @@ async def bench(
             for k in sorted(found.keys() | expected.keys())
             if found.get(k, 0) != expected.get(k, 0)
         }
-        print(f"differs from the in-process SimMetrics, as (prometheus, sim): {diff}")
+        print(f"differs from the in-process SimMetrics, as ({engine}, sim): {diff}")
     print(f"ratio of p95 to the {TARGET_S:.0f} s target: {p95_s / TARGET_S:.2f}")
     return p95_s
 
@@ -708,16 +934,98 @@ async def bench_job(url: str, runs: int, job: Job, straggler: str, recorded: boo
     return p95_s
 
 
+async def bench_sweeps(
+    engine: Engine, sweeps: int, nodes: int, recorded: bool, rest_floor_s: float
+) -> None:
+    """The alert sweep's read of the fleet, ``sweeps`` times back to back: what
+    bot/alerts/runtime.py's ``_sweep`` asks of the engine (``fleet_faults`` over the sweep's
+    window, through one triage kept across sweeps as the bot keeps its one; the inventory's node
+    listing, reloaded once a minute, apart). Its CPU on the engine: the engine's CPU across
+    the sweeps less what it uses at rest (ingest, rules) over as long, measured just before."""
+    health, alerts = HealthConfig(), AlertsConfig.model_validate({})
+    metrics = PrometheusMetrics(
+        engine.url, timeout_s=60, node_label=health.node_label, recorded=recorded
+    )
+    triage = prometheus_triage(metrics, health)
+    pid = engine.proc.pid
+    try:
+        # The bot's first sweep, not counted: it lists the nodes too (then once a minute).
+        before = metrics.queries
+        await triage.inventory.load()
+        listing = metrics.queries - before
+        started = time.perf_counter()
+        await fleet_faults(triage, alerts.sweep_window_s)
+        first_s = time.perf_counter() - started
+        # At rest over at least the sweeps' expected span, and over a whole cycle of the
+        # periodic work (the scrape, the slowest rule group), so that its rate is an average.
+        rest_s = max(sweeps * first_s, rest_floor_s)
+        say(f"sweeps: the engine at rest for {rest_s:.0f} s first (its CPU rate without them)")
+        cpu0, t0 = prometheus_cpu_s(pid), time.monotonic()
+        await asyncio.sleep(rest_s)
+        rest_rate = (prometheus_cpu_s(pid) - cpu0) / (time.monotonic() - t0)
+        times: list[float] = []
+        per_sweep: list[int] = []
+        recorded_per_sweep: list[int] = []
+        found = 0
+        cpu0, t0 = prometheus_cpu_s(pid), time.monotonic()
+        for _ in range(sweeps):
+            before, before_rec = metrics.queries, metrics.recorded_reads
+            started = time.perf_counter()
+            found = len((await fleet_faults(triage, alerts.sweep_window_s)).faults)
+            times.append(time.perf_counter() - started)
+            per_sweep.append(metrics.queries - before)
+            recorded_per_sweep.append(metrics.recorded_reads - before_rec)
+        span_s = time.monotonic() - t0
+        busy_s = prometheus_cpu_s(pid) - cpu0
+    finally:
+        await metrics.close()
+    cpu_per_sweep = (busy_s - rest_rate * span_s) / sweeps
+    interval = alerts.sweep_interval_s
+    a_minute = 60 / max(interval, statistics.median(times))  # back to back when slower
+    queries = statistics.mean(per_sweep)
+    queries_min = queries * a_minute + listing * 60 / PrometheusInventory.REFRESH_S
+    cpu_min = cpu_per_sweep * a_minute
+    per_k = nodes / 1000
+    print(f"sweeps (s): {' '.join(f'{t:.2f}' for t in times)} (first, not counted: {first_s:.2f})")
+    print(
+        f"the alert sweep's fleet read over {nodes} nodes x 8 GPUs from {engine.name}, {sweeps} "
+        f"sweeps: p50 {statistics.median(times):.2f} s, max {max(times):.2f} s; "
+        f"{'/'.join(map(str, sorted(set(per_sweep))))} PromQL queries a sweep (of which recorded "
+        f"series: {'/'.join(map(str, sorted(set(recorded_per_sweep))))}), {found} faults; the "
+        f"inventory's node listing {listing} queries once a minute"
+    )
+    print(
+        f"{engine.name} CPU: {busy_s:.1f} s over the {span_s:.1f} s of the sweeps, less "
+        f"{rest_rate:.3f} s a second at rest (over {rest_s:.0f} s just before): "
+        f"{cpu_per_sweep:.3f} s a sweep"
+    )
+    if span_s < rest_floor_s:
+        print(
+            f"  (the sweeps took {span_s:.1f} s, less than a cycle of the periodic work, "
+            f"{rest_floor_s:.0f} s: a scrape or a rule's run in them or not moves this figure; "
+            f"more --sweeps steady it)"
+        )
+    slower = a_minute < 60 / interval
+    print(
+        f"at a sweep every {interval} s (the bot's default"
+        + (f"; a sweep takes longer: {a_minute:.1f} a minute, back to back" if slower else "")
+        + f"): {queries_min:.0f} queries a minute and {cpu_min:.2f} {engine.name} CPU s a minute"
+        f" ({cpu_min / 60:.0%} of a core); per 1,000 nodes: {queries_min / per_k:,.1f} queries "
+        f"and {cpu_min / per_k:.3f} CPU s a minute"
+    )
+
+
 def run(args: argparse.Namespace) -> None:
     now_s = int(floor_minute(datetime.now(UTC)).timestamp())
     expected = 0  # GPUs in the live exposition: 8 a node but for the GPU_MISSING faults
-    with tempfile.TemporaryDirectory(prefix="meowbot-bench-prom-") as tmp_name:
+    victoria = args.engine == VICTORIA
+    with tempfile.TemporaryDirectory(prefix=f"meowbot-bench-{args.engine}-") as tmp_name:
         tmp = Path(tmp_name)
         data = tmp / "data"
         data.mkdir()
         procs: list[subprocess.Popen[bytes]] = []
         exporter_log = tmp / "exporter.log"
-        prom_log = tmp / "prometheus.log"
+        logs = [tmp / f"{name}.log" for name in ("prometheus", "victoria", "vmalert")]
         try:
             started = time.perf_counter()
             fleet = build_fleet(now_s, args.nodes, args.job)
@@ -754,7 +1062,12 @@ def run(args: argparse.Namespace) -> None:
                 f"({8 * args.nodes - expected} injected missing): the count to wait for"
             )
             offsets = sorted({*_offsets(86400), *_offsets(int(HealthConfig().window_s))})
-            backfill(fleet, args.hours, args.step, tmp, data, counters(), offsets)
+            if victoria:
+                victoria_backfill(
+                    fleet, args.hours, args.step, tmp, data, offsets, args.engine_flag
+                )
+            else:
+                backfill(fleet, args.hours, args.step, tmp, data, counters(), offsets)
             job: Job | None = None
             straggler = ""
             if args.job:
@@ -783,36 +1096,55 @@ def run(args: argparse.Namespace) -> None:
             )
 
             started = time.perf_counter()
-            port = free_port()
-            cfg = tmp / "prometheus.yml"
             rules, pace_rules, n_rules = write_rules(tmp)
-            loaded = rules if args.rules else None
-            cfg.write_text(config(exporter_port, args.scrape_interval, loaded))
-            with prom_log.open("wb") as err:
-                prom = subprocess.Popen(
-                    prometheus_command(cfg, data, port), stdout=subprocess.DEVNULL, stderr=err
-                )
-            procs.append(prom)
-            url = f"http://127.0.0.1:{port}"
-            wait_port(port, 60, prom, "prometheus")
-            say(
-                f"prometheus: pid {prom.pid} listening on {url} after "
-                f"{time.perf_counter() - started:.1f} s; scrape every {args.scrape_interval} s"
+            engine = start_engine(
+                args.engine,
+                tmp,
+                data,
+                exporter_port,
+                args.scrape_interval,
+                rules if args.rules else None,
+                args.engine_flag,
+                procs,
             )
-            wait_for_fleet(url, expected, procs)
+            url = engine.url
+            say(
+                f"{engine.name}: pid {engine.proc.pid} listening on {url} after "
+                f"{time.perf_counter() - started:.1f} s; scrape every {args.scrape_interval} s"
+                + (f"; vmalert pid {engine.vmalert.pid}" if engine.vmalert else "")
+            )
+            if engine.latency_offset_s:
+                say(
+                    f"{engine.name} hides the newest {engine.latency_offset_s:.0f} s of samples "
+                    "from queries (-search.latencyOffset, at its default as sites run it): each "
+                    "wait below is that much longer"
+                )
+            wait_for_fleet(
+                url, expected, procs, READY_TIMEOUT_S + engine.latency_offset_s, engine.name
+            )
             scraped_at = time.time()
             scrape_s = scalar(url, "scrape_duration_seconds")
             scraped = scalar(url, "scrape_samples_scraped")
             say(
-                f"prometheus: {expected} GPUs seen {time.perf_counter() - started:.1f} s after "
+                f"{engine.name}: {expected} GPUs seen {time.perf_counter() - started:.1f} s after "
                 f"start; last scrape {scrape_s or 0:.1f} s for {int(scraped or 0):,} samples, "
-                f"RSS {rss_mb(prom.pid):.0f} MB"
+                f"RSS {rss_mb(engine.proc.pid):.0f} MB"
             )
             if args.rules:
                 started = time.perf_counter()
                 if job is not None:
                     backfill_pace(url, pace_rules, now_s, tmp, data)
-                wait_for_rules(url, n_rules, scraped_at, procs)
+                # vmalert 1.79 asks each rule at its run's time rounded down to the group's
+                # interval (-datasource.queryTimeAlignment, on by default): the first run of a
+                # 240 s group after the scrape may still record an instant before it.
+                aligned_s = max(g.interval_s for g in bench_rule_groups()) if engine.vmalert else 0
+                wait_for_rules(
+                    url,
+                    n_rules,
+                    scraped_at,
+                    procs,
+                    RULES_TIMEOUT_S + engine.latency_offset_s + aligned_s,
+                )
                 say(
                     f"recording rules: all {n_rules} have run since the full scrape (waited "
                     f"{time.perf_counter() - started:.1f} s)"
@@ -821,7 +1153,7 @@ def run(args: argparse.Namespace) -> None:
                 say("recording rules: none loaded (--no-rules): every read is raw")
 
             if args.hold:
-                say(f"holding: prometheus on {url} until interrupted")
+                say(f"holding: {engine.name} on {url} until interrupted")
                 with contextlib.suppress(KeyboardInterrupt):
                     while True:
                         time.sleep(60)
@@ -849,36 +1181,53 @@ def run(args: argparse.Namespace) -> None:
                         expected_faults,
                         args.profile,
                         args.rules,
+                        engine.name,
                     )
                 )
+                if args.sweeps:
+                    periodic = [args.scrape_interval]
+                    if args.rules:
+                        periodic += [g.interval_s for g in bench_rule_groups()]
+                    asyncio.run(
+                        bench_sweeps(engine, args.sweeps, args.nodes, args.rules, max(periodic))
+                    )
             load = " ".join(f"{x:.2f}" for x in os.getloadavg())
             say(f"benchmark: {time.perf_counter() - started:.1f} s; load average {load}")
             if args.steady:
-                # What Prometheus costs with nothing asked of it: ingest (and rules).
-                cpu0, t0 = prometheus_cpu_s(prom.pid), time.monotonic()
+                # What the engine costs with nothing asked of it: ingest (and rules).
+                cpu0, t0 = prometheus_cpu_s(engine.proc.pid), time.monotonic()
                 time.sleep(args.steady)
-                cores = (prometheus_cpu_s(prom.pid) - cpu0) / (time.monotonic() - t0)
+                cores = (prometheus_cpu_s(engine.proc.pid) - cpu0) / (time.monotonic() - t0)
                 say(
-                    f"prometheus at rest over {args.steady} s: {cores:.2f} of "
+                    f"{engine.name} at rest over {args.steady} s: {cores:.2f} of "
                     f"{os.cpu_count()} cores (ingest{' and rules' if args.rules else ''})"
                 )
             if args.rules:
-                rule_costs(url)
-            cpu = prometheus_cpu_s(prom.pid)
-            say(f"prometheus CPU since start: {cpu:.0f} s")
-            say(f"prometheus RSS at the end {rss_mb(prom.pid):.0f} MB")
+                rule_costs(engine.rules_url)
+            for name, proc in (
+                (engine.name, engine.proc),
+                ("vmalert", engine.vmalert),
+                ("the exporter", exporter),
+            ):
+                if proc is not None:
+                    say(
+                        f"{name}: CPU since start {prometheus_cpu_s(proc.pid):.0f} s, "
+                        f"RSS at the end {rss_mb(proc.pid):.0f} MB "
+                        f"(peak {rss_mb(proc.pid, 'VmHWM'):.0f} MB)"
+                    )
+            say(f"this process: peak RSS {rss_mb(os.getpid(), 'VmHWM'):.0f} MB")
         except BaseException:
-            for log in (prom_log, exporter_log):
+            for log in (*logs, exporter_log):
                 print(tail(log), file=sys.stderr)
             raise
         finally:
-            # Newest first: Prometheus before the target it scrapes; each waited for.
+            # Newest first: the engine before the target it scrapes; each waited for.
             started = time.perf_counter()
             for proc in reversed(procs):
                 stop(proc)
             left = [p.pid for p in procs if p.poll() is None]
             say(
-                f"stopped prometheus and the exporter in {time.perf_counter() - started:.1f} s"
+                f"stopped the engine and the exporter in {time.perf_counter() - started:.1f} s"
                 + (f"; still running: {left}" if left else "")
             )
     say(f"total wall time {time.perf_counter() - T0:.1f} s")
@@ -895,13 +1244,13 @@ def main(argv: list[str]) -> None:
     parser.add_argument(
         "--profile", action="store_true", help="time each query alone after the runs"
     )
-    parser.add_argument("--hold", action="store_true", help="keep Prometheus up to query it")
+    parser.add_argument("--hold", action="store_true", help="keep the engine up to query it")
     parser.add_argument(
         "--steady",
         type=int,
         default=0,
         metavar="SECONDS",
-        help="after measuring, sample Prometheus' CPU use at rest over this long",
+        help="after measuring, sample the engine's CPU use at rest over this long",
     )
     parser.add_argument(
         "--settle",
@@ -922,9 +1271,34 @@ def main(argv: list[str]) -> None:
         action="store_true",
         help="with --job: read the job as one without step times (its pace from proxies)",
     )
+    parser.add_argument(
+        "--engine",
+        choices=(PROMETHEUS, VICTORIA),
+        default=PROMETHEUS,
+        help="what the bot reads: Prometheus, or VictoriaMetrics with vmalert",
+    )
+    parser.add_argument(
+        "--engine-flag",
+        action="append",
+        default=[],
+        metavar="FLAG",
+        help="one more command-line flag for the engine (repeatable), e.g. "
+        "--engine-flag=-search.maxQueryDuration=120s",
+    )
+    parser.add_argument(
+        "--sweeps",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after the /hw-faults runs, the alert sweep's fleet read N times",
+    )
     parser.add_argument("--serve", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--now", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.engine == VICTORIA and args.job:
+        parser.error("--job reads Prometheus only (its pace rules are backfilled with promtool)")
+    if args.sweeps and args.job:
+        parser.error("--sweeps follows the /hw-faults runs, not --job")
     if args.serve is not None:
         serve(args.now, args.nodes, args.serve, args.job)
     else:

@@ -90,6 +90,51 @@ def _rules_for_vmalert(rules: str) -> str:
     return GROUP.sub(health_only, rules)
 
 
+def scrape_config(target: str, interval_s: int, timeout_s: int) -> str:
+    """`-promscrape.config` scraping one exporter whose series carry their own instance and
+    job (`honor_labels`), as the test Prometheus scrapes it (bench/health_prometheus.py too)."""
+    return json.dumps(  # JSON is YAML
+        {
+            "global": {"scrape_interval": f"{interval_s}s", "scrape_timeout": f"{timeout_s}s"},
+            "scrape_configs": [
+                {
+                    "job_name": "meowbot-sim",
+                    "honor_labels": True,
+                    "static_configs": [{"targets": [target]}],
+                }
+            ],
+        }
+    )
+
+
+def victoria_command(data: Path, port: int, scrape: Path | None, *flags: str) -> list[str]:
+    """Single-node VictoriaMetrics on loopback over `data`, scraping as `scrape` says (None:
+    nothing, to import into), every other flag at its default but for `flags`."""
+    return [
+        "victoria-metrics",
+        f"-storageDataPath={data}",
+        f"-httpListenAddr=127.0.0.1:{port}",
+        "-retentionPeriod=100y",
+        *([f"-promscrape.config={scrape}"] if scrape is not None else []),
+        "-loggerLevel=WARN",
+        *flags,
+    ]
+
+
+def vmalert_command(rules: Path, url: str, port: int) -> list[str]:
+    """vmalert evaluating `rules` against the VictoriaMetrics at `url` and writing the
+    recorded series back into it."""
+    return [
+        "vmalert",
+        f"-rule={rules}",
+        f"-datasource.url={url}",
+        f"-remoteWrite.url={url}",
+        f"-httpListenAddr=127.0.0.1:{port}",
+        "-evaluationInterval=5s",
+        "-loggerLevel=WARN",
+    ]
+
+
 def _prometheus_ready(status: Path) -> str:
     deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline:
@@ -110,31 +155,11 @@ def _bring_up(
     url = f"http://127.0.0.1:{port}"
     scrape = tmp / "scrape.json"  # JSON is YAML
     target = f"127.0.0.1:{env['MEOWBOT_TEST_EXPORTER_PORT']}"
-    scrape.write_text(
-        json.dumps(
-            {
-                "global": {"scrape_interval": f"{SCRAPE_S}s", "scrape_timeout": "4s"},
-                "scrape_configs": [
-                    {
-                        "job_name": "meowbot-sim",
-                        "honor_labels": True,
-                        "static_configs": [{"targets": [target]}],
-                    }
-                ],
-            }
-        )
-    )
+    scrape.write_text(scrape_config(target, SCRAPE_S, 4))
     log = tmp / "victoria.log"
     with log.open("wb") as err:
         vm = subprocess.Popen(
-            [
-                "victoria-metrics",
-                f"-storageDataPath={tmp / 'data'}",
-                f"-httpListenAddr=127.0.0.1:{port}",
-                "-retentionPeriod=100y",
-                f"-promscrape.config={scrape}",
-                "-loggerLevel=WARN",
-            ],
+            victoria_command(tmp / "data", port, scrape),
             stdout=subprocess.DEVNULL,
             stderr=err,
         )
@@ -169,15 +194,7 @@ def _bring_up(
     with (tmp / "vmalert.log").open("wb") as err:
         procs.append(
             subprocess.Popen(
-                [
-                    "vmalert",
-                    f"-rule={rules}",
-                    f"-datasource.url={url}",
-                    f"-remoteWrite.url={url}",
-                    f"-httpListenAddr=127.0.0.1:{alert_port}",
-                    "-evaluationInterval=5s",
-                    "-loggerLevel=WARN",
-                ],
+                vmalert_command(rules, url, alert_port),
                 stdout=subprocess.DEVNULL,
                 stderr=err,
             )
