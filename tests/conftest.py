@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from scripts.testsvc.common import free_port
+from scripts.testsvc.common import lasting_port
 from scripts.testsvc.redis import redis_command
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -133,7 +133,7 @@ class RedisServer:
 @pytest.fixture
 def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
     need_service("REDIS_URL")  # the session's server says redis-server is installed
-    port = free_port()
+    port = lasting_port()  # restarted on it by some tests
     cmd = redis_command(port, tmp_path)
     server = RedisServer(cmd, port)
     server.start()

@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-from .common import fail, free_port, stop, wait_port
+from .common import fail, free_port, lasting_port, stop, wait_port
 
 PACKAGES = {"prometheus-alertmanager": "prometheus-alertmanager"}
 REPLICAS = 3
@@ -46,7 +46,7 @@ receivers:
 @contextlib.contextmanager
 def start(tmp: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
     port = free_port()
-    hooks = [free_port() for _ in range(REPLICAS)]
+    hooks = [lasting_port() for _ in range(REPLICAS)]
     token = secrets.token_hex(16)
     cfg = tmp / "alertmanager.yml"
     cfg.write_text(config(hooks, token))

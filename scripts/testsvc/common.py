@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import random
 import signal
 import socket
 import subprocess
@@ -17,6 +18,28 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+_LASTING: set[int] = set()
+
+
+def lasting_port() -> int:
+    """A loopback port free now and below the kernel's ephemeral range, for a server that
+    listens on it only later (the Alertmanager webhooks' replicas, a Redis restarted): a
+    port from `free_port` is in that range, where any outgoing connection meanwhile may take
+    it as its own local port, and the later listen fails with EADDRINUSE."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    while True:
+        port = random.randrange(10_000, max(low, 10_001))
+        if port in _LASTING:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _LASTING.add(port)
+        return port
 
 
 def wait_port(port: int, timeout_s: float, proc: subprocess.Popen[bytes] | None, name: str) -> None:
