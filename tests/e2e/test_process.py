@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import sys
 import time
 from asyncio.subprocess import Process
@@ -15,6 +14,7 @@ import aiohttp
 import pytest
 
 from bot.shell.emulator import SlackEmulator, validate_blocks
+from scripts.testsvc.common import free_port
 
 SECRET_TOKEN = "xoxb-e2e-process-secret"
 
@@ -40,16 +40,10 @@ async def meowbot(*args: str, env: dict[str, str], stdin: bool = False) -> Proce
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def test_http_mode_logs_json_and_stops_on_sigterm(
     emulator: SlackEmulator, redis_url: str
 ) -> None:
-    port = _free_port()
+    port = free_port()
     env = {
         **clean_env(),
         "SLACK_BOT_TOKEN": SECRET_TOKEN,

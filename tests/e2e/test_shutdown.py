@@ -18,9 +18,10 @@ from slack_sdk.signature import SignatureVerifier
 from bot.server import SHUTDOWN_GRACE_S, SLACK_EVENTS_PATH
 from bot.shell.emulator import SlackEmulator
 from handlers.registry import RESTARTED
+from scripts.testsvc.common import free_port
 from tests.e2e.conftest import Slack
 from tests.e2e.slow_bot import is_slow
-from tests.e2e.test_process import _free_port, clean_env
+from tests.e2e.test_process import clean_env
 
 SECRET = "shutdown-signing-secret"
 N = 200
@@ -42,7 +43,7 @@ async def wait_healthy(http: aiohttp.ClientSession, base: str, deadline: float) 
 async def test_sigterm_with_200_commands_in_flight_finishes_or_hands_over_each(
     emulator: SlackEmulator, redis_url: str
 ) -> None:
-    port = _free_port()
+    port = free_port()
     env = {
         **clean_env(),
         "SLACK_BOT_TOKEN": emulator.bot_token,

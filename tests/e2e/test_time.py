@@ -32,9 +32,10 @@ from bot.backends.sim.fleet import SimFleet
 from bot.backends.sim.workload import USERS
 from bot.render.triage import DRAIN_ACTION
 from bot.shell.emulator import SlackEmulator
+from scripts.testsvc.common import free_port
 from tests.conftest import IN_CI
 from tests.e2e.test_alerts import StartReplica, am_alert, settle, start_replica, team, webhook
-from tests.e2e.test_process import _free_port, clean_env
+from tests.e2e.test_process import clean_env
 from tests.e2e.test_triage_commands import press
 
 AGE_S = 5  # how long ago the bot's machine seems to have booted
@@ -95,7 +96,7 @@ async def fresh_bot(emulator: SlackEmulator, redis_url: str, tmp_path: Path) -> 
     """`meowbot run` (HTTP) on the simulated fleet, its clocks `AGE_S` s after boot; yields
     its Slack events URL."""
     prefix = fresh_boot_prefix()
-    port = _free_port()
+    port = free_port()
     env = {
         **clean_env(),
         "SLACK_BOT_TOKEN": emulator.bot_token,

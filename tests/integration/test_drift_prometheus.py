@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import json
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -44,6 +43,7 @@ from bot.triage import service
 from bot.triage.checks import HealthConfig
 from bot.triage.service import Triage
 from bot.triage.table import node_name
+from scripts.testsvc.common import free_port
 from tests.conftest import IN_CI
 from tests.every_way import ALONE, HOSTLIST, HW_FAULTS, SWEEP, ask_every_way, counts
 
@@ -82,12 +82,6 @@ def exposition() -> str:
         *rows["DCGM_FI_DEV_XID_ERRORS"],
     ]
     return "\n".join(lines) + "\n"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager
@@ -167,7 +161,7 @@ def prom_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             ],
         }
         (tmp / "prometheus.yml").write_text(json.dumps(config))
-        port = _free_port()
+        port = free_port()
         log = tmp / "prometheus.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
