@@ -246,7 +246,11 @@ async def test_after_a_restart_an_alert_dates_its_fault_from_its_history(
     except AssertionError as exc:  # what the notifier had, so that a failure can be read
         groups = await store.groups(await store.open_ids())
         state = {
-            "groups": [(g.key.cause, g.ts, g.channel) for g in groups.values()],
+            "groups": [
+                (g.key.cause, g.ts, g.channel, g.severity.value, g.firing[0].summary[-80:])
+                for g in groups.values()
+                if g.firing
+            ],
             "dirty": await store.dirty(),
             "notify lock": await store.redis.get(key("", "alerts", "lock", NOTIFY_LOCK)),
             "slack calls since": [
