@@ -135,6 +135,61 @@ def vmalert_command(rules: Path, url: str, port: int) -> list[str]:
     ]
 
 
+def copy_blocks(blocks: Path, end: datetime, url: str, log: Path) -> None:
+    """What Prometheus' blocks in `blocks` hold up to `end`, copied into the VictoriaMetrics at
+    `url` (`vmctl prometheus`; the head block, not yet a block, is not copied)."""
+    vmctl = [
+        "vmctl",
+        "prometheus",
+        "-s",
+        f"--prom-snapshot={blocks}",
+        f"--prom-filter-time-end={end:%Y-%m-%dT%H:%M:%SZ}",
+        "--prom-concurrency=2",
+        "--vm-disable-progress-bar",
+        f"--vm-addr={url}",
+    ]
+    with log.open("wb") as out:
+        # vmctl 1.79 stops when its output is not a terminal: `script` gives it one.
+        subprocess.run(
+            ["script", "-qec", shlex.join(vmctl), "/dev/null"],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            check=True,
+            timeout=WAIT_S,
+        )
+    # Imported rows are searchable after VictoriaMetrics' next flush (about a second).
+    _until("the copied rows were not searchable", lambda: _flushed(url), 30)
+
+
+def _flushed(url: str) -> bool:
+    with contextlib.suppress(OSError):
+        urllib.request.urlopen(f"{url}/internal/force_flush", timeout=10).close()
+        return True
+    return False
+
+
+@contextlib.contextmanager
+def copied(tmp: Path, blocks: Path, end: datetime) -> Iterator[str]:
+    """A VictoriaMetrics of its own, scraping nothing, holding what a test's own backfilled
+    Prometheus holds in `blocks` up to `end`: the same history through the other engine.
+    Yields its URL."""
+    port = free_port()
+    with (tmp / "victoria.log").open("wb") as err:
+        vm = subprocess.Popen(
+            victoria_command(tmp / "vm-data", port, None),
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        wait_port(port, 20, vm, "victoria-metrics")
+        url = f"http://127.0.0.1:{port}"
+        copy_blocks(blocks, end, url, tmp / "vmctl.log")
+        yield url
+    finally:
+        stop(vm)
+
+
 def _prometheus_ready(status: Path) -> str:
     deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline:
@@ -167,26 +222,7 @@ def _bring_up(
     wait_port(port, 20, vm, "victoria-metrics")
     # The backfilled history, from Prometheus' blocks (the live part is VictoriaMetrics' own).
     end = datetime.fromtimestamp(int(env["MEOWBOT_TEST_SIM_NOW"]), UTC)
-    vmctl = [
-        "vmctl",
-        "prometheus",
-        "-s",
-        f"--prom-snapshot={env['MEOWBOT_TEST_PROM_DATA']}",
-        f"--prom-filter-time-end={end:%Y-%m-%dT%H:%M:%SZ}",
-        "--prom-concurrency=2",
-        "--vm-disable-progress-bar",
-        f"--vm-addr={url}",
-    ]
-    with (tmp / "vmctl.log").open("wb") as out:
-        # vmctl 1.79 stops when its output is not a terminal: `script` gives it one.
-        subprocess.run(
-            ["script", "-qec", shlex.join(vmctl), "/dev/null"],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            check=True,
-            timeout=WAIT_S,
-        )
+    copy_blocks(Path(env["MEOWBOT_TEST_PROM_DATA"]), end, url, tmp / "vmctl.log")
     copied = time.monotonic()
     alert_port = free_port()
     rules = tmp / "rules.yml"

@@ -37,16 +37,12 @@ from bot.triage.service import Triage, UserError
 from bot.triage.stragglers import StragglerConfig
 from tests.conftest import need_service
 from tests.integration import prom_scenario as scenario
+from tests.integration.engines import BOTH
 
 HEALTH = HealthConfig(window_s=scenario.WINDOW_S)
 CFG = StragglerConfig()
 RANKS_PER_NODE = 8
 ALIAS_WAIT_S = 30.0
-
-
-@pytest.fixture(scope="module")
-def prom_url() -> str:
-    return need_service("PROMETHEUS_URL")
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +72,7 @@ def _causes(report: SlowJobReport) -> dict[str, FaultKind | None]:
 LAG_S = 6  # how late the pace rules may run after the scrape they read, on a loaded machine
 
 
+@BOTH
 @pytest.mark.parametrize("job", scenario.CAUSE_JOBS, ids=lambda j: j.name)
 async def test_each_slowing_fault_is_named_on_its_node_with_its_cause(
     prom_url: str, fleet: SimFleet, job: scenario.PlannedJob
@@ -127,6 +124,7 @@ STEPS_ONLY = StragglerConfig(
 )
 
 
+@BOTH
 @pytest.mark.parametrize("job", scenario.CAUSE_JOBS, ids=lambda j: j.name)
 async def test_with_equal_step_times_each_cause_is_named_by_the_hardware_or_suspected(
     prom_url: str, fleet: SimFleet, job: scenario.PlannedJob
@@ -159,6 +157,7 @@ async def test_with_equal_step_times_each_cause_is_named_by_the_hardware_or_susp
         assert [(x.node, x.cause.kind) for x in d.suspects] == [(node, kind)]
 
 
+@BOTH
 @pytest.mark.parametrize("job", scenario.PROXY_JOBS, ids=lambda j: j.name)
 async def test_without_step_times_the_proxies_name_the_straggler_and_its_cause(
     prom_url: str, fleet: SimFleet, job: scenario.PlannedJob
@@ -198,6 +197,7 @@ def test_the_jobs_cover_every_slowing_kind() -> None:
     assert named | throttles == set(STRAGGLER_NODE_KINDS)
 
 
+@BOTH
 async def test_the_query_count_does_not_grow_with_the_job(prom_url: str, fleet: SimFleet) -> None:
     small = fleet.job(scenario.CAUSE_JOBS[0].job_id)
     counts = []
@@ -213,6 +213,7 @@ async def test_the_query_count_does_not_grow_with_the_job(prom_url: str, fleet: 
     assert counts[0] == counts[1] > 0, counts
 
 
+@BOTH
 async def test_a_job_slow_on_every_node_together_is_not_the_nodes(
     prom_url: str, fleet: SimFleet
 ) -> None:

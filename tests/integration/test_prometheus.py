@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
 import subprocess
 import time
@@ -63,6 +62,7 @@ from bot.words import when
 from tests.conftest import need_service
 from tests.every_way import ALONE, HOSTLIST, ask_every_way, counts
 from tests.integration import prom_scenario as scenario
+from tests.integration.engines import BOTH
 
 CONFIG = HealthConfig(window_s=scenario.WINDOW_S)
 REQUESTS = requests_for(CHECKS)
@@ -95,21 +95,6 @@ async def _read(
     finally:
         await metrics.close()
     return table, metrics.queries
-
-
-# VictoriaMetrics over the same fleet (scripts/testsvc/victoria.py, under `make test`): the
-# tests marked BOTH run against each engine, where their functions, clocks and rule runners
-# could give another answer (findings, stragglers' evidence, Xids, reboots, drift, recorded
-# against raw reads, the sweep's reads); the others against Prometheus alone.
-ENGINES = ["PROMETHEUS_URL", *(["VICTORIA_URL"] if os.environ.get("VICTORIA_URL") else [])]
-BOTH = pytest.mark.parametrize(
-    "prom_url", ENGINES, indirect=True, ids=lambda v: "vm" if "VICTORIA" in v else "prom"
-)
-
-
-@pytest.fixture(scope="module")
-def prom_url(request: pytest.FixtureRequest) -> str:
-    return need_service(getattr(request, "param", "PROMETHEUS_URL"))
 
 
 @pytest.fixture(scope="module")

@@ -30,8 +30,10 @@ from bot.regressions.analysis import analyse
 from bot.regressions.config import InfoMetric, RegressionsConfig
 from bot.regressions.models import JobPace, NodeCompute, VersionSpan
 from bot.triage.stragglers import StragglerConfig
+from scripts.testsvc import victoria
 from scripts.testsvc.prometheus import BackfilledPrometheus, backfill_openmetrics
 from tests.conftest import need_service
+from tests.integration.engines import ENGINES
 
 HOURS = 72
 STEP_S = 300
@@ -43,7 +45,8 @@ CONFIG = RegressionsConfig(components={"image": IMAGE})
 
 @dataclass(frozen=True)
 class Backfilled:
-    url: str
+    urls: dict[str, str]
+    """By engine (tests/integration/engines.py: ENGINES)."""
     fleet: SimFleet
     start: datetime
     end: datetime
@@ -152,7 +155,19 @@ def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backfilled]
     data = tmp / "data"
     backfill_openmetrics(text, data)
     with BackfilledPrometheus(tmp, data, "count(node_uname_info)", end.timestamp()) as prom:
-        yield Backfilled(prom.url, fleet, start, end)
+        urls = {"PROMETHEUS_URL": prom.url}
+        if "VICTORIA_URL" not in ENGINES:
+            yield Backfilled(urls, fleet, start, end)
+            return
+        # The same blocks, the recorded series with them, copied into VictoriaMetrics.
+        with victoria.copied(tmp, data, end) as vm_url:
+            yield Backfilled({**urls, "VICTORIA_URL": vm_url}, fleet, start, end)
+
+
+@pytest.fixture(scope="module", params=ENGINES, ids=lambda v: "vm" if "VICTORIA" in v else "prom")
+def url(backfilled: Backfilled, request: pytest.FixtureRequest) -> str:
+    """Each engine in turn, holding the same history."""
+    return backfilled.urls[request.param]
 
 
 def _switches(spans: list[VersionSpan], component: str) -> dict[tuple[str, str], datetime]:
@@ -174,9 +189,9 @@ def _on_grid(t: datetime, step_s: int) -> datetime:
 
 @pytest.mark.parametrize("recorded", [True, False], ids=["recorded", "raw"])
 async def test_versions_show_each_nodes_switch_at_the_step_after_it(
-    backfilled: Backfilled, recorded: bool
+    backfilled: Backfilled, url: str, recorded: bool
 ) -> None:
-    metrics = PrometheusMetrics(backfilled.url, recorded=recorded)
+    metrics = PrometheusMetrics(url, recorded=recorded)
     history = PrometheusFleetHistory(metrics, CONFIG)
     components = ["kernel", "image", "driver", "firmware"]
     try:
@@ -212,9 +227,9 @@ def _by_job(paces: list[JobPace]) -> dict[str, JobPace]:
 
 @pytest.mark.parametrize("recorded", [True, False], ids=["recorded", "raw"])
 async def test_job_paces_are_every_jobs_slowest_rank_with_its_nodes(
-    backfilled: Backfilled, recorded: bool
+    backfilled: Backfilled, url: str, recorded: bool
 ) -> None:
-    metrics = PrometheusMetrics(backfilled.url, recorded=recorded)
+    metrics = PrometheusMetrics(url, recorded=recorded)
     history = PrometheusFleetHistory(metrics, CONFIG)
     try:
         got = _by_job(await history.job_paces(start=backfilled.start, end=backfilled.end))
@@ -239,11 +254,20 @@ async def test_job_paces_are_every_jobs_slowest_rank_with_its_nodes(
         # The raw read's first step can fall before the job's first sample, no more.
         common = mine.keys() & theirs.keys()
         assert len(common) >= len(theirs) - 1
-        assert all(mine[t] == pytest.approx(theirs[t], abs=1e-4) for t in common)
+        off = [t for t in common if mine[t] != pytest.approx(theirs[t], abs=1e-4)]
+        if url == backfilled.urls.get("VICTORIA_URL") and not recorded:
+            # Read raw on VictoriaMetrics, a point of the slowest rank was once 0.015 % below
+            # (3.4164 s against 3.4169 s, one of 865): docs/prometheus.md#victoriametrics.
+            assert len(off) <= 1, off
+            assert all(mine[t] == pytest.approx(theirs[t], rel=1e-3) for t in common)
+        else:
+            assert off == [], off
 
 
-async def test_the_step_widens_to_stay_within_the_sample_budget(backfilled: Backfilled) -> None:
-    metrics = PrometheusMetrics(backfilled.url, recorded=False)
+async def test_the_step_widens_to_stay_within_the_sample_budget(
+    backfilled: Backfilled, url: str
+) -> None:
+    metrics = PrometheusMetrics(url, recorded=False)
     history = PrometheusFleetHistory(metrics, RegressionsConfig(sample_budget=100_000))
     start, end = backfilled.start, backfilled.end
     try:
@@ -268,9 +292,9 @@ def _by_job_node(rows: list[NodeCompute]) -> dict[tuple[str, str], NodeCompute]:
 
 @pytest.mark.parametrize("recorded", [True, False], ids=["recorded", "raw"])
 async def test_node_compute_is_each_nodes_mean_compute_time_in_each_job(
-    backfilled: Backfilled, recorded: bool
+    backfilled: Backfilled, url: str, recorded: bool
 ) -> None:
-    metrics = PrometheusMetrics(backfilled.url, recorded=recorded)
+    metrics = PrometheusMetrics(url, recorded=recorded)
     history = PrometheusFleetHistory(metrics, CONFIG)
     start, end = backfilled.start, backfilled.end
     try:
@@ -306,8 +330,9 @@ async def test_node_compute_is_each_nodes_mean_compute_time_in_each_job(
 
 async def test_node_compute_read_raw_widens_its_step_for_the_ranks_it_loads(
     backfilled: Backfilled,
+    url: str,
 ) -> None:
-    metrics = PrometheusMetrics(backfilled.url, recorded=False)
+    metrics = PrometheusMetrics(url, recorded=False)
     history = PrometheusFleetHistory(metrics, RegressionsConfig(sample_budget=100_000))
     try:
         got = await history.node_compute(start=backfilled.start, end=backfilled.end)

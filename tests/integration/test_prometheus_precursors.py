@@ -39,12 +39,14 @@ from bot.precursors.config import DEFAULT_CANDIDATES, PrecursorsConfig
 from bot.precursors.models import PrecursorReport
 from bot.precursors.ports import PrecursorHistory
 from bot.precursors.service import find_precursors
+from scripts.testsvc import victoria
 from scripts.testsvc.prometheus import (
     BackfilledPrometheus,
     backfill_openmetrics,
     backfill_recording_rules,
 )
 from tests.conftest import need_service
+from tests.integration.engines import ENGINES
 
 DAYS = 3
 NAMES = tuple(f"gpu-{i:04d}" for i in range(48))
@@ -62,7 +64,8 @@ def _rules_file(path: Path, names: set[str]) -> Path:
 
 @dataclass(frozen=True)
 class Backfilled:
-    url: str
+    urls: dict[str, str]
+    """By engine (tests/integration/engines.py: ENGINES)."""
     world: PrecursorWorld
 
 
@@ -94,7 +97,19 @@ def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backfilled]
         assert backfill_recording_rules(prom.url, on_time, start_s, end_s, data, timeout_s=300)
         assert backfill_recording_rules(prom.url, late, end_s - 86400, end_s, data, timeout_s=300)
         prom.restart()
-        yield Backfilled(prom.url, world)
+        urls = {"PROMETHEUS_URL": prom.url}
+        if "VICTORIA_URL" not in ENGINES:
+            yield Backfilled(urls, world)
+            return
+        # The same blocks, the recorded series with them, copied into VictoriaMetrics.
+        with victoria.copied(tmp, data, now) as vm_url:
+            yield Backfilled({**urls, "VICTORIA_URL": vm_url}, world)
+
+
+@pytest.fixture(scope="module", params=ENGINES, ids=lambda v: "vm" if "VICTORIA" in v else "prom")
+def url(backfilled: Backfilled, request: pytest.FixtureRequest) -> str:
+    """Each engine in turn, holding the same history."""
+    return backfilled.urls[request.param]
 
 
 async def _find(history: PrecursorHistory, world: PrecursorWorld, kind: str) -> PrecursorReport:
@@ -110,10 +125,10 @@ async def _find(history: PrecursorHistory, world: PrecursorWorld, kind: str) -> 
 
 
 async def test_reboots_are_read_at_their_boot_time_and_xids_within_their_step(
-    backfilled: Backfilled,
+    backfilled: Backfilled, url: str
 ) -> None:
     world = backfilled.world
-    metrics = PrometheusMetrics(backfilled.url)
+    metrics = PrometheusMetrics(url)
     history = PrometheusPrecursorHistory(metrics, CONFIG)
     start, end = world.end - timedelta(days=DAYS), world.end
     try:
@@ -131,10 +146,10 @@ async def test_reboots_are_read_at_their_boot_time_and_xids_within_their_step(
 
 
 async def test_the_precursor_is_found_as_the_simulator_finds_it_in_bounded_queries(
-    backfilled: Backfilled,
+    backfilled: Backfilled, url: str
 ) -> None:
     world = backfilled.world
-    metrics = PrometheusMetrics(backfilled.url)
+    metrics = PrometheusMetrics(url)
     try:
         got = await _find(PrometheusPrecursorHistory(metrics, CONFIG), world, "unexpected_reboot")
     finally:
@@ -157,8 +172,14 @@ async def test_the_precursor_is_found_as_the_simulator_finds_it_in_bounded_queri
     refused = 4 + 4 + 1 - metrics.recorded_reads
     counts = {"queries": metrics.queries, "recorded reads": metrics.recorded_reads}
     assert got.reach is None
-    assert metrics.queries == 14 + refused, counts
-    assert 1 <= refused <= 2, counts
+    if url == backfilled.urls.get("VICTORIA_URL"):
+        # Load's sentinel, its rule run over the last day only, is not found at the window's
+        # end on VictoriaMetrics: its windows are read raw at once, not tried recorded first
+        # (docs/prometheus.md#victoriametrics). The same answer, in as many queries or fewer.
+        assert 14 <= metrics.queries <= 14 + refused, counts
+    else:
+        assert metrics.queries == 14 + refused, counts
+        assert 1 <= refused <= 2, counts
 
 
 def _table(report: PrecursorReport) -> list[tuple[object, ...]]:
@@ -166,12 +187,12 @@ def _table(report: PrecursorReport) -> list[tuple[object, ...]]:
 
 
 async def test_the_recorded_and_the_raw_reads_rank_the_candidates_alike(
-    backfilled: Backfilled,
+    backfilled: Backfilled, url: str
 ) -> None:
     world = backfilled.world
     reports = {}
     for recorded in (True, False):
-        metrics = PrometheusMetrics(backfilled.url, recorded=recorded)
+        metrics = PrometheusMetrics(url, recorded=recorded)
         try:
             history = PrometheusPrecursorHistory(metrics, CONFIG)
             reports[recorded] = await _find(history, world, "unexpected_reboot")
@@ -203,9 +224,9 @@ async def test_the_recorded_and_the_raw_reads_rank_the_candidates_alike(
 
 
 async def test_without_the_rules_every_read_is_raw_in_as_few_queries(
-    backfilled: Backfilled,
+    backfilled: Backfilled, url: str
 ) -> None:
-    metrics = PrometheusMetrics(backfilled.url, recorded=False)
+    metrics = PrometheusMetrics(url, recorded=False)
     try:
         history = PrometheusPrecursorHistory(metrics, CONFIG)
         await _find(history, backfilled.world, "unexpected_reboot")
@@ -216,8 +237,8 @@ async def test_without_the_rules_every_read_is_raw_in_as_few_queries(
     assert metrics.queries == 11 and metrics.recorded_reads == 0
 
 
-async def test_a_rule_named_for_another_query_is_not_read(backfilled: Backfilled) -> None:
-    metrics = PrometheusMetrics(backfilled.url)
+async def test_a_rule_named_for_another_query_is_not_read(backfilled: Backfilled, url: str) -> None:
+    metrics = PrometheusMetrics(url)
     history = PrometheusPrecursorHistory(metrics, CONFIG)
     names = {candidate_record(c) for c in CONFIG.candidate_list()}
     other = PrecursorsConfig(
@@ -239,8 +260,10 @@ async def test_a_rule_named_for_another_query_is_not_read(backfilled: Backfilled
     assert series and metrics.queries == 2 and metrics.recorded_reads == 0
 
 
-async def test_xids_with_nothing_before_them_claim_nothing(backfilled: Backfilled) -> None:
-    metrics = PrometheusMetrics(backfilled.url)
+async def test_xids_with_nothing_before_them_claim_nothing(
+    backfilled: Backfilled, url: str
+) -> None:
+    metrics = PrometheusMetrics(url)
     try:
         got = await _find(PrometheusPrecursorHistory(metrics, CONFIG), backfilled.world, "xid")
     finally:
