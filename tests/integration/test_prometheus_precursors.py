@@ -212,11 +212,17 @@ async def test_the_recorded_and_the_raw_reads_rank_the_candidates_alike(
     # threshold sits among many windows, so a minute's shift moves several across it (seen:
     # GPU power's 8 against 5, both no difference): its verdict is what must agree.
     by_name = {r.name: r for r in raw.ranked}
+    # On VictoriaMetrics the two reads' reference windows differ by a fraction of a percent
+    # (2,494 against 2,483 once; docs/prometheus.md#victoriametrics); on Prometheus, not at all.
+    slack = 0.01 if url == backfilled.urls.get("VICTORIA_URL") else 0.0
     for a in got.ranked:
         b = by_name[a.name]
         if a.claimed:
             assert abs(a.preceded - b.preceded) <= 1, (a, b)
-        assert [r.windows for r in a.references] == [r.windows for r in b.references]
+        mine, theirs = [r.windows for r in a.references], [r.windows for r in b.references]
+        assert len(mine) == len(theirs), (a, b)
+        for x, y in zip(mine, theirs, strict=True):
+            assert abs(x - y) <= slack * y, (a.name, mine, theirs)
     assert raw.leading is not None and got.leading.preceded == raw.leading.preceded
     assert got.leading.threshold == pytest.approx(raw.leading.threshold, rel=0.1)
     assert {s.node for s in got.around} == {s.node for s in raw.around}
