@@ -8,11 +8,32 @@ fixture of tests/integration/conftest.py).
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
 
 import pytest
 
+from scripts.testsvc import victoria
+
 ENGINES = ["PROMETHEUS_URL", *(["VICTORIA_URL"] if os.environ.get("VICTORIA_URL") else [])]
-BOTH = pytest.mark.parametrize(
-    "prom_url", ENGINES, indirect=True, ids=lambda v: "vm" if "VICTORIA" in v else "prom"
-)
+
+
+def engine_id(var: str) -> str:
+    return "vm" if "VICTORIA" in var else "prom"
+
+
+BOTH = pytest.mark.parametrize("prom_url", ENGINES, indirect=True, ids=engine_id)
+
+
+@contextlib.contextmanager
+def engine_urls(prom_url: str, tmp: Path, blocks: Path, end: datetime) -> Iterator[dict[str, str]]:
+    """A test's own backfilled Prometheus and, under `make test`, a VictoriaMetrics holding
+    the same blocks (the recorded series with them): each engine's URL, by ENGINES' names."""
+    if "VICTORIA_URL" not in ENGINES:
+        yield {"PROMETHEUS_URL": prom_url}
+        return
+    with victoria.copied(tmp, blocks, end) as vm_url:
+        yield {"PROMETHEUS_URL": prom_url, "VICTORIA_URL": vm_url}

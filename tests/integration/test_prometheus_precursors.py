@@ -39,14 +39,13 @@ from bot.precursors.config import DEFAULT_CANDIDATES, PrecursorsConfig
 from bot.precursors.models import PrecursorReport
 from bot.precursors.ports import PrecursorHistory
 from bot.precursors.service import find_precursors
-from scripts.testsvc import victoria
 from scripts.testsvc.prometheus import (
     BackfilledPrometheus,
     backfill_openmetrics,
     backfill_recording_rules,
 )
 from tests.conftest import need_service
-from tests.integration.engines import ENGINES
+from tests.integration.engines import ENGINES, engine_id, engine_urls
 
 DAYS = 3
 NAMES = tuple(f"gpu-{i:04d}" for i in range(48))
@@ -97,16 +96,11 @@ def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backfilled]
         assert backfill_recording_rules(prom.url, on_time, start_s, end_s, data, timeout_s=300)
         assert backfill_recording_rules(prom.url, late, end_s - 86400, end_s, data, timeout_s=300)
         prom.restart()
-        urls = {"PROMETHEUS_URL": prom.url}
-        if "VICTORIA_URL" not in ENGINES:
+        with engine_urls(prom.url, tmp, data, now) as urls:
             yield Backfilled(urls, world)
-            return
-        # The same blocks, the recorded series with them, copied into VictoriaMetrics.
-        with victoria.copied(tmp, data, now) as vm_url:
-            yield Backfilled({**urls, "VICTORIA_URL": vm_url}, world)
 
 
-@pytest.fixture(scope="module", params=ENGINES, ids=lambda v: "vm" if "VICTORIA" in v else "prom")
+@pytest.fixture(scope="module", params=ENGINES, ids=engine_id)
 def url(backfilled: Backfilled, request: pytest.FixtureRequest) -> str:
     """Each engine in turn, holding the same history."""
     return backfilled.urls[request.param]
