@@ -8,7 +8,7 @@ Two paths a GPU fault takes to the alert channel, measured in one run, side by s
 
 (a) The sweep. A clean simulated fleet (``SimFleet(fault_rate=0)``, 8 GPUs a node) is served
     as dcgm-exporter and node_exporter text by a child process (this script with ``--serve``),
-    one target per 256 nodes as a real Prometheus scrapes many exporters, each re-rendered at
+    one target per 32 nodes as a real Prometheus scrapes many exporters, each re-rendered at
     the wall clock once a minute (its counters move on) and at once when a fault is injected.
     A real Prometheus on loopback scrapes them every ``--scrape-interval`` seconds (15 s:
     dcgm-exporter's common collection interval and a common scrape interval; timeout 10 s;
@@ -94,6 +94,7 @@ from bench.health_prometheus import (
     wait_for_count,
     write_rules,
 )
+from bot.alerts import runtime
 from bot.alerts.runtime import Alerting
 from bot.app import create_bot
 from bot.backends import prometheus_rules
@@ -117,8 +118,9 @@ ROOT = Path(__file__).resolve().parents[1]
 CHANNEL = "C0LATENCY"
 SECRET = "bench-latency-secret"
 XID = 79  # GPU fallen off the bus: critical, drain
-SHARD_NODES = 256  # nodes a target: about 53k series, 13 MB
+SHARD_NODES = 32  # nodes a target: about 6.6k series, 1.6 MB (a real exporter serves one node)
 RERENDER_S = 60.0
+SCRAPE_VISIBLE_S = 1.0  # a sample is stamped at its scrape's start, stored at its end
 READY_METRIC = "DCGM_FI_DEV_GPU_TEMP"
 NVSENTINEL = (16.75, 28.0)  # NVIDIA NVSentinel's published fault-to-cordon P50 and P90, s
 TARGET = (10.0, 20.0)
@@ -253,13 +255,16 @@ def serve(n_nodes: int, ports: list[int], control: int) -> None:
 
 
 # --- services ----------------------------------------------------------------------------------
-def prometheus_config(ports: list[int], interval_s: int, rules: Path | None) -> str:
+def prometheus_config(
+    ports: list[int], interval_s: int, rules: Path | None, query_log: Path
+) -> str:
     return json.dumps(  # JSON is YAML
         {
             "global": {
                 "scrape_interval": f"{interval_s}s",
                 "scrape_timeout": f"{max(5, interval_s - 5)}s",
                 "evaluation_interval": f"{interval_s}s",
+                "query_log_file": str(query_log),
             },
             "rule_files": [str(rules)] if rules else [],
             "scrape_configs": [
@@ -329,9 +334,40 @@ class Sweeps:
     """Each sweep of the real loop: when it started and ended (monotonic), its PromQL queries."""
 
     runs: list[tuple[float, float, int]] = field(default_factory=list)
+    reads: list[tuple[float, float, frozenset[str]]] = field(default_factory=list)
+    """Each sweep's read of the fleet: when it began and ended, the nodes it found faulty."""
+    sent: list[float] = field(default_factory=list)
+    """When each PromQL query was sent."""
+    passes: list[tuple[float, float, int]] = field(default_factory=list)
+    """Each notifier pass that called Slack: when it began and ended, its calls."""
 
     def wrap(self, alerting: Alerting, metrics: PrometheusMetrics) -> None:
         inner = alerting.sweep_once
+        read = getattr(runtime, "fleet_faults")  # noqa: B009  (not re-exported)
+        query = metrics.query
+        notify_once = alerting.notify_once
+
+        async def found(*args: Any, **kwargs: Any) -> Any:
+            start = time.monotonic()
+            faults = await read(*args, **kwargs)
+            nodes = frozenset(f.node for f in faults.faults)
+            self.reads.append((start, time.monotonic(), nodes))
+            return faults
+
+        async def sent(*args: Any, **kwargs: Any) -> Any:
+            self.sent.append(time.monotonic())
+            return await query(*args, **kwargs)
+
+        async def notified() -> int:
+            start = time.monotonic()
+            calls = await notify_once()
+            if calls:
+                self.passes.append((start, time.monotonic(), calls))
+            return calls
+
+        setattr(runtime, "fleet_faults", found)  # noqa: B010
+        metrics.query = sent  # type: ignore[method-assign]
+        alerting.notify_once = notified  # type: ignore[method-assign]
 
         async def timed() -> Any:
             start, queries = time.monotonic(), metrics.queries
@@ -341,6 +377,16 @@ class Sweeps:
                 self.runs.append((start, time.monotonic(), metrics.queries - queries))
 
         alerting.sweep_once = timed  # type: ignore[method-assign]
+
+    def read_lag(self, which: int) -> list[float]:
+        """From each read's start to its `which`-th query sent (1: the first after the check
+        of the rules; -1: the last, a moved counter's re-read included)."""
+        out = []
+        for start, end, _ in self.reads:
+            mine = sorted(t for t in self.sent if start <= t <= end)
+            if len(mine) > max(which, 0):
+                out.append(mine[which] - start)
+        return out
 
 
 @dataclass
@@ -438,7 +484,12 @@ class Fault:
     at: float  # monotonic: served by the exporter, or posted to Alertmanager
     named: float = float("nan")
     scraped: float | None = None  # monotonic: Prometheus' first sample of it
-    sweep_start: float | None = None  # monotonic: the sweep that found it
+    sweep_start: float | None = None  # monotonic: the sweep whose read first found it
+    read_end: float | None = None  # monotonic: that read's end
+    sweep_end: float | None = None  # monotonic: that sweep's end (its alerts stored)
+    pass_start: float | None = None  # monotonic: the notifier's pass that posted it
+    missed: int = 0  # reads begun after the scrape was stored that did not find it
+    missed_soon: list[float] = field(default_factory=list)  # begun within that second: when
     arrived: float | None = None  # monotonic: the webhook reached the bot
     kind: FaultKind = FaultKind.XID
 
@@ -477,9 +528,27 @@ async def sweep_fault(
     scraped = await loop.run_in_executor(None, first_scrape, prom, node, kind, at + wall_offset)
     if scraped is not None:
         fault.scraped = scraped - wall_offset
-        # The sweep that found it: the last one to start before the message.
-        found = [s for s, _, _ in sweeps.runs if fault.scraped <= s <= fault.named]
-        fault.sweep_start = max(found) if found else None
+    # The sweep whose read first found the node faulty, and the reads that began after the
+    # scrape (and its ingestion, `SCRAPE_VISIBLE_S`) yet missed it.
+    hit = [(s, e) for s, e, nodes in sweeps.reads if e >= at and s <= fault.named and node in nodes]
+    if hit:
+        fault.sweep_start, fault.read_end = min(hit)
+        ends = [e for s, e, _ in sweeps.runs if s <= fault.sweep_start <= e]
+        fault.sweep_end = ends[0] if ends else None
+        if fault.sweep_end is not None:
+            made = [s for s, e, _ in sweeps.passes if s <= fault.named <= e]
+            fault.pass_start = made[0] if made else None
+        if fault.scraped is not None:
+            fault.missed = sum(
+                1
+                for s, _, nodes in sweeps.reads
+                if fault.scraped + SCRAPE_VISIBLE_S <= s < fault.sweep_start and node not in nodes
+            )
+            fault.missed_soon = [
+                round(s - fault.scraped, 2)
+                for s, _, nodes in sweeps.reads
+                if fault.scraped <= s < min(fault.sweep_start, fault.scraped + SCRAPE_VISIBLE_S)
+            ]
     say(
         f"  sweep: {kind.value} on {node}: named after {fault.latency:.1f} s"
         + (f" (scraped after {fault.scraped - at:.1f} s)" if fault.scraped else "")
@@ -674,7 +743,7 @@ async def measure(args: argparse.Namespace, env: dict[str, str], prom_pid: int) 
         await relay_runner.cleanup()
         await bot.close()
         await emu.stop()
-    report(args, interval, sweep_faults, am_faults, swept, with_sweep, without, phase_s)
+    report(args, interval, sweep_faults, am_faults, sweeps, swept, with_sweep, without, phase_s)
 
 
 def report(
@@ -682,6 +751,7 @@ def report(
     interval: int,
     sweep_faults: list[Fault],
     am_faults: list[Fault],
+    sweeps: Sweeps,
     swept: list[tuple[float, float, int]],
     with_sweep: float,
     without: float,
@@ -716,14 +786,42 @@ def report(
             print(f"      {line(kind.value, named)}" + (f", {missed} not named" if missed else ""))
         parts = [f for f in done if f.scraped is not None and f.sweep_start is not None]
         if parts:
+
+            def p50(values: list[float]) -> str:
+                return f"{pct(values, 0.5):.1f} s"
+
             print(
                 "      where it went, P50: to the scrape "
-                f"{pct([f.scraped - f.at for f in parts], 0.5):.1f} s, "  # type: ignore[operator]
-                "scrape to the sweep that found it "
-                f"{pct([f.sweep_start - f.scraped for f in parts], 0.5):.1f} s, "  # type: ignore[operator]
-                "that sweep's start to the message "
-                f"{pct([f.named - f.sweep_start for f in parts], 0.5):.1f} s "  # type: ignore[operator]
-                f"({len(parts)} of {len(done)})"
+                + p50([f.scraped - f.at for f in parts])  # type: ignore[operator]
+                + ", from the scrape to the start of the sweep whose read found it "
+                + p50([f.sweep_start - f.scraped for f in parts])  # type: ignore[operator]
+                + ", that read "
+                + p50([f.read_end - f.sweep_start for f in parts])  # type: ignore[operator]
+                + ", the rest of that sweep "
+                + p50([f.sweep_end - f.read_end for f in parts if f.sweep_end])  # type: ignore[operator]
+                + ", from the sweep's end to the message "
+                + p50([f.named - f.sweep_end for f in parts if f.sweep_end])
+                + f" ({len(parts)} of {len(done)})"
+            )
+            passed = [f for f in parts if f.sweep_end and f.pass_start]
+            print(
+                "      from the sweep's end to the notifier's pass that called Slack "
+                + p50([f.pass_start - f.sweep_end for f in passed])  # type: ignore[operator]
+                + ", that pass to the call "
+                + p50([f.named - f.pass_start for f in passed])  # type: ignore[operator]
+                + f"; a read's data queries are sent {p50(sweeps.read_lag(1))} after it began, "
+                + f"its last {p50(sweeps.read_lag(-1))}"
+            )
+            soon = sorted(t for f in parts for t in f.missed_soon)
+            print(
+                f"      reads begun within {SCRAPE_VISIBLE_S:.0f} s of the scrape not finding it: "
+                f"{len(soon)}, at {soon}"
+            )
+            late = sorted((f for f in parts if f.missed), key=lambda f: str(f.kind))
+            print(
+                f"      read after the scrape was stored ({SCRAPE_VISIBLE_S:.0f} s) yet not found: "
+                f"{len(late)} of {len(parts)}"
+                + "".join(f"; {f.kind.value} on {f.node} by {f.missed}" for f in late)
             )
     if am_faults:
         done = [f for f in am_faults if f.latency == f.latency]
@@ -748,6 +846,36 @@ def report(
         f"(ingest{' and rules' if args.rules else ''}): the sweep costs "
         f"{with_sweep - without:.1f} CPU s a minute ({(with_sweep - without) / 60:.0%} of a core)"
     )
+
+
+def query_costs(log: Path, top: int = 8) -> None:
+    """The API queries Prometheus spent most time on (its query log: the sweeps', the bench's
+    own and the rules' evaluations apart), each with its count and median times."""
+    by_query: dict[str, list[tuple[float, float]]] = {}
+    for row in log.read_text().splitlines():
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            entry = json.loads(row)
+            if "httpRequest" not in entry:
+                continue  # a rule's evaluation
+            timings = entry["stats"]["timings"]
+            text = re.sub(r"\s+", " ", entry["params"]["query"])
+            text = re.sub(r'"[^"]{40,}"', '"…"', text)
+            by_query.setdefault(text[:110], []).append(
+                (float(timings["execTotalTime"]), float(timings["execQueueTime"]))
+            )
+    if not by_query:
+        return
+    total = sum(t for runs in by_query.values() for t, _ in runs)
+    print(f"  Prometheus' query log: {total:.0f} s of query time over the run; the most costly:")
+    ranked = sorted(by_query.items(), key=lambda kv: -sum(t for t, _ in kv[1]))
+    for text, runs in ranked[:top]:
+        spent = sum(t for t, _ in runs)
+        took = statistics.median(t for t, _ in runs)
+        queued = statistics.median(q for _, q in runs)
+        print(
+            f"    {spent / total:4.0%}  x{len(runs):<4} median {took:.3f} s (queued {queued:.3f} s)"
+            f"  {text}"
+        )
 
 
 class SaidWhy(logging.Handler):
@@ -800,7 +928,12 @@ def run(args: argparse.Namespace) -> None:
                     n_rules = sum(len(g.rules) for g in groups)
                 cfg = tmp / "prometheus.yml"
                 cfg.write_text(
-                    prometheus_config(ports, args.scrape_interval, rules if args.rules else None)
+                    prometheus_config(
+                        ports,
+                        args.scrape_interval,
+                        rules if args.rules else None,
+                        tmp / "queries.log",
+                    )
                 )
                 (tmp / "data").mkdir()
                 port = free_port()
@@ -868,6 +1001,7 @@ def run(args: argparse.Namespace) -> None:
                 load = " ".join(f"{x:.2f}" for x in os.getloadavg())
                 say(f"measuring; load average {load} ({os.cpu_count()} cores)")
                 asyncio.run(measure(args, env, prom.pid))
+                query_costs(tmp / "queries.log")
                 say(f"prometheus RSS {rss_mb(prom.pid):.0f} MB")
         except BaseException:
             for log in logs:

@@ -41,6 +41,10 @@ NOTIFY_LOCK = "notify"
 SWEEP_LOCK = "sweep"
 SWEEP_LEASE_MS = 30_000
 """Beyond its interval, how long the sweep's lock may be held while a sweep runs."""
+SWEEP_BEAT_SLACK = 0.1
+"""The share of the interval by which the sweep's lock lapses before the next beat: held to
+the beat itself, it lapsed a few milliseconds after it (the sweep begins after its beat), so
+every other beat found it held and the fleet was swept every two intervals."""
 SWEEP_REST = 0.25
 """After a sweep that took longer than the interval, this share of it before the next."""
 SWEEP_DUTY = 2.0
@@ -194,7 +198,8 @@ class Alerting:
             return None
         interval_ms = int(self.cfg.sweep_interval_s * 1000)
         # Held for the sweep however long it takes (a read may take its whole deadline), then
-        # for the rest of the interval from its start, so that no replica sweeps again before.
+        # for the rest of the interval from its start (less `SWEEP_BEAT_SLACK`), so that no
+        # replica sweeps again before the next beat.
         fence = await self.store.acquire(SWEEP_LOCK, interval_ms + SWEEP_LEASE_MS)
         if fence is None:
             return None
@@ -202,7 +207,8 @@ class Alerting:
         try:
             return await self._sweep(fence)
         finally:
-            rest_ms = interval_ms - int((ticks.now() - began) * 1000)
+            lapse_ms = interval_ms - int(interval_ms * SWEEP_BEAT_SLACK)
+            rest_ms = lapse_ms - int((ticks.now() - began) * 1000)
             with contextlib.suppress(Exception):  # a lost lease needs no trim
                 await self.store.renew(fence, max(1, rest_ms))
 
@@ -538,13 +544,15 @@ class Alerting:
 
     async def notifier(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
+            # Cleared before the pass, not after: a sweep that stores alerts during the pass
+            # wakes the next one at once instead of being lost until the tick.
+            self.wake.clear()
             try:
                 await self.notify_once()
             except FenceLost:
                 self._fence = None
             except Exception:  # Redis or Slack down: keep going; the queue keeps the work
                 log.exception("notifier pass failed")
-            self.wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wake.wait(), TICK_S)
 

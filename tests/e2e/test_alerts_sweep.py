@@ -253,6 +253,27 @@ async def test_three_replicas_sweeping_at_once_sweep_once_and_post_each_group_on
     assert len(top_posts(emulator)) == len(groups)
 
 
+async def test_a_lone_replica_sweeps_at_every_beat_not_every_other(
+    start_replica: StartReplica,
+) -> None:
+    # The lock a sweep leaves for the rest of its interval lapses before the next beat: held
+    # to the beat itself, the sweep's own next try found it held, one beat in two.
+    r = await start_replica(MEOWBOT_FLEET=FLEET, MEOWBOT_SWEEP_INTERVAL="1")
+    sweeper = alerting(r.bot)
+    tries: list[bool] = []
+    inner = sweeper.sweep_once
+
+    async def counted() -> Any:
+        done = await inner()
+        tries.append(done is not None)
+        return done
+
+    sweeper.sweep_once = counted  # type: ignore[method-assign]
+    r.bot.background.append(asyncio.create_task(sweeper.sweeper(r.bot.stopping)))
+    await asyncio.sleep(4.5)  # beats at 0, 1, 2, 3 and 4 s
+    assert sum(tries) >= 4 and tries.count(False) <= 1, tries
+
+
 class PausedAfterRead(SimMetrics):
     """The simulated fleet, read by a replica that then stalls (a GC pause, a slow host) until
     the test lets it go on: what it read is stale by then."""
