@@ -783,7 +783,20 @@ def report(
             mine = [f for f in sweep_faults if f.kind is kind]
             named = [f.latency for f in mine if f.latency == f.latency]
             missed = len(mine) - len(named)
-            print(f"      {line(kind.value, named)}" + (f", {missed} not named" if missed else ""))
+            # The bot's part, from the scrape: the scrape's phase, the same draw for every
+            # kind, is most of a kind's spread over a few faults.
+            own = [
+                f.named - f.scraped for f in mine if f.scraped is not None and f.named == f.named
+            ]
+            print(
+                f"      {line(kind.value, named)}"
+                + (f", {missed} not named" if missed else "")
+                + (
+                    f"; from the scrape P50 {pct(own, 0.5):.1f} s, max {max(own):.1f} s"
+                    if own
+                    else ""
+                )
+            )
         parts = [f for f in done if f.scraped is not None and f.sweep_start is not None]
         if parts:
 
