@@ -7,6 +7,7 @@ arrive in time is an error sentence naming the backend, not a hang.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -106,5 +107,19 @@ async def _once(
 
 
 def _detail(text: str) -> str:
+    """An error body in a few words: a JSON body's `error` or `message` field (Prometheus',
+    VictoriaMetrics', Kubernetes'), or its first `errors` entry (slurmrestd's), rather than
+    its braces."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        said = body.get("error") or body.get("message")
+        errors = body.get("errors")
+        if not said and isinstance(errors, list) and errors and isinstance(errors[0], dict):
+            said = errors[0].get("description") or errors[0].get("error")  # slurmrestd's
+        if isinstance(said, str) and said.strip():
+            text = said
     first = " ".join(text.split())[:120]
     return f" ({first})" if first else ""

@@ -714,6 +714,20 @@ async def test_an_escaped_name_stays_inside_its_string(prom_url: str) -> None:
         await metrics.close()
 
 
+@BOTH
+async def test_a_refused_query_says_the_engines_reason_not_its_json(prom_url: str) -> None:
+    metrics = PrometheusMetrics(prom_url, timeout_s=5.0)
+    try:
+        with pytest.raises(BackendError) as refused:
+            await metrics.query("sum(", at=None, deadline=Deadline(5.0))
+        said = str(refused.value)
+        assert "answered HTTP 4" in said, said
+        assert '"status"' not in said and '"errorType"' not in said, said
+        assert "parse" in said.lower() or "unexpected" in said.lower(), said
+    finally:
+        await metrics.close()
+
+
 async def test_the_backfilled_history_is_queryable(whole: FleetRead, prom_url: str) -> None:
     metrics = PrometheusMetrics(prom_url, timeout_s=5.0)
     try:
