@@ -1,4 +1,4 @@
-"""`meowbot run | shell | digest --now | backfill-highlights | demo-checkpoints |
+"""`meowbot run | shell | doctor | digest --now | backfill-highlights | demo-checkpoints |
 prometheus-rules`: the console script and `python -m bot`."""
 
 from __future__ import annotations
@@ -62,6 +62,10 @@ def _parser() -> argparse.ArgumentParser:
         help="train again even when OUT/RUN already holds checkpoints (kept otherwise)",
     )
     demo.add_argument("--port", type=int, default=8000, help="the server's port with --serve")
+    doctor = sub.add_parser(
+        "doctor", help="check each configured part against what meowbot needs, with the fix"
+    )
+    doctor.add_argument("--json", action="store_true", help="one JSON object, for scripts")
     rules = sub.add_parser(
         "prometheus-rules",
         help="print the Prometheus recording rules that make /hw-faults fast on a big fleet",
@@ -183,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     if verb in ("digest", "backfill-highlights"):
         setup_logging(settings.log_level)
         return _highlight_job(settings, args)
+    if verb == "doctor":
+        return _doctor(settings, as_json=args.json)
     if verb == "prometheus-rules":
         try:
             return _prometheus_rules(settings, args.window, args.interval, args.output)
@@ -210,6 +216,17 @@ def main(argv: list[str] | None = None) -> int:
         )
         return _shell(settings, None, as_json=False, user=None)
     return _shell(settings, args.command, as_json=args.json, user=args.user)
+
+
+def _doctor(settings: Settings, *, as_json: bool) -> int:
+    """The report on stdout; exit 1 when something must be fixed first."""
+    setup_logging("error")
+    from bot.doctor.report import exit_code, render_json, render_text
+    from bot.doctor.run import doctor
+
+    lines = asyncio.run(doctor(settings))
+    print(render_json(lines) if as_json else render_text(lines))
+    return exit_code(lines)
 
 
 def _highlight_job(settings: Settings, args: argparse.Namespace) -> int:

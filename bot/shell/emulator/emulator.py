@@ -159,6 +159,11 @@ class SlackEmulator:
             method, status=status, retry_after=retry_after, error=error, count=count
         )
 
+    def revoke_scope(self, scope: str) -> None:
+        """The bot token loses `scope`, as an app installed without it: the methods that need
+        it answer `missing_scope`, and `x-oauth-scopes` no longer lists it."""
+        self._api.scopes = [s for s in self._api.scopes if s != scope]
+
     def calls_to(self, method: str) -> list[Call]:
         return [c for c in self.calls if c.method == method]
 

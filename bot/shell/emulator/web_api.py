@@ -48,11 +48,40 @@ class _Failure:
     count: int
 
 
+NEEDS_SCOPE: dict[str, str] = {
+    "chat.delete": "chat:write",
+    "chat.postEphemeral": "chat:write",
+    "chat.postMessage": "chat:write",
+    "chat.update": "chat:write",
+    "conversations.history": "channels:history",
+    "conversations.info": "channels:read",
+    "conversations.list": "channels:read",
+    "conversations.members": "channels:read",
+    "conversations.open": "im:write",
+    "conversations.replies": "channels:history",
+    "files.completeUploadExternal": "files:write",
+    "files.getUploadURLExternal": "files:write",
+    "reactions.get": "reactions:read",
+    "usergroups.list": "usergroups:read",
+    "usergroups.users.list": "usergroups:read",
+    "users.info": "users:read",
+    "users.list": "users:read",
+    "users.lookupByEmail": "users:read.email",
+}
+"""The bot scope each method needs, as Slack's method pages list them (for a public channel;
+the emulator does not tell public from private channels here)."""
+
+
 class WebApi:
     def __init__(self, methods: MethodTable, *, bot_token: str, app_token: str) -> None:
+        from bot.doctor.slack_part import BOT_SCOPES
+
         self.methods = methods
         self.bot_token = bot_token
         self.app_token = app_token
+        # What the bot token was granted: manifest.yaml's scopes unless a test takes some away.
+        # Every answer to the bot token names them in `x-oauth-scopes`, as Slack's do.
+        self.scopes: list[str] = list(BOT_SCOPES)
         self.calls: list[Call] = []
         self._failures: dict[str, list[_Failure]] = {}
 
@@ -95,7 +124,9 @@ class WebApi:
         method = request.match_info["method"]
         args, form_token, parse_error = await _parse_args(request)
 
-        def answer(body: dict[str, Any], status: int = 200, **headers: str) -> web.Response:
+        def answer(
+            body: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None
+        ) -> web.Response:
             self.calls.append(
                 Call(
                     method,
@@ -107,27 +138,37 @@ class WebApi:
                     copy.deepcopy(body),
                 )
             )
-            return web.json_response(body, status=status, headers=headers or None)
+            return web.json_response(body, status=status, headers=headers)
 
         # Injected failures come before auth, as a rate limit would.
         failed = self._injected_failure(method)
         if failed is not None:
             body, status, headers = failed
-            return answer(body, status, **headers)
+            return answer(body, status, headers)
         entry = self.methods.get(method)
         if entry is None:
             return answer({"ok": False, "error": "unknown_method"})
         handler, token_kind = entry
-        auth_error = self._auth_error(_bearer(request) or form_token, token_kind)
+        token = _bearer(request) or form_token
+        auth_error = self._auth_error(token, token_kind)
         if auth_error is not None:
             return answer({"ok": False, "error": auth_error})
+        granted = {"x-oauth-scopes": ",".join(self.scopes)} if token == self.bot_token else None
+        needed = NEEDS_SCOPE.get(method)
+        if granted is not None and needed is not None and needed not in self.scopes:
+            missing = {
+                "error": "missing_scope",
+                "needed": needed,
+                "provided": ",".join(self.scopes),
+            }
+            return answer({"ok": False, **missing}, 200, granted)
         if parse_error is not None:
-            return answer({"ok": False, **parse_error})
+            return answer({"ok": False, **parse_error}, 200, granted)
         try:
             result = handler(args)
         except SlackError as exc:
-            return answer({"ok": False, "error": exc.error, **exc.extra})
-        return answer({"ok": True, **result})
+            return answer({"ok": False, "error": exc.error, **exc.extra}, 200, granted)
+        return answer({"ok": True, **result}, 200, granted)
 
 
 async def _parse_args(

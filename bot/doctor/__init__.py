@@ -1,0 +1,1 @@
+"""`meowbot doctor`: what works and what to fix, part by part (bot/doctor/run.py)."""

@@ -1,0 +1,57 @@
+"""`meowbot doctor`: every configured part checked against what meowbot needs, one table of
+parts, each part's lines in the order a person installing meowbot meets them."""
+
+from __future__ import annotations
+
+import aiohttp
+
+from bot.config import Settings
+from bot.config_sections import alerts_config, health_config
+from bot.doctor.prometheus_part import prometheus_lines
+from bot.doctor.redis_part import redis_lines
+from bot.doctor.report import Line, Status
+from bot.doctor.slack_part import slack_lines
+from bot.triage.checks import enabled_checks
+
+
+def _not_checked(settings: Settings) -> list[Line]:
+    """The parts this doctor does not check: said, so that silence is not read as a pass."""
+    parts = (
+        ("Slurm", settings.slurm_rest_url, "SLURM_REST_URL"),
+        (
+            "Kubernetes",
+            settings.kubeconfig or (settings.kubernetes_in_cluster or None),
+            "KUBECONFIG / MEOWBOT_KUBERNETES_IN_CLUSTER",
+        ),
+        ("Alertmanager", settings.alertmanager_url, "ALERTMANAGER_URL"),
+        ("Playground", settings.playground_endpoints, "PLAYGROUND_ENDPOINTS"),
+    )
+    lines = []
+    for part, value, var in parts:
+        if value:
+            lines.append(
+                Line(part, "configured", Status.UNCHECKED, f"{var} is set; not checked here")
+            )
+        else:
+            lines.append(Line(part, "configured", Status.OFF, f"{var} is not set"))
+    return lines
+
+
+async def doctor(settings: Settings) -> list[Line]:
+    from bot.app import make_web_client, prometheus_rule_groups
+
+    health = health_config(settings)
+    alerts = alerts_config(settings)
+    async with aiohttp.ClientSession() as session:
+        client = make_web_client(settings, session) if settings.slack_bot_token else None
+        lines = await slack_lines(settings, client)
+    lines += await redis_lines(settings.redis_url)
+    lines += await prometheus_lines(
+        settings.prometheus_url,
+        health,
+        enabled_checks(health),
+        prometheus_rule_groups(settings, [], {}),
+        settings.sweep_interval_s,
+        float(alerts.sweep_window_s or health.window_s),
+    )
+    return lines + _not_checked(settings)
