@@ -75,6 +75,11 @@ class AlertmanagerClient:
     async def expire_silence(self, silence_id: str) -> None:
         await self._call("DELETE", f"/api/v2/silence/{quote(silence_id, safe='')}")
 
+    async def status(self) -> dict[str, Any]:
+        """Its version and cluster state (`GET /api/v2/status`)."""
+        answer = await self._call("GET", "/api/v2/status")
+        return answer if isinstance(answer, dict) else {}
+
     async def post_alerts(self, alerts: list[dict[str, Any]]) -> None:
         await self._call("POST", "/api/v2/alerts", json=alerts)
 

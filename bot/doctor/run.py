@@ -3,6 +3,8 @@ parts, each part's lines in the order a person installing meowbot meets them."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import aiohttp
 
 from bot.config import Settings
@@ -10,6 +12,7 @@ from bot.config_sections import alerts_config, health_config
 from bot.doctor.prometheus_part import prometheus_lines
 from bot.doctor.redis_part import redis_lines
 from bot.doctor.report import Line, Status
+from bot.doctor.services_part import alertmanager_lines, playground_lines, schedule_lines
 from bot.doctor.slack_part import slack_lines
 from bot.triage.checks import enabled_checks
 
@@ -23,8 +26,6 @@ def _not_checked(settings: Settings) -> list[Line]:
             settings.kubeconfig or (settings.kubernetes_in_cluster or None),
             "KUBECONFIG / MEOWBOT_KUBERNETES_IN_CLUSTER",
         ),
-        ("Alertmanager", settings.alertmanager_url, "ALERTMANAGER_URL"),
-        ("Playground", settings.playground_endpoints, "PLAYGROUND_ENDPOINTS"),
     )
     lines = []
     for part, value, var in parts:
@@ -54,4 +55,9 @@ async def doctor(settings: Settings) -> list[Line]:
         settings.sweep_interval_s,
         float(alerts.sweep_window_s or health.window_s),
     )
+    lines += await alertmanager_lines(
+        settings.alertmanager_url, settings.alertmanager_webhook_token is not None
+    )
+    lines += await playground_lines(settings.playground_endpoints)
+    lines += schedule_lines(settings, datetime.now(UTC))
     return lines + _not_checked(settings)

@@ -129,3 +129,39 @@ async def test_the_command_prints_the_report_and_exits_by_it(
     text = await asyncio.to_thread(run_doctor, env)
     assert text.returncode == 1, text.stdout + text.stderr
     assert "FAIL  server: unreachable" in text.stdout and "fix: start Redis" in text.stdout
+
+
+async def test_alertmanager_the_checkpoint_servers_and_the_schedules(
+    emulator: SlackEmulator, redis_url: str
+) -> None:
+    am = need_service("ALERTMANAGER_URL")
+    served = need_service("PLAYGROUND_TEST_URL")
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    settings = bot_settings(
+        emulator,
+        redis_url,
+        ALERTMANAGER_URL=am,
+        ALERTMANAGER_WEBHOOK_TOKEN=None,
+        PLAYGROUND_ENDPOINTS=f"{served};{dead}",
+        MEOWBOT_DIGEST_CHANNEL="C0DIGEST",
+        MEOWBOT_DIGEST_SCHEDULE="fri 16:00 UTC",
+    )
+    emulator.add_channel("C0DIGEST", "highlights")
+    got = by_what(await doctor(settings))
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"{am}/api/v2/status") as resp,
+    ):
+        version = (await resp.json())["versionInfo"]["version"]
+    assert got[("Alertmanager", "server")].said.startswith(f"{version}, cluster ")
+    assert got[("Alertmanager", "silences")].status is Status.PASS
+    assert got[("Alertmanager", "webhook")].status is Status.WARN
+    host = served.split("//", 1)[1].removesuffix("/v1")
+    live = got[("Playground", host)]
+    assert live.status is Status.PASS and live.said.endswith("checkpoint(s) served")
+    down = got[("Playground", dead.split("//", 1)[1].removesuffix("/v1"))]
+    assert down.status is Status.FAIL and "/v1" in down.fix
+    digest = got[("Schedules", "highlights digest")]
+    assert digest.status is Status.PASS and digest.said.startswith("next Fri ")
+    assert digest.said.endswith("(fri 16:00 UTC), to C0DIGEST")
+    assert got[("Schedules", "regressions post")].status is Status.OFF

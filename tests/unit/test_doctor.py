@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
 
 from bot.backends.prometheus_rules import Rule, RuleGroup
+from bot.config import load_settings
 from bot.doctor.prometheus_part import check_lines, cost_line, host_label_line, rules_line
 from bot.doctor.redis_part import server_lines
 from bot.doctor.report import Line, Status, exit_code, render_json, render_text
+from bot.doctor.services_part import schedule_lines
 from bot.doctor.slack_part import BOT_SCOPES, scope_lines
 from bot.triage.checks import CHECKS_BY_NAME
 
@@ -83,3 +86,14 @@ def test_the_report_reads_as_text_and_as_json_and_fails_only_on_a_fail() -> None
     assert exit_code(failed) == 1
     body = json.loads(render_json(failed))
     assert body["ok"] is False and body["checks"][2]["status"] == "fail"
+
+
+def test_the_weekly_posts_say_when_and_where_or_that_they_are_off() -> None:
+    settings = load_settings(
+        MEOWBOT_DIGEST_CHANNEL="C0DIGEST",
+        MEOWBOT_DIGEST_SCHEDULE="fri 16:00 UTC",
+        MEOWBOT_REGRESSIONS_CHANNEL=None,
+    )
+    digest, regressions = schedule_lines(settings, datetime(2026, 12, 7, 12, 0, tzinfo=UTC))
+    assert digest.said == "next Fri 11 Dec 16:00 UTC (fri 16:00 UTC), to C0DIGEST"
+    assert regressions.status is Status.OFF and "MEOWBOT_REGRESSIONS_CHANNEL" in regressions.said
