@@ -516,6 +516,26 @@ class KubernetesScheduler:
         # A rerun on Kubernetes is a new object under a new name: nothing links the two.
         return None
 
+    async def may(self, group: str, resource: str, verb: str) -> bool:
+        """Whether these credentials may `verb` the `resource` (cluster-wide; "pods/eviction"
+        names a subresource): a SelfSubjectAccessReview, which changes nothing."""
+        name, _, sub = resource.partition("/")
+        attributes = {"group": group, "resource": name, "verb": verb}
+        if sub:
+            attributes["subresource"] = sub
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attributes},
+        }
+        answer = await self._call(
+            "POST",
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            f"review whether it may {verb} {resource}",
+            body=review,
+        )
+        return bool(((answer or {}).get("status") or {}).get("allowed"))
+
     async def close(self) -> None:
         if self._api is not None:
             await self._api.close()

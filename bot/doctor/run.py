@@ -9,6 +9,7 @@ import aiohttp
 
 from bot.config import Settings
 from bot.config_sections import alerts_config, health_config
+from bot.doctor.kubernetes_part import kubernetes_lines
 from bot.doctor.prometheus_part import prometheus_lines
 from bot.doctor.redis_part import redis_lines
 from bot.doctor.report import Line, Status
@@ -19,14 +20,7 @@ from bot.triage.checks import enabled_checks
 
 def _not_checked(settings: Settings) -> list[Line]:
     """The parts this doctor does not check: said, so that silence is not read as a pass."""
-    parts = (
-        ("Slurm", settings.slurm_rest_url, "SLURM_REST_URL"),
-        (
-            "Kubernetes",
-            settings.kubeconfig or (settings.kubernetes_in_cluster or None),
-            "KUBECONFIG / MEOWBOT_KUBERNETES_IN_CLUSTER",
-        ),
-    )
+    parts = (("Slurm", settings.slurm_rest_url, "SLURM_REST_URL"),)
     lines = []
     for part, value, var in parts:
         if value:
@@ -39,7 +33,7 @@ def _not_checked(settings: Settings) -> list[Line]:
 
 
 async def doctor(settings: Settings) -> list[Line]:
-    from bot.app import make_web_client, prometheus_rule_groups
+    from bot.app import kubernetes_of, make_scheduler, make_web_client, prometheus_rule_groups
 
     health = health_config(settings)
     alerts = alerts_config(settings)
@@ -60,4 +54,10 @@ async def doctor(settings: Settings) -> list[Line]:
     )
     lines += await playground_lines(settings.playground_endpoints)
     lines += schedule_lines(settings, datetime.now(UTC))
+    kube = kubernetes_of(make_scheduler(settings)) if settings.kubernetes else None
+    try:
+        lines += await kubernetes_lines(kube)
+    finally:
+        if kube is not None:
+            await kube.close()
     return lines + _not_checked(settings)

@@ -25,6 +25,8 @@ from bot.backends.both_schedulers import BothSchedulers
 from bot.backends.kubernetes import KubernetesScheduler
 from bot.backends.kubernetes_jobs import UserRule
 from bot.backends.slurm import SlurmRest
+from bot.doctor.kubernetes_part import kubernetes_lines
+from bot.doctor.report import Line, Status
 from bot.errors import BackendError
 from bot.models import JobState
 from tests.conftest import need_service
@@ -384,6 +386,41 @@ async def test_the_smallest_role_works_and_less_is_refused_in_a_sentence(
         assert not _node(api, "kn-rbac")["spec"].get("unschedulable")
         jobs = {j.job_id for j in await adapter.jobs()}
         assert {"u-ana/jobset/llm", "u-cy/pytorchjob/bert"} <= jobs
+    finally:
+        await adapter.close()
+
+
+async def test_the_doctor_reads_each_verb_of_the_role_and_changes_nothing(
+    api: KubeApi, roles: None
+) -> None:
+    api.node("kn-doctor")
+    adapter = KubernetesScheduler(kubeconfig=os.environ["MEOWBOT_TEST_KUBECONFIG_USER"])
+
+    async def verdicts(patch: bool) -> dict[str, Line]:
+        # RBAC reaches the authorizer through its cache: asked until it shows the binding.
+        import asyncio
+        import time
+
+        deadline = time.monotonic() + 10
+        while True:
+            got = {line.what: line for line in await kubernetes_lines(adapter)}
+            if (got["nodes"].status is Status.PASS) == patch or time.monotonic() > deadline:
+                return got
+            await asyncio.sleep(0.2)
+
+    try:
+        _bind(api, "meowbot-readonly")
+        got = await verdicts(patch=False)
+        assert got["API server"].status is Status.PASS
+        assert got["nodes"].said == "may not patch: drain and resume (cordon, taint) are refused"
+        assert got["pods"].said == "may list"
+        assert got["pods/eviction"].status is Status.FAIL
+        assert got["jobs.batch"].status is Status.FAIL
+        _bind(api, "meowbot")
+        got = await verdicts(patch=True)
+        assert all(line.status is Status.PASS for line in got.values()), got
+        assert got["nodes found"].said.endswith("match the node selector")
+        assert not _node(api, "kn-doctor")["spec"].get("unschedulable")  # nothing was changed
     finally:
         await adapter.close()
 

@@ -10,6 +10,7 @@ import yaml
 
 from bot.backends.prometheus_rules import Rule, RuleGroup
 from bot.config import load_settings
+from bot.doctor.kubernetes_part import NEEDED
 from bot.doctor.prometheus_part import check_lines, cost_line, host_label_line, rules_line
 from bot.doctor.redis_part import server_lines
 from bot.doctor.report import Line, Status, exit_code, render_json, render_text
@@ -97,3 +98,17 @@ def test_the_weekly_posts_say_when_and_where_or_that_they_are_off() -> None:
     digest, regressions = schedule_lines(settings, datetime(2026, 12, 7, 12, 0, tzinfo=UTC))
     assert digest.said == "next Fri 11 Dec 16:00 UTC (fri 16:00 UTC), to C0DIGEST"
     assert regressions.status is Status.OFF and "MEOWBOT_REGRESSIONS_CHANNEL" in regressions.said
+
+
+def test_the_doctor_asks_for_each_verb_of_the_role_meowbot_is_bound_to() -> None:
+    docs = yaml.safe_load_all((ROOT / "deploy" / "kubernetes-rbac.yaml").read_text())
+    [role] = [d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "meowbot"]
+    granted = {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    asked = {(g, r, v) for g, r, verbs, _ in NEEDED for v in verbs}
+    assert asked == granted
