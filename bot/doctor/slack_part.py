@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -134,8 +135,9 @@ async def slack_lines(settings: Settings, client: AsyncWebClient | None) -> list
                 "copy the Bot User OAuth Token (xoxb-...) of the installed app",
             )
         ]
-    except OSError as exc:
-        return [Line(PART, "bot token", Status.FAIL, f"Slack unreachable: {exc}", "check egress")]
+    except (OSError, TimeoutError, aiohttp.ClientError) as exc:
+        said = f"Slack unreachable: {exc or type(exc).__name__}"
+        return [Line(PART, "bot token", Status.FAIL, said, "check SLACK_API_URL and egress")]
     header = me.headers.get("x-oauth-scopes") if me.headers else None
     granted = [s.strip() for s in header.split(",")] if isinstance(header, str) else None
     lines = [

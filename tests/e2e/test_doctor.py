@@ -15,6 +15,7 @@ from typing import Any
 import aiohttp
 import redis.asyncio as aioredis
 
+from bot.config import load_settings
 from bot.doctor.report import Line, Status, exit_code
 from bot.doctor.run import doctor
 from bot.shell.emulator import SlackEmulator
@@ -165,3 +166,20 @@ async def test_alertmanager_the_checkpoint_servers_and_the_schedules(
     assert digest.status is Status.PASS and digest.said.startswith("next Fri ")
     assert digest.said.endswith("(fri 16:00 UTC), to C0DIGEST")
     assert got[("Schedules", "regressions post")].status is Status.OFF
+
+
+async def test_slack_unreachable_is_a_fail_not_a_crash(redis_url: str) -> None:
+    dead = f"http://127.0.0.1:{free_port()}/api/"
+    settings = load_settings(
+        SLACK_BOT_TOKEN="xoxb-1-unreachable",
+        SLACK_SIGNING_SECRET=SIGNING_SECRET,
+        SLACK_API_URL=dead,
+        REDIS_URL=redis_url,
+        PROMETHEUS_URL=None,
+        SLURM_REST_URL=None,
+        KUBECONFIG=None,
+    )
+    got = by_what(await doctor(settings))
+    token = got[("Slack", "bot token")]
+    assert token.status is Status.FAIL and token.said.startswith("Slack unreachable")
+    assert got[("Redis", "server")].status is Status.PASS
