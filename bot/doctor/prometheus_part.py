@@ -9,6 +9,7 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 
 from bot import metric_names as m
+from bot.alerts.runtime import SWEEP_DUTY
 from bot.backends.http import Deadline
 from bot.backends.prometheus import PrometheusMetrics
 from bot.backends.prometheus_rules import RuleGroup
@@ -24,33 +25,27 @@ TIMEOUT_S = 30.0
 def check_lines(
     checks: Sequence[Check], not_run: Mapping[str, Sequence[str]], nodes: int
 ) -> list[Line]:
-    """One line a check that cannot run (its metrics absent), one line for those that can."""
-    lines = []
-    for check in checks:
-        missing = not_run.get(check.name)
-        if missing:
-            lines.append(
-                Line(
-                    PART,
-                    f"check {check.name}",
-                    Status.FAIL,
-                    f"cannot run: no {', '.join(sorted(set(missing)))} in Prometheus",
-                    "enable the field in dcgm-exporter's counters CSV (or the node_exporter "
-                    "collector) and scrape it; until then this fault is never found",
-                )
-            )
-    runnable = [c.name for c in checks if not not_run.get(c.name)]
-    lines.insert(
-        0,
+    """One line for the checks that can run, then one a check that cannot (its metrics absent)."""
+    unable = [
         Line(
             PART,
-            "health checks",
-            Status.PASS if len(runnable) == len(checks) else Status.WARN,
-            f"{len(runnable)} of {len(checks)} can run over {nodes} nodes",
-            "" if len(runnable) == len(checks) else "see the failing checks below",
-        ),
+            f"check {check.name}",
+            Status.FAIL,
+            f"cannot run: no {', '.join(sorted(set(not_run[check.name])))} in Prometheus",
+            "enable the field in dcgm-exporter's counters CSV (or the node_exporter "
+            "collector) and scrape it; until then this fault is never found",
+        )
+        for check in checks
+        if not_run.get(check.name)
+    ]
+    summary = Line(
+        PART,
+        "health checks",
+        Status.WARN if unable else Status.PASS,
+        f"{len(checks) - len(unable)} of {len(checks)} can run over {nodes} nodes",
+        "see the failing checks below" if unable else "",
     )
-    return lines
+    return [summary, *unable]
 
 
 def host_label_line(labels: Collection[str] | None, node_label: str) -> Line:
@@ -109,7 +104,7 @@ def cost_line(seconds: float, queries: int, nodes: int, interval_s: int) -> Line
         f"one sweep read {nodes} nodes in {seconds:.2f} s with {queries} queries; "
         f"every {interval_s} s that is {busy:.0%} of the time"
     )
-    if busy > 0.5:
+    if busy > 1 / SWEEP_DUTY:  # past it the sweep loop stretches its interval
         return Line(
             PART,
             "sweep cost",
