@@ -158,6 +158,7 @@ def _prometheus_rules(
         if interval_s is None
         else {
             "value_interval_s": interval_s,
+            "gauge_interval_s": interval_s,
             "window_interval_s": interval_s,
             "day_interval_s": interval_s,
             "pace_interval_s": interval_s,

@@ -28,7 +28,11 @@ class Reader(Protocol):
         window_s: float,
         at: datetime | None = None,
         timeout_s: float | None = None,
-    ) -> Table: ...
+        fresh: bool = True,
+    ) -> Table:
+        """`fresh` False: a fleet-wide read that may take the checks' gauges from their
+        recording rule, a scrape or so behind (/hw-faults, App Home); the sweep's is fresh."""
+        ...
 
 
 class Metrics(Reader, Protocol):

@@ -227,13 +227,19 @@ class UncheckedNodes:
     at: datetime
 
 
-async def _run(triage: Triage, nodes: Sequence[str] | None, window_s: float) -> HealthRun:
+async def _run(
+    triage: Triage, nodes: Sequence[str] | None, window_s: float, *, fresh: bool = True
+) -> HealthRun:
+    """`fresh`: the checks' gauges as at the last scrape (the sweep, /node-health); a glance
+    over the whole fleet (/hw-faults, App Home) may read them from their rule."""
     cfg = triage.config
     checks = enabled_checks(cfg)
     metrics = triage.metrics
     if metrics is None:
         raise NoMetrics
-    table = await metrics.read(requests_for(checks, cfg), nodes=nodes, window_s=window_s)
+    table = await metrics.read(
+        requests_for(checks, cfg), nodes=nodes, window_s=window_s, fresh=fresh
+    )
     run = await triage.cpu.run(run_checks, table, cfg, checks)
     return await apply_resume_memory(metrics, triage.resumes, run, window_s)
 
@@ -690,7 +696,8 @@ async def hw_faults(
                 _retries("/hw-faults", _close(name, triage.inventory.names()), rest),
             )
     try:
-        run = await _run(triage, nodes, window_s)
+        # A hostlist's gauges are cheap to read at the scrape; the fleet's are not.
+        run = await _run(triage, nodes, window_s, fresh=nodes is not None)
     except BackendError as exc:
         return UserError(f"I could not read the metrics: {exc.user_text()}")
     # Seen over the health window (or a shorter one), the faults count as seen now; over a
@@ -829,10 +836,11 @@ async def fleet_glance(
     try:
         await triage.inventory.load()
         if window_s == verdict_window_s:
-            now_run = day_run = await _run(triage, None, window_s)
+            now_run = day_run = await _run(triage, None, window_s, fresh=False)
         else:
             now_run, day_run = await asyncio.gather(
-                _run(triage, None, verdict_window_s), _run(triage, None, window_s)
+                _run(triage, None, verdict_window_s, fresh=False),
+                _run(triage, None, window_s, fresh=False),
             )
     except BackendError as exc:
         return UserError(f"I could not read the fleet: {exc.user_text()}")
