@@ -4,6 +4,11 @@ nodes the node selector finds."""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bot.backends import kubernetes_nodes as kn
 from bot.backends.kubernetes import KubernetesScheduler
 from bot.doctor.report import Line, Status
 from bot.errors import BackendError
@@ -46,7 +51,7 @@ async def kubernetes_lines(kube: KubernetesScheduler | None) -> list[Line]:
             else:
                 lines.append(Line(PART, what, Status.PASS, f"may {', '.join(verbs)}"))
         try:
-            nodes = await kube.nodes()
+            nodes = await kube.raw_nodes()
         except BackendError as exc:
             lines.append(Line(PART, "nodes found", Status.FAIL, exc.user_text(), FIX))
         else:
@@ -55,6 +60,40 @@ async def kubernetes_lines(kube: KubernetesScheduler | None) -> list[Line]:
                 f" ({kube.node_selector})" if kube.node_selector else ""
             )
             lines.append(Line(PART, "nodes found", status, said, "check kubernetes.node_selector"))
+            if nodes:
+                lines.append(gpu_labels_line(nodes))
     except BackendError as exc:
         return [Line(PART, "API server", Status.FAIL, exc.user_text(), "check KUBECONFIG")]
     return [Line(PART, "API server", Status.PASS, "answers"), *lines]
+
+
+def gpu_labels_line(nodes: Sequence[Mapping[str, Any]]) -> Line:
+    """What the nodes say of their GPUs: GPU Feature Discovery's count and product labels, or
+    the device plugin's `nvidia.com/gpu` capacity. Test-and-resume's validation Job asks for
+    a node's GPUs by that count; a node that says none cannot be tested."""
+    kinds: Counter[str] = Counter()
+    bare: list[str] = []
+    for node in nodes:
+        count = kn.gpu_count(node)
+        if count == 0:
+            bare.append(str((node.get("metadata") or {}).get("name") or "?"))
+            continue
+        product = kn.label(node, (kn.PRODUCT_LABEL,)) or f"no {kn.PRODUCT_LABEL} label"
+        kinds[f"{count} x {product}"] += 1
+    seen = "; ".join(f"{n} with {kind}" for kind, n in kinds.most_common(3))
+    if len(kinds) > 3:
+        seen += f"; {len(kinds) - 3} more kinds"
+    if not bare:
+        return Line(PART, "GPU labels", Status.PASS, seen)
+    some = ", ".join(sorted(bare)[:3]) + (" ..." if len(bare) > 3 else "")
+    said = (
+        f"{len(bare)} of {len(nodes)} say no GPUs ({kn.COUNT_LABEL} label or "
+        f"{kn.GPU_RESOURCE} capacity): {some}; test-and-resume cannot ask for their GPUs"
+    )
+    if seen:
+        said += f". The rest: {seen}"
+    fix = (
+        "run GPU Feature Discovery and the NVIDIA device plugin on them, or narrow "
+        "kubernetes.node_selector (e.g. nvidia.com/gpu.present=true) to the GPU nodes"
+    )
+    return Line(PART, "GPU labels", Status.WARN, said, fix)

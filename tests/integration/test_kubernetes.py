@@ -495,3 +495,28 @@ async def test_rack_and_switch_come_from_node_labels(
     calls = kube.calls
     await places.load()  # within the minute: no call
     assert kube.calls == calls
+
+
+async def test_the_doctor_says_which_selected_nodes_tell_their_gpus(api: KubeApi) -> None:
+    """GPU Feature Discovery's labels, as the API server holds them: a node that says no GPUs
+    is named (test-and-resume could not ask for its GPUs), the rest summed by kind."""
+    pool = {"meowbot.io/pool": "doctor-gpus"}
+    api.node("kn-doctor-gpu", labels=pool)
+    api.node("kn-doctor-h200", gpus=4, product="NVIDIA-H200", labels=pool)
+    api.node("kn-doctor-cpu", gpus=0, labels=pool)
+    adapter = KubernetesScheduler(
+        kubeconfig=os.environ["MEOWBOT_TEST_KUBECONFIG"],
+        node_selector="meowbot.io/pool=doctor-gpus",
+    )
+    try:
+        got = {line.what: line for line in await kubernetes_lines(adapter)}
+    finally:
+        await adapter.close()
+    assert got["nodes found"].said == "3 match the node selector (meowbot.io/pool=doctor-gpus)"
+    line = got["GPU labels"]
+    assert line.status is Status.WARN and line.fix
+    assert line.said == (
+        "1 of 3 say no GPUs (nvidia.com/gpu.count label or nvidia.com/gpu capacity): "
+        "kn-doctor-cpu; test-and-resume cannot ask for their GPUs. The rest: "
+        "1 with 8 x NVIDIA-H100-80GB-HBM3; 1 with 4 x NVIDIA-H200"
+    )
