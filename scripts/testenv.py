@@ -35,6 +35,10 @@ OPT_IN: frozenset[str] = frozenset()
 # A developer running a few tests may start only some (MEOWBOT_TEST_SERVICES=redis); tests
 # of the others then skip outside CI and fail in it.
 ONLY_VAR = "MEOWBOT_TEST_SERVICES"
+# Not a service, installed whichever are named: systemd-analyze checks deploy/systemd's unit
+# and a systemd user manager runs its sandbox (tests/unit/test_systemd_unit.py and
+# tests/integration/test_systemd_sandbox.py).
+TOOLS = {"systemd": "systemd-analyze"}
 
 
 def say(msg: str) -> None:
@@ -103,7 +107,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, _stopped)
     signal.signal(signal.SIGHUP, _stopped)
     modules = [importlib.import_module(f"testsvc.{name}") for name in names]
-    ensure_packages({pkg: b for m in modules for pkg, b in m.PACKAGES.items()})
+    ensure_packages({**TOOLS, **{pkg: b for m in modules for pkg, b in m.PACKAGES.items()}})
     with (
         tempfile.TemporaryDirectory(prefix="meowbot-test-") as tmp_s,
         contextlib.ExitStack() as stack,
