@@ -81,7 +81,15 @@ def _parser() -> argparse.ArgumentParser:
         "--interval",
         type=int,
         metavar="SECONDS",
-        help="evaluate every group this often (default: 30 s gauges, 120 s counters, 240 s a day)",
+        help=(
+            "evaluate every group this often (default: 15 s the checks' gauges, 30 s the "
+            "per-node reads, 120 s counters, 240 s a day)"
+        ),
+    )
+    rules.add_argument(
+        "--kubernetes",
+        action="store_true",
+        help="print them as a PrometheusRule object (prometheus-operator) instead of a rules file",
     )
     rules.add_argument("-o", "--output", help="write the rules file here instead of stdout")
     return parser
@@ -138,11 +146,17 @@ def _demo_checkpoints(args: argparse.Namespace) -> int:
 
 
 def _prometheus_rules(
-    settings: Settings, windows: list[str], interval_s: int | None, output: str | None
+    settings: Settings,
+    windows: list[str],
+    interval_s: int | None,
+    output: str | None,
+    *,
+    kubernetes: bool = False,
 ) -> int:
-    """The rules file for the checks as MEOWBOT_CONFIG configures them."""
+    """The rules file for the checks as MEOWBOT_CONFIG configures them (a PrometheusRule
+    object with `kubernetes`)."""
     from bot.app import prometheus_rule_groups
-    from bot.backends.prometheus_rules import rules_yaml
+    from bot.backends.prometheus_rules import prometheus_rule_yaml, rules_yaml
     from bot.triage.targets import BadInput, parse_duration
 
     try:
@@ -166,7 +180,7 @@ def _prometheus_rules(
         }
     )
     groups = prometheus_rule_groups(settings, extra, every)
-    text = rules_yaml(groups)
+    text = prometheus_rule_yaml(groups) if kubernetes else rules_yaml(groups)
     if output:
         with open(output, "w", encoding="utf-8") as out:
             out.write(text)
@@ -192,7 +206,9 @@ def main(argv: list[str] | None = None) -> int:
         return _doctor(settings, as_json=args.json)
     if verb == "prometheus-rules":
         try:
-            return _prometheus_rules(settings, args.window, args.interval, args.output)
+            return _prometheus_rules(
+                settings, args.window, args.interval, args.output, kubernetes=args.kubernetes
+            )
         except ConfigError as exc:
             print(f"meowbot: {exc}", file=sys.stderr)
             return 2

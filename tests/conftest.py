@@ -41,6 +41,7 @@ KUBE_TEST_FILES = frozenset(
         "test_kubernetes_both.py",
         "test_action_matrix.py",
         "test_validation_kube.py",  # the integration test and the e2e one
+        "test_deploy_kubernetes.py",
     }
 )
 

@@ -28,7 +28,7 @@ it too), so PodDisruptionBudgets are honoured; a pod a budget keeps (429) is nam
 answer. Resume takes back only meowbot's taint and annotation, and the cordon only where
 meowbot cordoned; a confirmed "Resume anyway" also uncordons an operator's cordon (their
 taints stay, and the answer read back says so). A refusal (401, 403) is a sentence naming
-the call and the ClusterRole in deploy/kubernetes-rbac.yaml, never a traceback.
+the call and the ClusterRole in deploy/kubernetes/rbac.yaml, never a traceback.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ log = logging.getLogger(__name__)
 
 NAME = "Kubernetes"
 NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
-RBAC_FILE = "deploy/kubernetes-rbac.yaml"
+RBAC_FILE = "deploy/kubernetes/rbac.yaml"
 PAGE_SIZE = 5000
 CONFLICT_RETRIES = 3
 # Up to this many owners of one kind are read one by one; more are read with one list.

@@ -28,10 +28,10 @@ NEEDED: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     ("apps", "statefulsets", ("get", "list"), "StatefulSets are not named"),
     ("apps", "deployments", ("get", "list"), "Deployments are not named"),
 )
-"""deploy/kubernetes-rbac.yaml's `meowbot` ClusterRole, a verb a line, with what is lost
+"""deploy/kubernetes/rbac.yaml's `meowbot` ClusterRole, a verb a line, with what is lost
 without it (tests/unit/test_doctor.py holds the two equal)."""
 
-FIX = "bind the meowbot ClusterRole of deploy/kubernetes-rbac.yaml to this account"
+FIX = "bind the meowbot ClusterRole of deploy/kubernetes/rbac.yaml to this account"
 
 
 async def kubernetes_lines(kube: KubernetesScheduler | None) -> list[Line]:

@@ -35,8 +35,13 @@ def cache_dir() -> Path:
     return Path(base) / "meowbot" / "kube-apiserver-1.20.2"
 
 
+# The build's own revision, in the binary's name: a binary built before a fix of the recipe
+# is not reused (r2: the vendored reflect2 made safe for Go 1.18 and later, `_fix_reflect2`).
+BUILD_REVISION = "r2"
+
+
 def binary_path() -> Path:
-    return cache_dir() / "kube-apiserver"
+    return cache_dir() / f"kube-apiserver-{BUILD_REVISION}"
 
 
 def _say(msg: str) -> None:
@@ -171,6 +176,7 @@ def _build(work: Path, binary: Path, log: Path) -> Path:
             else:
                 tf.extractall(tree.parent)  # Debian's own signed source package
         (tree.parent / top).rename(tree)
+    _fix_reflect2(tree / "vendor" / "github.com" / "modern-go" / "reflect2")
     env = {
         **os.environ,
         "GOPATH": str(gopath),
@@ -233,6 +239,49 @@ def _build(work: Path, binary: Path, log: Path) -> Path:
     partial.rename(binary)
     _say(f"built kube-apiserver in {time.monotonic() - started:.0f} s ({binary})")
     return binary
+
+
+# reflect2 1.0.1 (vendored in 1.20.2) links to reflect.mapiterinit with its pre-1.18 signature,
+# which returned the iterator; from Go 1.18 the caller passes one in. Built with Debian's Go
+# 1.19, json-iterator's first walk of a map (every custom resource's metadata) passed
+# garbage for it and kube-apiserver died with SIGSEGV. reflect2 1.0.2's fix, the same way:
+# the iterator is the caller's, laid out as the runtime's.
+_REFLECT2_FIXES = (
+    (
+        "unsafe_link.go",
+        "func mapiterinit(rtype unsafe.Pointer, m unsafe.Pointer) *hiter\n",
+        "func mapiterinit(rtype unsafe.Pointer, m unsafe.Pointer, it *hiter)\n",
+    ),
+    (
+        "unsafe_link.go",
+        "\t// rest fields are ignored\n",
+        "\tt           unsafe.Pointer\n\th           unsafe.Pointer\n"
+        "\tbuckets     unsafe.Pointer\n\tbptr        unsafe.Pointer\n"
+        "\toverflow    *[]unsafe.Pointer\n\toldoverflow *[]unsafe.Pointer\n"
+        "\tstartBucket uintptr\n\toffset      uint8\n\twrapped     bool\n"
+        "\tB           uint8\n\ti           uint8\n\tbucket      uintptr\n"
+        "\tcheckBucket uintptr\n",
+    ),
+    (
+        "unsafe_map.go",
+        "\treturn &UnsafeMapIterator{\n\t\thiter:      mapiterinit(type2.rtype, "
+        "*(*unsafe.Pointer)(obj)),\n",
+        "\tvar it hiter\n\tmapiterinit(type2.rtype, *(*unsafe.Pointer)(obj), &it)\n"
+        "\treturn &UnsafeMapIterator{\n\t\thiter:      &it,\n",
+    ),
+)
+
+
+def _fix_reflect2(folder: Path) -> None:
+    """Applies `_REFLECT2_FIXES` once (a tree already fixed is left as it is)."""
+    for name, old, new in _REFLECT2_FIXES:
+        path = folder / name
+        text = path.read_text()
+        if new in text:
+            continue
+        if text.count(old) != 1:
+            raise RuntimeError(f"{path}: not reflect2 1.0.1 as expected; cannot fix it")
+        path.write_text(text.replace(old, new))
 
 
 if __name__ == "__main__":

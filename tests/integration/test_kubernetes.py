@@ -33,7 +33,7 @@ from tests.conftest import need_service
 from tests.kube_api import KubeApi, wait_ready
 
 REASON = "meowbot: xid79 gpu3 by @ana"
-RBAC = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes-rbac.yaml"
+RBAC = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes" / "rbac.yaml"
 USER = "meowbot-test"
 
 
@@ -363,7 +363,7 @@ async def test_the_smallest_role_works_and_less_is_refused_in_a_sentence(
             await adapter.nodes()
         assert caught.value.user_text().startswith("Kubernetes refused to list nodes: ")
         assert f'User "{USER}" cannot list resource "nodes"' in caught.value.user_text()
-        assert "deploy/kubernetes-rbac.yaml" in caught.value.user_text()
+        assert "deploy/kubernetes/rbac.yaml" in caught.value.user_text()
 
         _bind(api, "meowbot-readonly")
         assert "kn-rbac" in await _until(adapter.nodes)

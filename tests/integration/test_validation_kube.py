@@ -37,7 +37,7 @@ from tests.kube_kubelet import run_job
 
 NS = "meowbot"
 REASON = "meowbot: xid79 gpu3 by @ana"
-RBAC = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes-rbac.yaml"
+RBAC = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes" / "rbac.yaml"
 USER = "meowbot-test"
 
 
@@ -52,7 +52,7 @@ def api() -> KubeApi:
 
 @pytest.fixture
 def rbac(api: KubeApi) -> Iterator[str]:
-    """deploy/kubernetes-rbac.yaml applied and bound to the test user: its kubeconfig. The
+    """deploy/kubernetes/rbac.yaml applied and bound to the test user: its kubeconfig. The
     bindings go after the test: the RBAC tests of test_kubernetes.py start from none."""
     for doc in yaml.safe_load_all(RBAC.read_text()):
         kind, name = doc["kind"], doc["metadata"]["name"]
