@@ -39,9 +39,10 @@ from slack_sdk.signature import SignatureVerifier
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.app import create_bot, highlights_parts, make_web_client
+from bot.app import create_bot, highlights_parts
 from bot.backends.highlight_store import RedisHighlightStore
 from bot.config import load_settings
+from bot.connect import make_web_client
 from bot.highlights.config import HighlightsConfig
 from bot.highlights.models import Reaction
 from bot.highlights.rules import base_emoji

@@ -155,8 +155,8 @@ def _prometheus_rules(
 ) -> int:
     """The rules file for the checks as MEOWBOT_CONFIG configures them (a PrometheusRule
     object with `kubernetes`)."""
-    from bot.app import prometheus_rule_groups
     from bot.backends.prometheus_rules import prometheus_rule_yaml, rules_yaml
+    from bot.connect import prometheus_rule_groups
     from bot.triage.targets import BadInput, parse_duration
 
     try:

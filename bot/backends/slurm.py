@@ -25,6 +25,8 @@ strict pattern, job ids as digits, reasons as bot/drain_reason.py checks them.
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import logging
 import os
 import re
@@ -381,6 +383,45 @@ def parse_job(raw: Mapping[str, Any], *, cap: int = MAX_HOSTLIST_NAMES) -> Job:
     )
 
 
+@dataclass(frozen=True)
+class SlurmAbout:
+    """What slurmrestd's ping says: the Slurm release it runs, and each controller's state."""
+
+    release: str | None  # "22.05.8"
+    controllers: tuple[tuple[str, str], ...]  # (hostname, "UP"), as listed
+
+
+def parse_ping(body: Any) -> SlurmAbout:
+    """A ping answer of either shape: v0.0.38 `meta.Slurm.release` and `pings[].ping`, newer
+    `meta.slurm.release` and `pings[].pinged`."""
+    meta = body.get("meta") if isinstance(body, Mapping) else None
+    slurm = (meta.get("Slurm") or meta.get("slurm")) if isinstance(meta, Mapping) else None
+    release = _text(slurm.get("release")) if isinstance(slurm, Mapping) else None
+    version = slurm.get("version") if isinstance(slurm, Mapping) else None
+    if release is None and isinstance(version, Mapping):
+        release = ".".join(str(version.get(k, "?")) for k in ("major", "minor", "micro"))
+    pings = body.get("pings") if isinstance(body, Mapping) else None
+    controllers = tuple(
+        (_text(p.get("hostname")) or "?", (_text(p.get("pinged") or p.get("ping")) or "?").upper())
+        for p in pings or []
+        if isinstance(p, Mapping)
+    )
+    return SlurmAbout(release, controllers)
+
+
+def jwt_claims(token: str) -> dict[str, Any] | None:
+    """A JWT's claims, read without checking its signature (slurmctld checks it): `sun`, the
+    Slurm user it stands for, and `exp`. None when `token` is not a JWT."""
+    parts = token.strip().split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except ValueError:  # bad base64 (binascii.Error), bytes or JSON
+        return None
+    return claims if isinstance(claims, dict) else None
+
+
 def slurm_errors(body: Any) -> list[tuple[int | None, str]]:
     """(error number, description) of each entry in a slurmrestd `errors` list."""
     errors = body.get("errors") if isinstance(body, Mapping) else None
@@ -529,6 +570,27 @@ class SlurmRest:
         if not isinstance(body, Mapping):
             raise BackendError(NAME, "answered JSON that is not an object.")
         return body
+
+    # -- what the doctor reads (bot/doctor/slurm_part.py): nothing here changes anything
+
+    @property
+    def user(self) -> str:
+        """SLURM_USER, sent beside the token to slurmrestd."""
+        return self._user
+
+    @property
+    def scontrol(self) -> str:
+        """The command drain and resume run where the REST API cannot update nodes."""
+        return self._scontrol
+
+    def token_claims(self) -> dict[str, Any] | None:
+        return jwt_claims(self._token)
+
+    async def about(self) -> SlurmAbout:
+        """The Slurm release slurmrestd runs and its controllers' answers to a ping."""
+        deadline = Deadline(self.timeout_s)
+        api = await self.api(deadline)
+        return parse_ping(await self._get(api.ping_path, deadline))
 
     # -- the port
 

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from bot.mrkdwn import code
 from bot.render.blocks import HomeTab, Modal, button
+from bot.render.doctor import SETUP_ACTION
 from bot.render.validation import TestOffer
 
 OPEN_PALETTE_ACTION = "meowbot_open_palette"
@@ -43,11 +44,17 @@ def home_view(
     jobs: list[str] | None = None,
     to_test: Sequence[tuple[str, str]] = (),
     test: TestOffer | None = None,
+    *,
+    may_check: bool = False,
+    setup: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The home tab: the fleet at a glance and the viewer's jobs, when they could be read;
-    for those who may act, the nodes meowbot drained (node, reason) with "Test and resume"."""
+    for those who may act, the nodes meowbot drained (node, reason) with "Test and resume",
+    and the setup check (`may_check`) with its report or progress (`setup`, mrkdwn blocks)."""
     home = HomeTab(callback_id="meowbot_home")
     home.header("meowbot")
+    if setup and not may_check:  # a refusal: said first, where the press was
+        home.lines(setup, bullet="")
     if glance:
         home.section("*The fleet at a glance*")
         home.lines(glance)
@@ -60,7 +67,15 @@ def home_view(
             home.section(f"{code(node)} {code(reason)}", accessory=test.button(node))
         if len(to_test) > MAX_TO_TEST:
             home.lines([f"and {len(to_test) - MAX_TO_TEST} more: `/node-health <node> test`"])
-    if glance or jobs or (to_test and test is not None):
+    if may_check:
+        home.section(
+            "*Setup check*: each configured part against what meowbot needs, as "
+            "`meowbot doctor` prints it",
+            accessory=button("Check the setup", SETUP_ACTION),
+        )
+        for block in setup:
+            home.section(block)
+    if glance or jobs or (to_test and test is not None) or may_check:
         home.divider()
     home.section("GPU cluster triage and the model playground. Commands:")
     home.lines([f"{code(c.name + ' ' + c.usage_hint)}: {c.description}" for c in commands])

@@ -129,10 +129,13 @@ class HealthConfig(BaseModel):
 
 @dataclass(frozen=True)
 class Findings:
-    """What one check found: faults, and metrics it needed but did not get."""
+    """What one check found: faults, and metrics it needed but did not get. `unable`: the
+    kinds the missing metrics stop, where a reading shared by several kinds can still look
+    for the others (empty: all of them)."""
 
     faults: list[Fault] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    unable: frozenset[FaultKind] = frozenset()
 
 
 CheckFn = Callable[[Table, HealthConfig], Findings]
@@ -382,7 +385,10 @@ class Check:
     def run(self, table: Table, cfg: HealthConfig) -> Findings:
         if isinstance(self.finds, Custom):
             found = self.finds.run(table, cfg)
-            return Findings([f for f in found.faults if f.kind is self.kind], found.missing)
+            stopped = not found.unable or self.kind in found.unable
+            return Findings(
+                [f for f in found.faults if f.kind is self.kind], found.missing if stopped else []
+            )
         parts = [t.find(table, cfg, self) for t in self.finds]
         return Findings(
             [f for p in parts for f in p.faults], [mt for p in parts for mt in p.missing]
@@ -589,6 +595,14 @@ def _throttle(table: Table, cfg: HealthConfig) -> Findings:
     events = table.get(CLOCK_EVENTS_REQUEST.key)
     if col is None and not held and events is None:
         return Findings(missing=[m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS])
+    # Without the bitmask a power cap or software thermal slowdown is still measured by its
+    # violation counter; a hardware reason is not (the clock-event counter sees one come on
+    # in the window, not one that has held since before it): those kinds are not checked.
+    unable = (
+        frozenset(kind for bit, kind, *_ in THROTTLE_BITS if bit not in held)
+        if col is None
+        else frozenset()
+    )
     window_ns = max(table.window_s, 1.0) * 1e9
 
     def share_of(ns: float) -> float:
@@ -665,6 +679,8 @@ def _throttle(table: Table, cfg: HealthConfig) -> Findings:
             "the window (not at the instant read)"
         )
         faults.append(_fault(table, events, i, kind, severity, action, summary))
+    if unable:
+        return Findings(faults, [m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS], unable)
     return Findings(faults=faults)
 
 
@@ -1233,7 +1249,9 @@ def run_checks(table: Table, cfg: HealthConfig, checks: Sequence[Check] | None =
             sharing = [c for c in chosen if c.finds is check.finds]
             found = check.finds.run(table, cfg)
             wanted = {c.kind for c in sharing}
-            found = Findings([f for f in found.faults if f.kind in wanted], found.missing)
+            found = Findings(
+                [f for f in found.faults if f.kind in wanted], found.missing, found.unable
+            )
         else:
             found = check.run(table, cfg)
         # Checks say "in the window"; the answer names it, so that counts read over
@@ -1245,7 +1263,8 @@ def run_checks(table: Table, cfg: HealthConfig, checks: Sequence[Check] | None =
             else f
             for f in found.faults
         )
-        if found.missing and not found.faults:
-            for c in sharing:
+        for c in sharing:
+            stopped = not found.unable or c.kind in found.unable
+            if found.missing and stopped and not any(f.kind == c.kind for f in found.faults):
                 not_run[c.name] = found.missing
     return HealthRun(at=table.at, faults=faults, not_run=not_run)

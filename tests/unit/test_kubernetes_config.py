@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.app import kubernetes_of, make_scheduler
 from bot.backends.both_schedulers import BothSchedulers
 from bot.backends.kubernetes import KubernetesScheduler
 from bot.backends.slurm import SlurmRest
 from bot.config import ConfigError, load_settings
 from bot.config_sections import kubernetes_config
+from bot.connect import kubernetes_of, make_scheduler
 
 
 @pytest.fixture(autouse=True)

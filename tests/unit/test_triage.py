@@ -108,6 +108,38 @@ def test_old_throttle_metric_name_is_read_too() -> None:
     assert "throttle_hw_slowdown" not in run.not_run  # the clock-event checks are named by kind
 
 
+@pytest.mark.parametrize("host_label", ["Hostname", "hostname"])
+def test_without_the_clock_event_bitmask_the_kinds_it_alone_shows_are_said_unchecked(
+    host_label: str,
+) -> None:
+    """The newer exporter's violation counters still measure a power cap and a software
+    thermal slowdown; a hardware reason held since before the window shows only in the
+    bitmask (its clock-event counter sees one come on). The released exporter has neither."""
+    fleet = SimFleet(
+        16,
+        seed=2,
+        now=NOW,
+        fault_rate=0.0,
+        host_label=host_label,  # type: ignore[arg-type]
+        disabled_metrics=[m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS],
+    )
+    fleet.inject(FaultKind.THROTTLE_POWER, "gpu-0003", 1, NOW - timedelta(hours=2))
+    cfg = HealthConfig()
+    table = SimMetrics(fleet).read_now(requests_for(enabled_checks(cfg)), nodes=None, window_s=3600)
+    run = run_checks(table, cfg)
+    hardware = {"throttle_hw_slowdown", "throttle_hw_thermal", "power_brake"}
+    clocks = {n: v for n, v in run.not_run.items() if n.startswith("throttle") or n in hardware}
+    bitmask = [m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS]
+    if host_label == "hostname":
+        assert clocks == {name: bitmask for name in hardware}
+        # The power cap is still found, by its violation counter.
+        assert [(f.kind, f.node) for f in run.faults] == [(FaultKind.THROTTLE_POWER, "gpu-0003")]
+    else:
+        unchecked = [*hardware, "throttle_power", "throttle_sw_thermal"]
+        assert clocks == {name: bitmask for name in unchecked}
+        assert run.faults == []
+
+
 def test_a_check_can_be_turned_off() -> None:
     fleet = SimFleet(16, seed=3, now=NOW, fault_rate=0.0)
     fleet.inject(FaultKind.XID, "gpu-0004", 1, NOW - timedelta(minutes=5), xid=79)
