@@ -82,8 +82,8 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         metavar="SECONDS",
         help=(
-            "evaluate every group this often (default: 15 s the checks' gauges, 30 s the "
-            "per-node reads, 120 s counters, 240 s a day)"
+            "evaluate every group this often (default: 30 s the per-node reads, 120 s "
+            "counters, 240 s a day's; the checks' gauges are read raw)"
         ),
     )
     rules.add_argument(
@@ -172,7 +172,6 @@ def _prometheus_rules(
         if interval_s is None
         else {
             "value_interval_s": interval_s,
-            "gauge_interval_s": interval_s,
             "window_interval_s": interval_s,
             "day_interval_s": interval_s,
             "pace_interval_s": interval_s,

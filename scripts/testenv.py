@@ -22,6 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from testsvc import crd_validators  # found through the path above
+
 # Started in this order, the services of one stage side by side (each stage's start-up is
 # mostly waiting: Prometheus for live scrapes while the checkpoints train); a later stage may
 # use what an earlier one exported. kube and victoria last: their starts return at once and
@@ -37,8 +39,9 @@ OPT_IN: frozenset[str] = frozenset()
 ONLY_VAR = "MEOWBOT_TEST_SERVICES"
 # Not a service, installed whichever are named: systemd-analyze checks deploy/systemd's unit
 # and a systemd user manager runs its sandbox (tests/unit/test_systemd_unit.py and
-# tests/integration/test_systemd_sandbox.py).
-TOOLS = {"systemd": "systemd-analyze"}
+# tests/integration/test_systemd_sandbox.py); node and npm install and run prometheus-operator's
+# schema validators (testsvc/crd_validators.py) for tests/integration/test_deploy_kubernetes.py.
+TOOLS = {"systemd": "systemd-analyze", **crd_validators.PACKAGES}
 
 
 def say(msg: str) -> None:
@@ -115,6 +118,7 @@ def main(argv: list[str]) -> int:
         tmp = Path(tmp_s)
         env = dict(os.environ)
         env["MEOWBOT_TEST_TMP"] = str(tmp)
+        env.update(crd_validators.ensure())  # once per machine; a look at its folder after
         by_name = dict(zip(names, modules, strict=True))
         for stage in STAGES:
             started = [(n, by_name[n]) for n in stage if n in by_name]

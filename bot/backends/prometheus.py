@@ -332,17 +332,14 @@ class PrometheusMetrics:
         nodes: Sequence[str] | None,
         window_s: float,
         recorded: Collection[str],
-        *,
-        fresh: bool = True,
     ) -> Plan:
         """The query for `request`, the recorded series it reads (None: read raw), and
         whether `read` keeps the selection's rows itself.
 
         A recording rule is used only when it records exactly the fleet-wide query this
         adapter would send (its name hashes that query): other windows or thresholds are raw.
-        A `fresh` read takes the checks' gauges raw (`rules.READ_AT_THE_SCRAPE`).
         """
-        if recorded and rules.worth_recording(request, fresh=fresh):
+        if recorded and rules.worth_recording(request):
             fleet = query_for(request, None, window_s, self.node_label)
             name = rules.recorded_name(fleet, request.name)
             if name in recorded:
@@ -419,21 +416,19 @@ class PrometheusMetrics:
         window_s: float,
         at: datetime | None = None,
         timeout_s: float | None = None,
-        fresh: bool = True,
     ) -> Table:
-        """Every requested metric, concurrently, one query each (recorded where kept up;
-        not `fresh`, the checks' gauges too)."""
+        """Every requested metric, concurrently, one query each (recorded where kept up)."""
         deadline = Deadline(timeout_s or self.timeout_s)
         if nodes is not None:
             nodes_regex(nodes)  # a bad node name is refused before any query is sent
         recorded = await self.recorded_rules(deadline)
-        plans = [self.plan(r, nodes, window_s, recorded, fresh=fresh) for r in requests]
+        plans = [self.plan(r, nodes, window_s, recorded) for r in requests]
         self.recorded_reads += sum(1 for p in plans if p.recorded is not None)
         # A filtered answer may be empty because all is well: ask once which metrics exist.
         filtered = [r.name for r in requests if r.keep or r.fewer_per_node]
         reads = asyncio.gather(*(self.query(p.query, at=at, deadline=deadline) for p in plans))
         # A counter read through its rule: which series moved since the rule ran, asked beside.
-        to_freshen = [
+        fresh = [
             i
             for i, (r, p) in enumerate(zip(requests, plans, strict=True))
             if p.recorded is not None and at is None and counts_events(r)
@@ -441,7 +436,7 @@ class PrometheusMetrics:
         movements = asyncio.gather(
             *(
                 self._moved(requests[i].name, nodes, recorded[plans[i].recorded or ""], deadline)
-                for i in to_freshen
+                for i in fresh
             )
         )
         # Drift over a selection is judged against the whole fleet: its version counts, when
@@ -469,7 +464,7 @@ class PrometheusMetrics:
         await asyncio.gather(
             *(
                 self._freshen(requests[i], results[i], nodes, window_s, nodes_moved, deadline)
-                for i, nodes_moved in zip(to_freshen, moved, strict=True)
+                for i, nodes_moved in zip(fresh, moved, strict=True)
             )
         )
         for request, result in zip(requests, results, strict=True):

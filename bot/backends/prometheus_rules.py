@@ -177,31 +177,25 @@ def _checks_gauges() -> frozenset[str]:
 
 
 READ_AT_THE_SCRAPE = _checks_gauges()
-"""Read raw by the sweep and /node-health: the gauges a fault shows in at the scrape (the last
-Xid, double-bit ECC errors, pending and failed row remaps, clock events, temperature, the
-PCIe link, a GPU gone from its node, an InfiniBand port's state, DCGM's health verdict).
-Through a rule, such a fault reached the sweep only at the rule's next run after the scrape
-(docs/benchmarks.md); raw, such a read costs one sample a series. A fleet-wide read that is
-not the sweep (/hw-faults, App Home) reads them recorded (`GAUGES_GROUP`): raw, 26 gauges of
-32k GPUs each cost it seconds at 4,096 nodes. The counters stay recorded over their windows,
-and the adapter re-reads raw only the series that moved since the rule ran
+"""Never recorded: the gauges a fault shows in at the scrape (the last Xid, double-bit ECC
+errors, pending and failed row remaps, clock events, temperature, the PCIe link, a GPU gone
+from its node, an InfiniBand port's state, DCGM's health verdict). Recorded, such a fault
+reached the sweep only at the rule's next run after the scrape (docs/benchmarks.md). Raw,
+such a read costs Prometheus one sample a series. The counters stay recorded over their
+windows, and the adapter re-reads raw only the series that moved since the rule ran
 (bot/backends/prometheus.py: `_freshen`)."""
 
-GAUGES_GROUP = "meowbot-health-gauges"
 
+def worth_recording(request: MetricRequest) -> bool:
+    """Counters over a window, per-node counts, and the filtered rows of gauges no health
+    check reads (/job-slow's proxies).
 
-def worth_recording(request: MetricRequest, *, fresh: bool = True) -> bool:
-    """Counters over a window, per-node counts, the filtered rows of gauges no health check
-    reads (/job-slow's proxies), and, for a read that need not be `fresh`, the checks' gauges.
-
-    A bare selector (every row of a gauge) is as cheap to read raw as recorded; a `fresh`
-    read (the sweep's) takes a check's gauge raw, to see its fault at the scrape.
+    A bare selector (every row of a gauge) is as cheap to read raw as recorded; a check's
+    gauge is read raw so that the sweep sees its fault at the scrape (`READ_AT_THE_SCRAPE`).
     """
     if request.reading is not Reading.VALUE or request.per_node or request.lowest_per_node:
         return True
-    if not (request.keep or request.fewer_per_node):
-        return False
-    return not fresh or request.key not in READ_AT_THE_SCRAPE
+    return bool(request.keep or request.fewer_per_node) and request.key not in READ_AT_THE_SCRAPE
 
 
 def keeps_name(request: MetricRequest) -> bool:
@@ -274,7 +268,6 @@ def rule_groups(
     *,
     windows: Sequence[int] | None = None,
     value_interval_s: int = 30,
-    gauge_interval_s: int = 15,
     window_interval_s: int = 120,
     day_interval_s: int = 240,
     pace_interval_s: int = 60,
@@ -285,9 +278,8 @@ def rule_groups(
     """The recording rules for the enabled checks of `health`.
 
     One group for the per-node reads, /job-slow's filtered gauges and the fleet's version
-    counts (cheap: evaluated every `value_interval_s`); one for the checks' gauges, at a
-    scrape's pace (`gauge_interval_s`: read so by /hw-faults and App Home, raw by the sweep,
-    `READ_AT_THE_SCRAPE`); and one group per counter and window
+    counts (cheap: evaluated every `value_interval_s`; the checks' gauges are read raw,
+    `READ_AT_THE_SCRAPE`), and one group per counter and window
     (each counter compared at two instants over the whole fleet: the costly part). A window
     of a day or more is evaluated every `day_interval_s`: four minutes' news in a day's
     count, for a quarter of the cost of every minute; shorter windows every two minutes.
@@ -307,19 +299,15 @@ def rule_groups(
     requests = requests_for(enabled_checks(health), health)
     straggler_reads = proxy_requests(stragglers or StragglerConfig())
     values: dict[str, Rule] = {}
-    gauges: dict[str, Rule] = {}
     for request in [*requests, *INVENTORY_REQUESTS, *straggler_reads]:
-        if request.reading is not Reading.VALUE or not worth_recording(request, fresh=False):
-            continue
-        rule = _rule(request, INVENTORY_WINDOW_S, node_label)
-        (values if worth_recording(request) else gauges).setdefault(rule.record, rule)
+        if request.reading is Reading.VALUE and worth_recording(request):
+            rule = _rule(request, INVENTORY_WINDOW_S, node_label)
+            values.setdefault(rule.record, rule)
     for metric, label in VERSION_LABELS:
         expr = version_count_query(metric, label, node_label)
         name = recorded_name(expr, metric)
         values.setdefault(name, Rule(name, expr, metric, f"nodes per {label}"))
     groups = [RuleGroup("meowbot-health-values", value_interval_s, tuple(values.values()))]
-    if gauges:
-        groups.append(RuleGroup(GAUGES_GROUP, gauge_interval_s, tuple(gauges.values())))
     counters = [r for r in requests if r.reading is not Reading.VALUE]
     for window in wins:
         interval = day_interval_s if window >= DAY_S else window_interval_s

@@ -28,11 +28,7 @@ class Reader(Protocol):
         window_s: float,
         at: datetime | None = None,
         timeout_s: float | None = None,
-        fresh: bool = True,
-    ) -> Table:
-        """`fresh` False: a fleet-wide read that may take the checks' gauges from their
-        recording rule, a scrape or so behind (/hw-faults, App Home); the sweep's is fresh."""
-        ...
+    ) -> Table: ...
 
 
 class Metrics(Reader, Protocol):

@@ -227,19 +227,13 @@ class UncheckedNodes:
     at: datetime
 
 
-async def _run(
-    triage: Triage, nodes: Sequence[str] | None, window_s: float, *, fresh: bool = True
-) -> HealthRun:
-    """`fresh`: the checks' gauges as at the last scrape (the sweep, /node-health); a glance
-    over the whole fleet (/hw-faults, App Home) may read them from their rule."""
+async def _run(triage: Triage, nodes: Sequence[str] | None, window_s: float) -> HealthRun:
     cfg = triage.config
     checks = enabled_checks(cfg)
     metrics = triage.metrics
     if metrics is None:
         raise NoMetrics
-    table = await metrics.read(
-        requests_for(checks, cfg), nodes=nodes, window_s=window_s, fresh=fresh
-    )
+    table = await metrics.read(requests_for(checks, cfg), nodes=nodes, window_s=window_s)
     run = await triage.cpu.run(run_checks, table, cfg, checks)
     return await apply_resume_memory(metrics, triage.resumes, run, window_s)
 
@@ -696,8 +690,7 @@ async def hw_faults(
                 _retries("/hw-faults", _close(name, triage.inventory.names()), rest),
             )
     try:
-        # A hostlist's gauges are cheap to read at the scrape; the fleet's are not.
-        run = await _run(triage, nodes, window_s, fresh=nodes is not None)
+        run = await _run(triage, nodes, window_s)
     except BackendError as exc:
         return UserError(f"I could not read the metrics: {exc.user_text()}")
     # Seen over the health window (or a shorter one), the faults count as seen now; over a
@@ -836,11 +829,10 @@ async def fleet_glance(
     try:
         await triage.inventory.load()
         if window_s == verdict_window_s:
-            now_run = day_run = await _run(triage, None, window_s, fresh=False)
+            now_run = day_run = await _run(triage, None, window_s)
         else:
             now_run, day_run = await asyncio.gather(
-                _run(triage, None, verdict_window_s, fresh=False),
-                _run(triage, None, window_s, fresh=False),
+                _run(triage, None, verdict_window_s), _run(triage, None, window_s)
             )
     except BackendError as exc:
         return UserError(f"I could not read the fleet: {exc.user_text()}")

@@ -60,5 +60,5 @@ def test_kubernetes_writes_the_file_with_its_heading(
     text = out.read_text(encoding="utf-8")
     assert text.startswith("# meowbot's recording rules as a PrometheusRule")
     assert "--kubernetes` from the health checks and MEOWBOT_CONFIG" in text
-    assert "# meowbot-health-gauges, every 15 s:" in text
+    assert "# meowbot-health-values, every 30 s:" in text
     assert yaml.safe_load(text)["kind"] == "PrometheusRule"

@@ -58,7 +58,6 @@ class SimMetrics:
         window_s: float,
         at: datetime | None = None,
         timeout_s: float | None = None,
-        fresh: bool = True,
     ) -> Table:
         return await self.cpu.run(self.read_now, requests, nodes=nodes, window_s=window_s, at=at)
 
