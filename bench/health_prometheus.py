@@ -89,6 +89,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import multiprocessing
 import os
 import shutil
@@ -111,7 +112,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bot.alerts.config import AlertsConfig
 from bot.app import prometheus_triage, sim_triage
 from bot.backends.http import Deadline
-from bot.backends.prometheus import PrometheusInventory, PrometheusMetrics
+from bot.backends.prometheus import (
+    PrometheusInventory,
+    PrometheusMetrics,
+    counts_events,
+    moved_query,
+)
 from bot.backends.prometheus_rules import (
     SENTINEL_LABEL,
     RuleGroup,
@@ -788,15 +794,31 @@ def reference(fleet: SimFleet) -> dict[str, int]:
 
 
 async def profile_queries(metrics: PrometheusMetrics) -> None:
-    """Each query of a fleet-wide call alone, one after another: where the time goes."""
+    """Each query of a fleet-wide call alone, one after another, raw and as the call sends it
+    (recorded where kept up, and a recorded counter's query for the series that moved since
+    its rule ran): where the time goes."""
     deadline = Deadline(120)
-    print("each query alone (ms, rows):")
-    for request in requests_for(enabled_checks(HealthConfig()), HealthConfig()):
-        promql = query_for(request, None, 86400.0, metrics.node_label)
+    kept_up = await metrics.recorded_rules(deadline)
+    print("each query alone (ms, rows): raw | as sent | moved since the rule ran")
+
+    async def timed(promql: str) -> tuple[float, int]:
         started = time.perf_counter()
         rows = await metrics.query(promql, at=None, deadline=deadline)
-        took = (time.perf_counter() - started) * 1000
-        print(f"  {took:7.0f} ms {len(rows):7d} rows  {request.name} ({request.reading.value})")
+        return (time.perf_counter() - started) * 1000, len(rows)
+
+    for request in requests_for(enabled_checks(HealthConfig()), HealthConfig()):
+        raw_ms, raw_rows = await timed(query_for(request, None, 86400.0, metrics.node_label))
+        plan = metrics.plan(request, None, 86400.0, kept_up)
+        line = f"  {raw_ms:7.0f} ms {raw_rows:7d} rows"
+        if plan.recorded is not None:
+            sent_ms, sent_rows = await timed(plan.query)
+            line += f" | {sent_ms:7.0f} ms {sent_rows:6d} rows"
+            if counts_events(request):
+                age = math.ceil(kept_up[plan.recorded] + 30)
+                moved = moved_query(request.name, None, age, metrics.node_label)
+                moved_ms, moved_rows = await timed(moved)
+                line += f" | {moved_ms:7.0f} ms {moved_rows:6d} rows"
+        print(f"{line}  {request.name} ({request.reading.value})")
 
 
 async def bench(

@@ -11,26 +11,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import Settings
 from bot.doctor.report import Line, Status
+from bot.slack_scopes import BOT_SCOPES
 
 PART = "Slack"
-
-BOT_SCOPES: tuple[str, ...] = (
-    "app_mentions:read",
-    "commands",
-    "chat:write",
-    "channels:history",
-    "channels:read",
-    "files:write",
-    "groups:history",
-    "groups:read",
-    "im:history",
-    "im:write",
-    "reactions:read",
-    "usergroups:read",
-    "users:read",
-    "users:read.email",
-)
-"""manifest.yaml's bot scopes (tests/unit/test_doctor.py holds the two equal)."""
 
 WHAT_NEEDS: dict[str, str] = {
     "chat:write": "no alert, answer or digest can be posted",

@@ -27,7 +27,7 @@ from bot.doctor.prometheus_part import (
 from bot.doctor.redis_part import server_lines
 from bot.doctor.report import Line, Status, exit_code, render_json, render_text
 from bot.doctor.services_part import schedule_lines
-from bot.doctor.slack_part import BOT_SCOPES, scope_lines
+from bot.doctor.slack_part import scope_lines
 from bot.doctor.slurm_part import (
     drain_path_line,
     may_drain_line,
@@ -36,6 +36,7 @@ from bot.doctor.slurm_part import (
     token_line,
 )
 from bot.ports import SchedulerNode
+from bot.slack_scopes import BOT_SCOPES
 from bot.triage.checks import CHECKS_BY_NAME
 
 ROOT = Path(__file__).resolve().parents[2]

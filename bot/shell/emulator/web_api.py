@@ -14,6 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from bot.shell.emulator.errors import SlackError
+from bot.slack_scopes import BOT_SCOPES, NEEDS_SCOPE
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 # method name -> (handler, the token it takes: "bot", "app" or "none")
@@ -48,34 +49,8 @@ class _Failure:
     count: int
 
 
-NEEDS_SCOPE: dict[str, str] = {
-    "chat.delete": "chat:write",
-    "chat.postEphemeral": "chat:write",
-    "chat.postMessage": "chat:write",
-    "chat.update": "chat:write",
-    "conversations.history": "channels:history",
-    "conversations.info": "channels:read",
-    "conversations.list": "channels:read",
-    "conversations.members": "channels:read",
-    "conversations.open": "im:write",
-    "conversations.replies": "channels:history",
-    "files.completeUploadExternal": "files:write",
-    "files.getUploadURLExternal": "files:write",
-    "reactions.get": "reactions:read",
-    "usergroups.list": "usergroups:read",
-    "usergroups.users.list": "usergroups:read",
-    "users.info": "users:read",
-    "users.list": "users:read",
-    "users.lookupByEmail": "users:read.email",
-}
-"""The bot scope each method needs, as Slack's method pages list them (for a public channel;
-the emulator does not tell public from private channels here)."""
-
-
 class WebApi:
     def __init__(self, methods: MethodTable, *, bot_token: str, app_token: str) -> None:
-        from bot.doctor.slack_part import BOT_SCOPES
-
         self.methods = methods
         self.bot_token = bot_token
         self.app_token = app_token
