@@ -352,7 +352,8 @@ def test_a_site_overlay_changes_what_docs_deploy_md_says_it_changes(
     (site / "secrets.env").write_text(
         "SLACK_BOT_TOKEN=xoxb-site\nSLACK_SIGNING_SECRET=site-secret\nREDIS_PASSWORD=\n"
     )
-    (site / "config.yaml").write_text("health:\n  max_gpu_temp_c: 80\n")
+    # The health window: the counters are recorded over it, so the rules change.
+    (site / "config.yaml").write_text("health:\n  window_s: 7200\n")
     monkeypatch.setenv("MEOWBOT_CONFIG", str(site / "config.yaml"))
     rules = site / "prometheusrule.yaml"
     assert meowbot_cli(["prometheus-rules", "--kubernetes", "-o", str(rules)]) == 0
