@@ -834,6 +834,10 @@ def _drift(kind: FaultKind, version: Version) -> Custom:
             # dcgm-exporter attaches the VBIOS version only where configured: a label nobody
             # carries is a check not run, never a fleet without drift.
             return Findings(missing=[f"{metric}{{{label}}}"])
+        if label in table.fleet_versions and not fleet:
+            # Some nodes read, and the fleet's counts did not come back (a broken rule, a
+            # failed aggregation): the selection alone has no majority to differ from.
+            return Findings(missing=[f"{metric}{{{label}}} across the fleet"])
         counts = Counter(fleet) if fleet else Counter(v for vs in versions.values() for v in vs)
         give_way()  # counting 50,000 nodes' versions and finding the drifted: two steps
         total = sum(counts.values())

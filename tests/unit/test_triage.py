@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -296,6 +297,24 @@ async def test_node_report_marks_drift_and_links_the_dashboard() -> None:
     text = str(blocks)
     assert "driver" in text and "differs from the fleet" in text
     assert "https://dash.example.org/d?node=gpu-0011" in text
+
+
+def test_a_selections_drift_without_the_fleets_counts_is_not_checked_not_healthy() -> None:
+    """A node is judged against the fleet's majority: when the fleet's counts did not come
+    back, the selection alone proves nothing, and the check says it did not run."""
+    fleet = SimFleet(32, seed=12, now=NOW, fault_rate=0.0)
+    fleet.inject(FaultKind.DRIVER_DRIFT, "gpu-0011", None, NOW - timedelta(minutes=20))
+    cfg = HealthConfig()
+    read = SimMetrics(fleet).read_now(requests_for(enabled_checks(cfg)), nodes=["gpu-0011"],
+                                      window_s=3600)  # fmt: skip
+    assert read.fleet_versions  # a selection's read carries the fleet's counts
+    found = run_checks(read, cfg)
+    assert FaultKind.DRIVER_DRIFT in {f.kind for f in found.faults}
+    lost = dataclasses.replace(read, fleet_versions={k: {} for k in read.fleet_versions})
+    run = run_checks(lost, cfg)
+    assert FaultKind.DRIVER_DRIFT not in {f.kind for f in run.faults}
+    unseen = [name for name, missing in run.not_run.items() if any("fleet" in x for x in missing)]
+    assert "driver_drift" in unseen, run.not_run
 
 
 def test_xid_per_code_counter_is_used_and_shows_repeats() -> None:
