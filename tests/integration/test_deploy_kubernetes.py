@@ -608,14 +608,28 @@ START_S = 60.0  # imports, matplotlib's font cache, the first sweep, on a loaded
 STATUS_S = 15.0
 
 
+KEEP_AT = Path("/mnt")
+"""Where the checkout waits, bound, while an emptyDir covers the folder it lies in."""
+
+
 def _mount_script(
     mounts: list[Doc], volumes: dict[str, Doc], files: dict[str, Path], scratch: Path
 ) -> list[str]:
     """Shell lines that make, in a private mount namespace, what a kubelet would: the
     container's mounts (a configMap's files read-only, an emptyDir a tmpfs of its size), then
     the root read-only. A mount point missing here is made in an overlay of its nearest
-    folder, itself read-only after, so nothing is written to this machine's own tree."""
+    folder, itself read-only after, so nothing is written to this machine's own tree. A
+    checkout (and its .venv, the interpreter run here) under an emptyDir's folder, /tmp for
+    a clean clone, is bound back in read-only, where the image has its files in /usr/local."""
     lines = ["set -e", f"mount -t tmpfs tmpfs {scratch}"]
+    covered = [
+        Path(m["mountPath"])
+        for m in mounts
+        if "emptyDir" in volumes[m["name"]] and ROOT.is_relative_to(m["mountPath"])
+    ]
+    if covered:
+        assert KEEP_AT.is_dir(), f"{KEEP_AT} is needed to hold the checkout"
+        lines.append(f"mount --bind {shlex.quote(str(ROOT))} {KEEP_AT}")
     overlaid: list[str] = []
     for mount in mounts:
         target = Path(mount["mountPath"])
@@ -642,6 +656,10 @@ def _mount_script(
         else:
             size = volume["emptyDir"].get("sizeLimit", "64Mi").replace("Mi", "m")
             lines.append(f"mount -t tmpfs -o size={size},mode=1777 tmpfs {at}")
+    if covered:
+        kept = shlex.quote(str(ROOT))
+        lines += [f"mkdir -p {kept}", f"mount --bind {KEEP_AT} {kept}"]
+        lines += [f"mount -o remount,bind,ro {kept}", f"umount {KEEP_AT}"]
     lines.append("mount -o remount,bind,ro /")
     lines += [f"mount -o remount,ro {folder}" for folder in overlaid]
     return lines

@@ -53,13 +53,15 @@ def sandboxed(user: UserManager, name: str, exec_start: str, env: dict[str, str]
         f"StandardError=file:{out / name}.err",
         f"BindReadOnlyPaths={Path(env['SLURM_CONF']).parent}",
     ]
-    under_home = [
-        str(p)
-        for p in {Path(sys.base_prefix).resolve(), REPO}
-        if str(p).startswith(tuple(f"{h}/" for h in HOMES))
-    ]
+    # The interpreter and the checkout where the sandbox hides them: under a home
+    # (ProtectHome=) or under /tmp (PrivateTmp=; a clean clone often lies there), bound back.
+    paths = {Path(sys.base_prefix).resolve(), REPO}
+    under_home = [str(p) for p in paths if str(p).startswith(tuple(f"{h}/" for h in HOMES))]
+    under_tmp = [str(p) for p in paths if str(p).startswith(("/tmp/", "/var/tmp/"))]
     if under_home:
-        drop_in += ["ProtectHome=tmpfs", f"BindReadOnlyPaths={' '.join(sorted(under_home))}"]
+        drop_in.append("ProtectHome=tmpfs")
+    if under_home or under_tmp:
+        drop_in.append(f"BindReadOnlyPaths={' '.join(sorted([*under_home, *under_tmp]))}")
     (user.units / f"{name}.service.d").mkdir()
     (user.units / f"{name}.service.d" / "test.conf").write_text("\n".join(drop_in) + "\n")
     user.systemctl("daemon-reload")

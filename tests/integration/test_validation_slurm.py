@@ -145,7 +145,8 @@ async def test_a_step_past_its_timeout_is_stopped_and_fails(
     steps = (STEPS[0].model_copy(update={"timeout_s": 1}), STEPS[1])
     run, _ = await _run(slurm, tools, tmp_path, steps)
     assert not run.passed
-    assert run.steps[0].result is not None and run.steps[0].result.figure == "timed out"
+    said = (run.error, [o.line for o in run.steps])  # why, when a run ends another way
+    assert run.steps[0].result is not None and run.steps[0].result.figure == "timed out", said
     assert run.after is not None and run.after.draining
 
 
