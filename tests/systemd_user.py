@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from scripts.testsvc.common import stop
 from tests.conftest import IN_CI
 
 SYSTEMD = Path("/lib/systemd/systemd")
@@ -175,13 +176,7 @@ def _wait_up(user: UserManager) -> None:
 
 def _stop(process: subprocess.Popen[bytes], groups: list[Path]) -> None:
     """The manager by its pid, then whatever it left in its cgroups, then the cgroups."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(STOP_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    stop(process, STOP_S)
     for group in groups:
         for procs in group.rglob("cgroup.procs"):
             for pid in procs.read_text().split():

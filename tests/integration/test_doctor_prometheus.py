@@ -6,9 +6,7 @@ back they reach, against Prometheus' own answer."""
 from __future__ import annotations
 
 import asyncio
-import json
 import re
-import subprocess
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -16,7 +14,6 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from aiohttp import web
 
 from bot import metric_names as m
 from bot.backends.prometheus_rules import SENTINEL_LABEL
@@ -27,9 +24,8 @@ from bot.connect import prometheus_rule_groups
 from bot.doctor.prometheus_part import history_reads
 from bot.doctor.report import Line, Status
 from bot.doctor.run import doctor
-from scripts.testsvc.common import free_port
-from scripts.testsvc.prometheus import prometheus_command
 from tests.conftest import need_service
+from tests.integration.scraping_prometheus import scraping
 
 NODES = 8
 BITMASK = m.DCGM_FI_DEV_CLOCKS_EVENT_REASONS
@@ -60,37 +56,7 @@ async def without_bitmask(tmp_path: Path) -> AsyncIterator[str]:
         m.DCGM_FI_DEV_POWER_VIOLATION in exposition and m.DCGM_EXP_CLOCK_EVENTS_TOTAL in exposition
     )
 
-    async def metrics(request: web.Request) -> web.Response:
-        return web.Response(text=exposition, content_type="text/plain")
-
-    app = web.Application()
-    app.router.add_get("/metrics", metrics)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    exporter = free_port()
-    await web.TCPSite(runner, "127.0.0.1", exporter).start()
-    port = free_port()
-    config = tmp_path / "prometheus.yml"
-    scrape = {
-        "job_name": "dcgm",
-        "honor_labels": True,
-        "static_configs": [{"targets": [f"127.0.0.1:{exporter}"]}],
-    }
-    config.write_text(
-        json.dumps(
-            {
-                "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
-                "scrape_configs": [scrape],
-            }
-        )
-    )
-    proc = subprocess.Popen(
-        prometheus_command(config, tmp_path / "data", port),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
+    async with scraping(exposition, tmp_path, "dcgm") as url:
         deadline = time.monotonic() + SCRAPED_WITHIN_S
         async with aiohttp.ClientSession() as http:
             while True:
@@ -107,10 +73,6 @@ async def without_bitmask(tmp_path: Path) -> AsyncIterator[str]:
                 assert time.monotonic() < deadline, "the test's Prometheus never scraped the fleet"
                 await asyncio.sleep(0.3)
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        await runner.cleanup()
 
 
 def settings(prom: str) -> Settings:

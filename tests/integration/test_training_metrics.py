@@ -4,8 +4,6 @@ scrapes a small exporter on loopback (the shared test Prometheus holds the simul
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -13,7 +11,6 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from aiohttp import web
 
 from bot.backends.prometheus import PrometheusMetrics
 from bot.backends.training_metrics import TrainingMetrics, metric_query
@@ -21,8 +18,8 @@ from bot.errors import BackendError
 from bot.playground.catalog import ServedModel, build_catalog
 from bot.playground.config import PlaygroundConfig, parse_endpoints
 from scripts.testsvc.common import free_port
-from scripts.testsvc.prometheus import prometheus_command
 from tests.conftest import need_service
+from tests.integration.scraping_prometheus import scraping
 
 EXPOSITION = """\
 # TYPE train_loss gauge
@@ -43,38 +40,7 @@ CFG = PlaygroundConfig(
 async def prometheus(tmp_path: Path) -> AsyncIterator[str]:
     need_service("PROMETHEUS_URL")  # the test environment installed Prometheus
 
-    async def metrics(request: web.Request) -> web.Response:
-        return web.Response(text=EXPOSITION, content_type="text/plain")
-
-    app = web.Application()
-    app.router.add_get("/metrics", metrics)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    exporter = free_port()
-    await web.TCPSite(runner, "127.0.0.1", exporter).start()
-    port = free_port()
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        json.dumps(
-            {
-                "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
-                "scrape_configs": [
-                    {
-                        "job_name": "train",
-                        "honor_labels": True,
-                        "static_configs": [{"targets": [f"127.0.0.1:{exporter}"]}],
-                    }
-                ],
-            }
-        )
-    )
-    proc = subprocess.Popen(
-        prometheus_command(config, tmp_path / "data", port),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
+    async with scraping(EXPOSITION, tmp_path, "train") as url:
         deadline = time.monotonic() + 30
         async with aiohttp.ClientSession() as http:
             while time.monotonic() < deadline:
@@ -90,10 +56,6 @@ async def prometheus(tmp_path: Path) -> AsyncIterator[str]:
             else:
                 raise RuntimeError("the test's Prometheus never scraped the exporter")
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        await runner.cleanup()
 
 
 async def test_loss_and_tokens_come_from_prometheus_in_one_query_a_metric(prometheus: str) -> None:
