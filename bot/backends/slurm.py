@@ -595,9 +595,7 @@ class SlurmRest:
     # -- the port
 
     async def ping(self) -> None:
-        deadline = Deadline(self.timeout_s)
-        api = await self.api(deadline)
-        await self._get(api.ping_path, deadline)
+        await self.about()
 
     async def nodes(self, names: Sequence[str] | None = None) -> dict[str, SchedulerNode]:
         wanted = {check_node_name(n) for n in names} if names is not None else None

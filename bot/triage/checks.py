@@ -137,6 +137,10 @@ class Findings:
     missing: list[str] = field(default_factory=list)
     unable: frozenset[FaultKind] = frozenset()
 
+    def stops(self, kind: FaultKind) -> bool:
+        """Whether the missing metrics keep `kind` from being looked for."""
+        return bool(self.missing) and (not self.unable or kind in self.unable)
+
 
 CheckFn = Callable[[Table, HealthConfig], Findings]
 
@@ -385,9 +389,9 @@ class Check:
     def run(self, table: Table, cfg: HealthConfig) -> Findings:
         if isinstance(self.finds, Custom):
             found = self.finds.run(table, cfg)
-            stopped = not found.unable or self.kind in found.unable
             return Findings(
-                [f for f in found.faults if f.kind is self.kind], found.missing if stopped else []
+                [f for f in found.faults if f.kind is self.kind],
+                found.missing if found.stops(self.kind) else [],
             )
         parts = [t.find(table, cfg, self) for t in self.finds]
         return Findings(
@@ -1268,7 +1272,6 @@ def run_checks(table: Table, cfg: HealthConfig, checks: Sequence[Check] | None =
             for f in found.faults
         )
         for c in sharing:
-            stopped = not found.unable or c.kind in found.unable
-            if found.missing and stopped and not any(f.kind == c.kind for f in found.faults):
+            if found.stops(c.kind) and not any(f.kind == c.kind for f in found.faults):
                 not_run[c.name] = found.missing
     return HealthRun(at=table.at, faults=faults, not_run=not_run)
